@@ -1,0 +1,87 @@
+//! Admin HTTP: `/metrics` (Prometheus text), `/health` (the process answers), `/ready` (the zone
+//! has had its first full sync).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use crate::metrics::Metrics;
+use crate::zone::Zone;
+
+fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Full::new(body.into()))
+        .expect("static response parts are valid")
+}
+
+fn route(method: &Method, path: &str, zone: &Zone, metrics: &Metrics) -> Response<Full<Bytes>> {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    if method != Method::GET && method != Method::HEAD {
+        return reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "only GET and HEAD\n");
+    }
+    match path {
+        "/metrics" => reply(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics.render(),
+        ),
+        "/health" => reply(StatusCode::OK, TEXT, "ok\n"),
+        "/ready" if zone.synced() => reply(StatusCode::OK, TEXT, "ready\n"),
+        "/ready" => reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            TEXT,
+            "not ready: the source has not been fully synced yet\n",
+        ),
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            TEXT,
+            "not found: try /metrics, /health or /ready\n",
+        ),
+    }
+}
+
+/// Serves admin requests until shutdown.
+pub async fn serve(
+    listener: TcpListener,
+    zone: Arc<Zone>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    debug!(error = %e, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let (zone, metrics) = (zone.clone(), metrics.clone());
+        let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+            let resp = route(req.method(), req.uri().path(), &zone, &metrics);
+            async move { Ok::<_, Infallible>(resp) }
+        });
+        tokio::spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                debug!(error = %e, "admin connection ended with an error");
+            }
+        });
+    }
+}

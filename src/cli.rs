@@ -1,0 +1,199 @@
+//! Command-line flags (each also read from a `CLUSTERSET_DNS_…` environment variable) and their
+//! translation into [`crate::Config`]. Nothing below this module reads the environment.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+use crate::dns::tcp;
+use crate::server;
+use crate::source::file;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+/// Authoritative DNS for Kubernetes Multi-Cluster Services: answers
+/// <svc>.<ns>.svc.clusterset.local from ServiceImport and EndpointSlice objects.
+#[derive(Debug, Parser)]
+#[command(name = "clusterset-dns", version, about, max_term_width = 100)]
+pub struct Args {
+    /// YAML or JSON file of ServiceImports and EndpointSlices (several documents, or a List as
+    /// `kubectl get -o yaml` prints). Reloaded when it changes and on SIGHUP.
+    #[arg(long, env = "CLUSTERSET_DNS_FILE", value_name = "PATH")]
+    pub file: Option<PathBuf>,
+
+    /// How often the file is checked for changes.
+    #[arg(long, env = "CLUSTERSET_DNS_FILE_POLL_INTERVAL", value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub file_poll_interval: Duration,
+
+    /// Address for DNS over UDP and TCP.
+    #[arg(
+        long,
+        env = "CLUSTERSET_DNS_LISTEN",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:1053"
+    )]
+    pub listen: SocketAddr,
+
+    /// Address for the admin HTTP server: /metrics, /health, /ready.
+    #[arg(
+        long,
+        env = "CLUSTERSET_DNS_ADMIN_LISTEN",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:9153"
+    )]
+    pub admin_listen: SocketAddr,
+
+    /// Zone to serve; repeat the flag (or separate with commas) for several.
+    #[arg(
+        long = "zone",
+        env = "CLUSTERSET_DNS_ZONE",
+        value_name = "ZONE",
+        default_value = "clusterset.local",
+        value_delimiter = ','
+    )]
+    pub zones: Vec<String>,
+
+    /// TTL in seconds of every record (except dns-version, 28800); negative answers use at most 300.
+    #[arg(long, env = "CLUSTERSET_DNS_TTL", value_name = "SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=2_147_483_647))]
+    pub ttl: u32,
+
+    /// Address of ns.dns.<zone>, the name server the apex NS record names (glue); repeatable.
+    #[arg(
+        long = "ns-address",
+        env = "CLUSTERSET_DNS_NS_ADDRESS",
+        value_name = "IP",
+        value_delimiter = ','
+    )]
+    pub ns_addresses: Vec<IpAddr>,
+
+    /// Close a TCP connection that sends no query for this long.
+    #[arg(long, env = "CLUSTERSET_DNS_TCP_IDLE_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub tcp_idle_timeout: Duration,
+
+    /// Most TCP connections open at once; more are closed on accept.
+    #[arg(long, env = "CLUSTERSET_DNS_TCP_MAX_CONNECTIONS", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub tcp_max_connections: u32,
+
+    /// How long in-flight queries get to finish after SIGTERM or SIGINT.
+    #[arg(long, env = "CLUSTERSET_DNS_SHUTDOWN_GRACE", value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+
+    /// Log format.
+    #[arg(
+        long,
+        env = "CLUSTERSET_DNS_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+
+    /// Most detailed log level; per-query lines appear at debug.
+    #[arg(
+        long,
+        env = "CLUSTERSET_DNS_LOG_LEVEL",
+        value_enum,
+        default_value = "info"
+    )]
+    pub log_level: LogLevel,
+}
+
+/// `250ms`, `5s`, `2m`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 500ms, 5s or 2m"))?;
+    let d = match unit {
+        "ms" => Duration::from_millis(n),
+        "" | "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n * 60),
+        _ => return Err(format!("{s:?} has an unknown unit (use ms, s or m)")),
+    };
+    if d.is_zero() {
+        return Err("a duration must be above zero".into());
+    }
+    Ok(d)
+}
+
+impl Args {
+    pub fn config(&self) -> Result<crate::Config, String> {
+        let Some(path) = &self.file else {
+            return Err(
+                "no source given: pass --file PATH (reading the cluster's API is not built yet)"
+                    .into(),
+            );
+        };
+        crate::apexes(&self.zones).map_err(|e| e.to_string())?;
+        Ok(crate::Config {
+            zones: self.zones.clone(),
+            ttl: self.ttl,
+            ns_addresses: self.ns_addresses.clone(),
+            server: server::Config {
+                tcp: tcp::Config {
+                    idle_timeout: self.tcp_idle_timeout,
+                    max_connections: self.tcp_max_connections as usize,
+                },
+                grace: self.shutdown_grace,
+            },
+            file: file::Config {
+                path: path.clone(),
+                poll: self.file_poll_interval,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("5h").unwrap_err().contains("unit"));
+        assert!(parse_duration("x").is_err());
+    }
+
+    #[test]
+    fn flags_parse_and_check() {
+        let a = Args::try_parse_from([
+            "clusterset-dns",
+            "--file",
+            "f.yaml",
+            "--zone",
+            "a.local,b.local",
+            "--ttl",
+            "30",
+        ])
+        .unwrap();
+        let c = a.config().unwrap();
+        assert_eq!(c.zones, ["a.local", "b.local"]);
+        assert_eq!(c.ttl, 30);
+        let a =
+            Args::try_parse_from(["clusterset-dns", "--file", "f", "--zone", "bad..zone"]).unwrap();
+        assert!(a.config().unwrap_err().contains("bad..zone"));
+        let a = Args::try_parse_from(["clusterset-dns"]).unwrap();
+        assert!(a.config().unwrap_err().contains("--file"));
+        assert!(Args::try_parse_from(["clusterset-dns", "--listen", "nowhere"]).is_err());
+    }
+}

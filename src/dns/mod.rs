@@ -1,0 +1,363 @@
+//! From query bytes to response bytes: parse the header, question and EDNS, look the name up in
+//! the zone, and write header + the query's own question + the precompiled body (+ OPT). This is
+//! the one lookup every serving path shares, so all of them answer alike.
+
+pub mod tcp;
+pub mod udp;
+
+use crate::zone::render::{CLASS_IN, OPT_LEN, TYPE_AXFR, TYPE_IXFR, TYPE_OPT, TYPE_SOA};
+use crate::zone::{Answer, Lookup, Zone};
+
+/// The UDP payload size we advertise and the most we send over UDP (the DNS Flag Day 2020 value).
+pub const UDP_PAYLOAD: u16 = 1232;
+
+pub const RCODE_NOERROR: u16 = 0;
+pub const RCODE_FORMERR: u16 = 1;
+pub const RCODE_SERVFAIL: u16 = 2;
+pub const RCODE_NXDOMAIN: u16 = 3;
+pub const RCODE_NOTIMP: u16 = 4;
+pub const RCODE_REFUSED: u16 = 5;
+pub const RCODE_BADVERS: u16 = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Udp,
+    Tcp,
+}
+
+/// What a response said, for metrics and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// Full (extended) response code.
+    pub rcode: u16,
+    /// Query type, 0 when the question could not be read.
+    pub qtype: u16,
+    /// Index of the served zone the name is in.
+    pub apex: Option<usize>,
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Edns {
+    payload: u16,
+    version: u8,
+    dnssec_ok: bool,
+}
+
+/// A parsed query; fields after a parse error are whatever was read before it.
+struct Query<'a> {
+    id: u16,
+    opcode: u8,
+    rd: bool,
+    cd: bool,
+    /// The question exactly as sent (name, type, class), when it could be read.
+    question: Option<&'a [u8]>,
+    lname: [u8; 255],
+    lname_len: usize,
+    qtype: u16,
+    qclass: u16,
+    edns: Option<Edns>,
+}
+
+enum Parsed<'a> {
+    /// Not worth an answer: too short for a header, or itself a response.
+    Drop,
+    Query(Query<'a>),
+    FormErr(Query<'a>),
+}
+
+fn u16_at(p: &[u8], i: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*p.get(i)?, *p.get(i + 1)?]))
+}
+
+/// Reads the uncompressed question name at `i` into `lname`, lower-cased; returns the end offset.
+fn read_qname(p: &[u8], mut i: usize, lname: &mut [u8; 255], len: &mut usize) -> Option<usize> {
+    let mut n = 0;
+    loop {
+        let l = *p.get(i)? as usize;
+        if l == 0 {
+            lname[n] = 0;
+            *len = n + 1;
+            return Some(i + 1);
+        }
+        // Compression pointers (pointless in the only question) and extended label types.
+        if l > 63 || n + 1 + l + 1 > 255 {
+            return None;
+        }
+        let label = p.get(i + 1..i + 1 + l)?;
+        lname[n] = l as u8;
+        for (d, s) in lname[n + 1..n + 1 + l].iter_mut().zip(label) {
+            *d = s.to_ascii_lowercase();
+        }
+        n += 1 + l;
+        i += 1 + l;
+    }
+}
+
+/// Skips a possibly compressed name; returns the offset after it.
+fn skip_name(p: &[u8], mut i: usize) -> Option<usize> {
+    loop {
+        let l = *p.get(i)?;
+        match l {
+            0 => return Some(i + 1),
+            1..=63 => i += 1 + l as usize,
+            0xC0..=0xFF => return p.get(i + 1).map(|_| i + 2),
+            _ => return None,
+        }
+    }
+}
+
+fn parse(p: &[u8]) -> Parsed<'_> {
+    if p.len() < 12 || p[2] & 0x80 != 0 {
+        return Parsed::Drop;
+    }
+    let mut q = Query {
+        id: u16::from_be_bytes([p[0], p[1]]),
+        opcode: (p[2] >> 3) & 0x0F,
+        rd: p[2] & 0x01 != 0,
+        cd: p[3] & 0x10 != 0,
+        question: None,
+        lname: [0; 255],
+        lname_len: 0,
+        qtype: 0,
+        qclass: 0,
+        edns: None,
+    };
+    let count = |i| u16::from_be_bytes([p[i], p[i + 1]]);
+    let (qd, an, ns, ar) = (count(4), count(6), count(8), count(10));
+    if qd != 1 {
+        return Parsed::FormErr(q);
+    }
+    let Some(end) = read_qname(p, 12, &mut q.lname, &mut q.lname_len) else {
+        return Parsed::FormErr(q);
+    };
+    let (Some(qtype), Some(qclass)) = (u16_at(p, end), u16_at(p, end + 2)) else {
+        return Parsed::FormErr(q);
+    };
+    q.qtype = qtype;
+    q.qclass = qclass;
+    q.question = Some(&p[12..end + 4]);
+    let mut i = end + 4;
+    for section in [an, ns, ar] {
+        for _ in 0..section {
+            let start = i;
+            let Some(after) = skip_name(p, i) else {
+                return Parsed::FormErr(q);
+            };
+            let (Some(rtype), Some(class), Some(rdlen)) =
+                (u16_at(p, after), u16_at(p, after + 2), u16_at(p, after + 8))
+            else {
+                return Parsed::FormErr(q);
+            };
+            let rdata = after + 10;
+            if rdata + rdlen as usize > p.len() {
+                return Parsed::FormErr(q);
+            }
+            i = rdata + rdlen as usize;
+            if rtype != TYPE_OPT {
+                continue;
+            }
+            // RFC 6891: one OPT, in the additional section, owned by the root.
+            if section != ar || q.edns.is_some() || p[start] != 0 || !valid_options(&p[rdata..i]) {
+                q.edns = None;
+                return Parsed::FormErr(q);
+            }
+            q.edns = Some(Edns {
+                payload: class,
+                version: p[after + 5],
+                dnssec_ok: p[after + 6] & 0x80 != 0,
+            });
+        }
+    }
+    Parsed::Query(q)
+}
+
+fn valid_options(mut rdata: &[u8]) -> bool {
+    while !rdata.is_empty() {
+        let Some(len) = u16_at(rdata, 2) else {
+            return false;
+        };
+        let Some(rest) = rdata.get(4 + len as usize..) else {
+            return false;
+        };
+        rdata = rest;
+    }
+    true
+}
+
+fn header(out: &mut Vec<u8>, q: &Query<'_>, aa: bool, tc: bool, rcode: u16, counts: [u16; 4]) {
+    out.extend_from_slice(&q.id.to_be_bytes());
+    out.push(
+        0x80 | (q.opcode << 3) | if aa { 0x04 } else { 0 } | if tc { 0x02 } else { 0 } | q.rd as u8,
+    );
+    out.push(if q.cd { 0x10 } else { 0 } | (rcode & 0x0F) as u8);
+    for c in counts {
+        out.extend_from_slice(&c.to_be_bytes());
+    }
+}
+
+fn opt(out: &mut Vec<u8>, edns: &Option<Edns>, rcode: u16) {
+    if let Some(e) = edns {
+        out.extend_from_slice(&[0, 0, TYPE_OPT as u8]);
+        out.extend_from_slice(&UDP_PAYLOAD.to_be_bytes());
+        out.extend_from_slice(&[
+            (rcode >> 4) as u8,
+            0,
+            if e.dnssec_ok { 0x80 } else { 0 },
+            0,
+            0,
+            0,
+        ]);
+    }
+}
+
+/// A response with no records: errors and refusals (no AA).
+fn bare(out: &mut Vec<u8>, q: &Query<'_>, rcode: u16) -> Outcome {
+    let qd = q.question.is_some() as u16;
+    header(
+        out,
+        q,
+        false,
+        false,
+        rcode,
+        [qd, 0, 0, q.edns.is_some() as u16],
+    );
+    out.extend_from_slice(q.question.unwrap_or_default());
+    opt(out, &q.edns, rcode);
+    Outcome {
+        rcode,
+        qtype: q.qtype,
+        apex: None,
+        truncated: false,
+    }
+}
+
+/// The zone's SOA record, its owner a pointer to the apex's place in the question.
+fn soa(out: &mut Vec<u8>, apex_at: usize, serial: u32, ttl: u32) {
+    let ptr = (0xC000 | apex_at as u16).to_be_bytes();
+    out.extend_from_slice(&ptr);
+    out.extend_from_slice(&TYPE_SOA.to_be_bytes());
+    out.extend_from_slice(&CLASS_IN.to_be_bytes());
+    out.extend_from_slice(&ttl.min(300).to_be_bytes());
+    // ns.dns.<ptr> (9) + hostmaster.<ptr> (13) + five 32-bit fields (20).
+    out.extend_from_slice(&(9 + 13 + 20u16).to_be_bytes());
+    out.extend_from_slice(b"\x02ns\x03dns");
+    out.extend_from_slice(&ptr);
+    out.extend_from_slice(b"\x0ahostmaster");
+    out.extend_from_slice(&ptr);
+    for v in [serial, 7200, 1800, 86400, ttl] {
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+}
+
+/// Writes the response to `packet` into `out` (cleared first). `None`: send nothing.
+pub fn respond(
+    zone: &Zone,
+    packet: &[u8],
+    transport: Transport,
+    out: &mut Vec<u8>,
+) -> Option<Outcome> {
+    out.clear();
+    let q = match parse(packet) {
+        Parsed::Drop => return None,
+        Parsed::FormErr(q) if q.opcode != 0 => return Some(bare(out, &q, RCODE_NOTIMP)),
+        Parsed::FormErr(q) => return Some(bare(out, &q, RCODE_FORMERR)),
+        Parsed::Query(q) => q,
+    };
+    if q.opcode != 0 {
+        return Some(bare(out, &q, RCODE_NOTIMP));
+    }
+    if q.qclass != CLASS_IN {
+        return Some(bare(out, &q, RCODE_FORMERR));
+    }
+    if q.edns.is_some_and(|e| e.version > 0) {
+        return Some(bare(out, &q, RCODE_BADVERS));
+    }
+    let lname = &q.lname[..q.lname_len];
+    let Lookup::Inside { apex, entry } = zone.lookup(lname) else {
+        return Some(bare(out, &q, RCODE_REFUSED));
+    };
+    if q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
+        return Some(bare(out, &q, RCODE_REFUSED));
+    }
+    let question = q.question.expect("a parsed query has its question");
+    let apex_at = 12 + lname.len() - zone.apexes()[apex].len();
+    let opt_count = q.edns.is_some() as u16;
+    let answer = |out: &mut Vec<u8>, tc: bool, counts: [u16; 4]| {
+        header(out, &q, true, tc, RCODE_NOERROR, counts);
+        out.extend_from_slice(question);
+    };
+    let negative = |out: &mut Vec<u8>, rcode: u16| {
+        header(out, &q, true, false, rcode, [1, 0, 1, opt_count]);
+        out.extend_from_slice(question);
+        soa(out, apex_at, zone.serial(), zone.ttl());
+        opt(out, &q.edns, rcode);
+        Outcome {
+            rcode,
+            qtype: q.qtype,
+            apex: Some(apex),
+            truncated: false,
+        }
+    };
+    let Some(entry) = entry else {
+        // Before the first full sync a missing name may only be missing from us.
+        let rcode = if zone.synced() {
+            RCODE_NXDOMAIN
+        } else {
+            RCODE_SERVFAIL
+        };
+        return Some(negative(out, rcode));
+    };
+    if q.qtype == TYPE_SOA && entry.apex {
+        answer(out, false, [1, 1, 0, opt_count]);
+        soa(out, apex_at, zone.serial(), zone.ttl());
+        opt(out, &q.edns, RCODE_NOERROR);
+        return Some(Outcome {
+            rcode: RCODE_NOERROR,
+            qtype: q.qtype,
+            apex: Some(apex),
+            truncated: false,
+        });
+    }
+    let Some(a) = entry.answer(q.qtype) else {
+        return Some(negative(out, RCODE_NOERROR));
+    };
+    let limit = match transport {
+        Transport::Tcp => u16::MAX as usize,
+        Transport::Udp => q.edns.map_or(512, |e| e.payload.clamp(512, UDP_PAYLOAD)) as usize,
+    };
+    let truncated = write_positive(out, a, 12 + question.len(), limit, opt_count, &answer);
+    opt(out, &q.edns, RCODE_NOERROR);
+    Some(Outcome {
+        rcode: RCODE_NOERROR,
+        qtype: q.qtype,
+        apex: Some(apex),
+        truncated,
+    })
+}
+
+/// Writes a positive answer within `limit` bytes: whole; else without the additional section
+/// (RFC 2181 9: no TC for that); else empty with TC so the client retries over TCP.
+fn write_positive(
+    out: &mut Vec<u8>,
+    a: &Answer,
+    fixed: usize,
+    limit: usize,
+    opt_count: u16,
+    start: &dyn Fn(&mut Vec<u8>, bool, [u16; 4]),
+) -> bool {
+    let opt_len = if opt_count > 0 { OPT_LEN } else { 0 };
+    let add = a.additional_at as usize;
+    if fixed + a.bytes.len() + opt_len <= limit {
+        start(out, false, [1, a.ancount, 0, a.arcount + opt_count]);
+        out.extend_from_slice(&a.bytes);
+        false
+    } else if fixed + add + opt_len <= limit {
+        start(out, false, [1, a.ancount, 0, opt_count]);
+        out.extend_from_slice(&a.bytes[..add]);
+        false
+    } else {
+        start(out, true, [1, 0, 0, opt_count]);
+        true
+    }
+}

@@ -1,0 +1,127 @@
+//! clusterset-dns: authoritative DNS for the Kubernetes Multi-Cluster Services API
+//! (`<svc>.<ns>.svc.clusterset.local`), fed from ServiceImports and EndpointSlices.
+//!
+//! ```text
+//!  source::kube ─┐                          ┌─> udp (fast path: wire bytes in, wire bytes out)
+//!  (watchers)    ├─> Update ─> zone::build ─┤
+//!  source::file ─┘   (model)   (one writer) └─> zone (dashmap of precompiled answers) <── dns handler (TCP)
+//!                                                                                          └─> metrics, admin (/metrics /health /ready)
+//! ```
+//!
+//! `main` is thin: it parses flags ([`cli`]), binds [`server::Listeners`] and calls [`run`], which
+//! tests call the same way with sockets bound to port 0.
+
+pub mod admin;
+pub mod cli;
+pub mod dns;
+pub mod metrics;
+pub mod model;
+pub mod server;
+pub mod source;
+pub mod zone;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::metrics::Metrics;
+use crate::server::Listeners;
+use crate::source::file;
+use crate::zone::Zone;
+use crate::zone::build::Builder;
+use crate::zone::render::wire_name;
+
+/// Everything [`run`] needs besides its sockets.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Served zones, e.g. `clusterset.local`.
+    pub zones: Vec<String>,
+    pub ttl: u32,
+    /// Addresses of `ns.dns.<zone>`, given as glue with the apex NS record.
+    pub ns_addresses: Vec<IpAddr>,
+    pub server: server::Config,
+    /// The file source. (The Kubernetes source is not built yet.)
+    pub file: file::Config,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("zone {0:?} is not a DNS name short enough to hold service names")]
+    BadZone(String),
+    #[error("zone {0:?} is given twice")]
+    DuplicateZone(String),
+    #[error("at least one zone must be served")]
+    NoZone,
+}
+
+/// Lower-case wire names of the zones, checked.
+pub fn apexes(zones: &[String]) -> Result<Vec<Vec<u8>>, ConfigError> {
+    if zones.is_empty() {
+        return Err(ConfigError::NoZone);
+    }
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for z in zones {
+        // Room for `dns-version.<zone>` and a short service name at least.
+        let w = wire_name(z)
+            .filter(|w| w.len() > 1 && w.len() <= 200)
+            .ok_or_else(|| ConfigError::BadZone(z.clone()))?;
+        if out.contains(&w) {
+            return Err(ConfigError::DuplicateZone(z.clone()));
+        }
+        out.push(w);
+    }
+    Ok(out)
+}
+
+/// Runs the server until `shutdown` is cancelled. Fails early (before serving) when the
+/// configuration or the source's first load is unusable.
+pub async fn run(
+    config: Config,
+    listeners: Listeners,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let apexes = apexes(&config.zones)?;
+    let zone_texts = apexes.iter().map(|a| zone::render::name_text(a)).collect();
+    let metrics = Arc::new(Metrics::new(
+        format!("dns://{}", listeners.dns_addr()),
+        zone_texts,
+    ));
+    let zone = Arc::new(Zone::new(apexes, config.ttl));
+    let builder = Builder::new(zone.clone(), &config.ns_addresses, metrics.clone());
+    let first = file::initial(&config.file, &metrics)?;
+
+    let (tx, rx) = mpsc::channel(64);
+    let builder = tokio::spawn(builder.run(rx));
+    tokio::spawn(file::run(
+        config.file.clone(),
+        first,
+        tx,
+        metrics.clone(),
+        shutdown.clone(),
+    ));
+
+    let admin = tokio::net::TcpListener::from_std(listeners.admin)?;
+    info!(address = %admin.local_addr()?, "admin HTTP listening (/metrics /health /ready)");
+    tokio::spawn(admin::serve(
+        admin,
+        zone.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    ));
+
+    server::serve(
+        config.server,
+        listeners.udp,
+        listeners.tcp,
+        zone,
+        metrics,
+        shutdown,
+    )
+    .await?;
+    builder.abort();
+    info!("stopped");
+    Ok(())
+}

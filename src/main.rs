@@ -1,0 +1,95 @@
+//! The `clusterset-dns` binary: flags, logging, sockets, signals; everything else is in the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use clusterset_dns::cli::{Args, LogFormat, LogLevel};
+use clusterset_dns::server::Listeners;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::prelude::*;
+
+fn init_logging(format: LogFormat, level: LogLevel) {
+    let level = match level {
+        LogLevel::Error => LevelFilter::ERROR,
+        LogLevel::Warn => LevelFilter::WARN,
+        LogLevel::Info => LevelFilter::INFO,
+        LogLevel::Debug => LevelFilter::DEBUG,
+        LogLevel::Trace => LevelFilter::TRACE,
+    };
+    // Our own lines at the chosen level; libraries' (hickory logs every request at debug) from warn up.
+    let filter = Targets::new()
+        .with_target("clusterset_dns", level)
+        .with_default(level.min(LevelFilter::WARN));
+    let registry = tracing_subscriber::registry().with(filter);
+    match format {
+        LogFormat::Json => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(std::io::stderr),
+            )
+            .init(),
+        LogFormat::Text => registry
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    init_logging(args.log_format, args.log_level);
+    let config = match args.config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("clusterset-dns: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let listeners = match Listeners::bind(args.listen, args.admin_listen) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("clusterset-dns: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("clusterset-dns: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        info!(?config, version = env!("CARGO_PKG_VERSION"), "starting");
+        let shutdown = CancellationToken::new();
+        let signals = shutdown.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
+                error!("cannot listen for SIGTERM/SIGINT");
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => info!("SIGTERM: shutting down"),
+                _ = int.recv() => info!("SIGINT: shutting down"),
+            }
+            signals.cancel();
+        });
+        match clusterset_dns::run(config, listeners, shutdown).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                error!("{e:#}");
+                eprintln!("clusterset-dns: {e:#}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}

@@ -1,0 +1,95 @@
+//! Plain values that sources produce and the zone builder consumes: a multicluster service as
+//! DNS sees it. Kubernetes types stop at the source boundary; nothing here knows about them.
+
+use std::net::IpAddr;
+
+/// `namespace/name` of a ServiceImport: the identity of a service in the cluster set.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServiceKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for ServiceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// Reached through the clusterset IPs in `spec.ips` (or, when there are none, through the
+    /// per-cluster addresses in its EndpointSlices).
+    ClusterSetIp,
+    /// Reached through the endpoint addresses directly.
+    Headless,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    Tcp,
+    Udp,
+    Sctp,
+}
+
+impl Protocol {
+    /// The `_proto` label of an SRV name, without the underscore.
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+            Protocol::Sctp => "sctp",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Port {
+    /// Lower-cased port name; `None` for an unnamed port (never matched by `_name._proto`).
+    pub name: Option<String>,
+    pub protocol: Protocol,
+    pub port: u16,
+}
+
+/// One ready endpoint of an EndpointSlice (not-ready endpoints never reach the model).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    pub addresses: Vec<IpAddr>,
+    /// `hostname` from the object, already checked to be a lower-case DNS label.
+    pub hostname: Option<String>,
+}
+
+/// The part of one EndpointSlice that DNS needs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Slice {
+    /// The slice's object name, to keep slices of one service in a stable order.
+    pub name: String,
+    /// `multicluster.kubernetes.io/source-cluster`, lower-cased: one or two DNS labels. Without
+    /// it, the endpoints still count for the service's addresses but have no names of their own.
+    pub cluster: Option<String>,
+    pub ports: Vec<Port>,
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// A ServiceImport with the EndpointSlices that belong to it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Service {
+    pub key: ServiceKey,
+    pub kind: Kind,
+    /// `spec.ips`, in object order.
+    pub ips: Vec<IpAddr>,
+    pub ports: Vec<Port>,
+    /// Slices sorted by name.
+    pub slices: Vec<Slice>,
+}
+
+/// What a source tells the zone builder.
+#[derive(Debug, Clone)]
+pub enum Update {
+    /// The complete set of services: anything not in it is removed. Marks the zone synced.
+    Reset(Vec<Service>),
+    /// One service was added or changed.
+    Upsert(Service),
+    /// One service is gone.
+    Remove(ServiceKey),
+}

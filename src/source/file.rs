@@ -1,0 +1,207 @@
+//! File source: a YAML or JSON file of Kubernetes objects (what `kubectl get -o yaml` prints, or
+//! several documents), reloaded when it changes and on SIGHUP. A file that no longer parses keeps
+//! the last good zone.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::Deserialize;
+use serde_yaml_ng::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::objects::{Classified, Store, classify, flatten};
+use crate::metrics::Metrics;
+use crate::model::{Service, Update};
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub path: PathBuf,
+    /// How often the file is checked for changes.
+    pub poll: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid YAML or JSON: {message}")]
+    Parse { path: String, message: String },
+}
+
+/// What a load found.
+#[derive(Debug)]
+pub struct Loaded {
+    pub services: Vec<Service>,
+    pub slices: usize,
+    pub skipped: usize,
+}
+
+/// Splits a file's text into raw objects: a stream of JSON values, or YAML documents; `List`s
+/// and top-level arrays are expanded.
+pub fn parse_text(text: &str) -> Result<Vec<Value>, String> {
+    let mut docs = Vec::new();
+    if text.trim_start().starts_with(['{', '[']) {
+        for v in serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>() {
+            let v = v.map_err(|e| e.to_string())?;
+            docs.push(serde_yaml_ng::to_value(v).map_err(|e| e.to_string())?);
+        }
+    } else {
+        for doc in serde_yaml_ng::Deserializer::from_str(text) {
+            docs.push(Value::deserialize(doc).map_err(|e| e.to_string())?);
+        }
+    }
+    let mut out = Vec::new();
+    for doc in docs {
+        match doc {
+            Value::Sequence(items) => items.into_iter().for_each(|i| flatten(i, &mut out)),
+            Value::Mapping(_) => flatten(doc, &mut out),
+            Value::Null => {}
+            other => {
+                return Err(format!(
+                    "a document is a {}, not a Kubernetes object",
+                    kind_of(&other)
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        _ => "value",
+    }
+}
+
+/// Reads and converts the file; each unusable object is logged and counted, then skipped.
+pub fn load(path: &Path, metrics: &Metrics) -> Result<Loaded, LoadError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let raw = parse_text(&text).map_err(|message| LoadError::Parse {
+        path: shown.clone(),
+        message,
+    })?;
+    let mut store = Store::default();
+    let mut skipped = 0;
+    for object in &raw {
+        match classify(object) {
+            Classified::Object(o) => {
+                store.insert(o);
+            }
+            Classified::Ignored(what) => debug!(file = %shown, "ignored: {what}"),
+            Classified::Invalid(e) => {
+                warn!(file = %shown, reason = e.reason, "skipped {e}");
+                metrics.skipped(e.kind, e.reason);
+                skipped += 1;
+            }
+        }
+    }
+    Ok(Loaded {
+        services: store.services(),
+        slices: store.slices(),
+        skipped,
+    })
+}
+
+/// What identifies a version of the file without reading it (symlinks followed, so a
+/// ConfigMap's atomic `..data` swap counts as a change).
+fn stamp(path: &Path) -> Option<(SystemTime, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len(), m.ino()))
+}
+
+/// Loads the file once, so a bad file stops start-up with its reason.
+pub fn initial(config: &Config, metrics: &Metrics) -> Result<Loaded, LoadError> {
+    let loaded = load(&config.path, metrics);
+    metrics.reload(loaded.is_ok());
+    loaded
+}
+
+/// Watches the file and sends a full reset whenever it loads; stops at shutdown.
+pub async fn run(
+    config: Config,
+    first: Loaded,
+    updates: mpsc::Sender<Update>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    let mut last = stamp(&config.path);
+    send(&config, first, &updates).await;
+    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            warn!(error = %e, "cannot listen for SIGHUP; reloading on file changes only");
+            None
+        }
+    };
+    let mut tick = tokio::time::interval(config.poll);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let why = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {
+                let now = stamp(&config.path);
+                if now == last { continue; }
+                last = now;
+                "file changed"
+            }
+            _ = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => "SIGHUP",
+        };
+        match load(&config.path, &metrics) {
+            Ok(loaded) => {
+                metrics.reload(true);
+                info!(file = %config.path.display(), why, "reloaded");
+                send(&config, loaded, &updates).await;
+            }
+            Err(e) => {
+                metrics.reload(false);
+                warn!(why, "{e}; still serving the last good zone");
+            }
+        }
+    }
+}
+
+async fn send(config: &Config, loaded: Loaded, updates: &mpsc::Sender<Update>) {
+    info!(file = %config.path.display(), services = loaded.services.len(), slices = loaded.slices, skipped = loaded.skipped, "loaded objects");
+    // The builder outlives every source; a closed channel only happens at shutdown.
+    let _ = updates.send(Update::Reset(loaded.services)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_documents_lists_and_json_streams() {
+        let yaml = "---\napiVersion: v1\nkind: List\nitems:\n- {kind: A}\n- {kind: B}\n---\n---\nkind: C\n";
+        assert_eq!(parse_text(yaml).unwrap().len(), 3);
+        let json = r#"{"kind":"List","items":[{"kind":"A"}]} {"kind":"B"}"#;
+        assert_eq!(parse_text(json).unwrap().len(), 2);
+        assert_eq!(
+            parse_text("[{\"kind\":\"A\"},{\"kind\":\"B\"}]")
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn broken_text_says_where() {
+        let e = parse_text("kind: A\n  bad: [\n").unwrap_err();
+        assert!(e.contains("line"), "{e}");
+        assert!(parse_text("just a string").unwrap_err().contains("string"));
+    }
+}

@@ -1,0 +1,638 @@
+//! Kubernetes objects to model values: the slim shapes of ServiceImport and EndpointSlice we read,
+//! their validation, and the store that joins imports with their slices into `model::Service`s.
+//! Shared by every source; one unusable object is reported and skipped, never fatal.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+
+use serde::Deserialize;
+use serde_yaml_ng::Value;
+
+use crate::model::{Endpoint, Kind, Port, Protocol, Service, ServiceKey, Slice};
+
+pub const LABEL_SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
+pub const LABEL_SOURCE_CLUSTER: &str = "multicluster.kubernetes.io/source-cluster";
+pub const MCS_GROUP: &str = "multicluster.x-k8s.io";
+
+/// Why an object was skipped; `reason` is a short stable word for the metric label.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} {object}: {message}")]
+pub struct ObjectError {
+    pub kind: &'static str,
+    /// `namespace/name` as far as it could be read.
+    pub object: String,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// One object read from a source, already validated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Object {
+    Import(Import),
+    Slice(SliceObject),
+}
+
+/// What the source did with one raw object.
+#[derive(Debug)]
+pub enum Classified {
+    Object(Object),
+    /// Not something we serve (another kind, a Submariner internal copy, a slice without the
+    /// MCS label); the string says what it was, for a debug log.
+    Ignored(String),
+    Invalid(ObjectError),
+}
+
+/// A validated ServiceImport.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Import {
+    pub key: ServiceKey,
+    pub kind: Kind,
+    pub ips: Vec<IpAddr>,
+    pub ports: Vec<Port>,
+}
+
+/// A validated EndpointSlice with the service it belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SliceObject {
+    pub service: ServiceKey,
+    pub slice: Slice,
+}
+
+// ---- slim wire shapes: unknown fields are tolerated, absent and null lists are empty ----
+
+#[derive(Deserialize, Default)]
+struct Meta {
+    name: Option<String>,
+    namespace: Option<String>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+struct RawImport {
+    #[serde(default)]
+    metadata: Meta,
+    spec: Option<RawImportSpec>,
+}
+
+#[derive(Deserialize)]
+struct RawImportSpec {
+    #[serde(rename = "type")]
+    type_: Option<String>,
+    ips: Option<Vec<String>>,
+    ports: Option<Vec<RawPort>>,
+}
+
+#[derive(Deserialize)]
+struct RawPort {
+    name: Option<String>,
+    protocol: Option<String>,
+    port: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawSlice {
+    #[serde(default)]
+    metadata: Meta,
+    address_type: Option<String>,
+    endpoints: Option<Vec<RawEndpoint>>,
+    ports: Option<Vec<RawPort>>,
+}
+
+#[derive(Deserialize)]
+struct RawEndpoint {
+    addresses: Option<Vec<String>>,
+    conditions: Option<RawConditions>,
+    hostname: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawConditions {
+    ready: Option<bool>,
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+fn object_name(v: &Value) -> String {
+    let meta = v.get("metadata");
+    let ns = meta.and_then(|m| str_field(m, "namespace")).unwrap_or("");
+    let name = meta.and_then(|m| str_field(m, "name")).unwrap_or("?");
+    format!("{ns}/{name}")
+}
+
+/// Classify one raw object (a YAML/JSON mapping). `List` objects are not handled here: see
+/// [`flatten`].
+pub fn classify(v: &Value) -> Classified {
+    let api = str_field(v, "apiVersion").unwrap_or("");
+    let kind = str_field(v, "kind").unwrap_or("");
+    match (kind, api) {
+        ("ServiceImport", "multicluster.x-k8s.io/v1alpha1" | "multicluster.x-k8s.io/v1beta1") => {
+            import_from_value(v)
+        }
+        ("EndpointSlice", "discovery.k8s.io/v1") => slice_from_value(v),
+        _ => Classified::Ignored(format!("{kind} {api} {}", object_name(v))),
+    }
+}
+
+/// Expands `kind: List` (and `*List`) objects into their items, in order.
+pub fn flatten(v: Value, out: &mut Vec<Value>) {
+    let is_list = str_field(&v, "kind").is_some_and(|k| k.ends_with("List"));
+    if is_list {
+        if let Some(Value::Sequence(items)) = v.get("items") {
+            for item in items.clone() {
+                flatten(item, out);
+            }
+        }
+    } else if !v.is_null() {
+        out.push(v);
+    }
+}
+
+fn invalid(kind: &'static str, object: &str, reason: &'static str, message: String) -> Classified {
+    Classified::Invalid(ObjectError {
+        kind,
+        object: object.to_string(),
+        reason,
+        message,
+    })
+}
+
+fn import_from_value(v: &Value) -> Classified {
+    const KIND: &str = "ServiceImport";
+    let object = object_name(v);
+    let raw: RawImport = match serde_yaml_ng::from_value(v.clone()) {
+        Ok(r) => r,
+        Err(e) => return invalid(KIND, &object, "malformed", format!("cannot be read: {e}")),
+    };
+    let (Some(name), Some(namespace)) = (raw.metadata.name, raw.metadata.namespace) else {
+        return invalid(
+            KIND,
+            &object,
+            "malformed",
+            "metadata.name and metadata.namespace are required".into(),
+        );
+    };
+    let copy_marker = |m: &Option<BTreeMap<String, String>>| {
+        m.as_ref()
+            .is_some_and(|m| m.contains_key(LABEL_SERVICE_NAME))
+    };
+    if copy_marker(&raw.metadata.labels) || copy_marker(&raw.metadata.annotations) {
+        return Classified::Ignored(format!(
+            "{KIND} {object}: carries {LABEL_SERVICE_NAME}, an internal copy (Submariner), not a service"
+        ));
+    }
+    if !is_label(&name) {
+        return invalid(
+            KIND,
+            &object,
+            "bad_name",
+            format!("metadata.name {name:?} is not a lower-case DNS label"),
+        );
+    }
+    if !is_label(&namespace) {
+        return invalid(
+            KIND,
+            &object,
+            "bad_name",
+            format!("metadata.namespace {namespace:?} is not a lower-case DNS label"),
+        );
+    }
+    let Some(spec) = raw.spec else {
+        return invalid(KIND, &object, "malformed", "spec is missing".into());
+    };
+    let kind = match spec.type_.as_deref() {
+        Some("Headless") => Kind::Headless,
+        _ => Kind::ClusterSetIp,
+    };
+    let mut ips = Vec::new();
+    for (i, ip) in spec.ips.unwrap_or_default().iter().enumerate() {
+        match ip.trim().parse::<IpAddr>() {
+            Ok(ip) => ips.push(ip),
+            Err(_) => {
+                return invalid(
+                    KIND,
+                    &object,
+                    "bad_ip",
+                    format!("spec.ips[{i}] {ip:?} is not an IP address"),
+                );
+            }
+        }
+    }
+    let mut ports = Vec::new();
+    for (i, p) in spec.ports.unwrap_or_default().iter().enumerate() {
+        match port(p, true) {
+            Ok(Some(p)) => ports.push(p),
+            Ok(None) => {}
+            Err((reason, why)) => {
+                return invalid(KIND, &object, reason, format!("spec.ports[{i}]: {why}"));
+            }
+        }
+    }
+    Classified::Object(Object::Import(Import {
+        key: ServiceKey { namespace, name },
+        kind,
+        ips,
+        ports,
+    }))
+}
+
+fn slice_from_value(v: &Value) -> Classified {
+    const KIND: &str = "EndpointSlice";
+    let object = object_name(v);
+    let raw: RawSlice = match serde_yaml_ng::from_value(v.clone()) {
+        Ok(r) => r,
+        Err(e) => return invalid(KIND, &object, "malformed", format!("cannot be read: {e}")),
+    };
+    let labels = raw.metadata.labels.unwrap_or_default();
+    let Some(service) = labels.get(LABEL_SERVICE_NAME) else {
+        return Classified::Ignored(format!("{KIND} {object}: no {LABEL_SERVICE_NAME} label"));
+    };
+    let (Some(name), Some(namespace)) = (raw.metadata.name, raw.metadata.namespace) else {
+        return invalid(
+            KIND,
+            &object,
+            "malformed",
+            "metadata.name and metadata.namespace are required".into(),
+        );
+    };
+    if !is_label(service) {
+        return invalid(
+            KIND,
+            &object,
+            "bad_name",
+            format!("label {LABEL_SERVICE_NAME}={service:?} is not a lower-case DNS label"),
+        );
+    }
+    let cluster = match labels.get(LABEL_SOURCE_CLUSTER) {
+        None => None,
+        Some(c) => {
+            let c = c.to_ascii_lowercase();
+            let n = c.split('.').count();
+            if !(1..=2).contains(&n) || !c.split('.').all(is_label) {
+                return invalid(
+                    KIND,
+                    &object,
+                    "bad_cluster",
+                    format!("label {LABEL_SOURCE_CLUSTER}={c:?} is not one or two DNS labels"),
+                );
+            }
+            Some(c)
+        }
+    };
+    let v6 = match raw.address_type.as_deref() {
+        Some("IPv4") => false,
+        Some("IPv6") => true,
+        other => {
+            return invalid(
+                KIND,
+                &object,
+                "bad_address_type",
+                format!(
+                    "addressType {:?} is not served (only IPv4 and IPv6)",
+                    other.unwrap_or("")
+                ),
+            );
+        }
+    };
+    let mut ports = Vec::new();
+    for (i, p) in raw.ports.unwrap_or_default().iter().enumerate() {
+        match port(p, false) {
+            Ok(Some(p)) => ports.push(p),
+            Ok(None) => {}
+            Err((reason, why)) => {
+                return invalid(KIND, &object, reason, format!("ports[{i}]: {why}"));
+            }
+        }
+    }
+    let mut endpoints = Vec::new();
+    for (i, e) in raw.endpoints.unwrap_or_default().into_iter().enumerate() {
+        if e.conditions.and_then(|c| c.ready) == Some(false) {
+            continue;
+        }
+        let mut addresses = Vec::new();
+        for (j, a) in e.addresses.unwrap_or_default().iter().enumerate() {
+            match a.trim().parse::<IpAddr>() {
+                Ok(ip) if ip.is_ipv6() == v6 => addresses.push(ip),
+                Ok(_) => {
+                    return invalid(
+                        KIND,
+                        &object,
+                        "bad_ip",
+                        format!(
+                            "endpoints[{i}].addresses[{j}] {a:?} does not match addressType {}",
+                            if v6 { "IPv6" } else { "IPv4" }
+                        ),
+                    );
+                }
+                Err(_) => {
+                    return invalid(
+                        KIND,
+                        &object,
+                        "bad_ip",
+                        format!("endpoints[{i}].addresses[{j}] {a:?} is not an IP address"),
+                    );
+                }
+            }
+        }
+        let hostname = match e.hostname {
+            None => None,
+            Some(h) if h.is_empty() => None,
+            Some(h) => {
+                let h = h.to_ascii_lowercase();
+                if !is_label(&h) {
+                    return invalid(
+                        KIND,
+                        &object,
+                        "bad_hostname",
+                        format!("endpoints[{i}].hostname {h:?} is not a DNS label"),
+                    );
+                }
+                Some(h)
+            }
+        };
+        if !addresses.is_empty() {
+            endpoints.push(Endpoint {
+                addresses,
+                hostname,
+            });
+        }
+    }
+    Classified::Object(Object::Slice(SliceObject {
+        service: ServiceKey {
+            namespace,
+            name: service.clone(),
+        },
+        slice: Slice {
+            name,
+            cluster,
+            ports,
+            endpoints,
+        },
+    }))
+}
+
+/// Reads one port entry. `Ok(None)` drops an EndpointSlice port without a number ("all ports",
+/// which no SRV record can express).
+fn port(p: &RawPort, required: bool) -> Result<Option<Port>, (&'static str, String)> {
+    let number = match p.port {
+        Some(n) if (1..=65535).contains(&n) => n as u16,
+        Some(n) => return Err(("bad_port", format!("port {n} is out of range 1-65535"))),
+        None if required => return Err(("bad_port", "port is missing".into())),
+        None => return Ok(None),
+    };
+    let protocol = match p
+        .protocol
+        .as_deref()
+        .map(str::to_ascii_uppercase)
+        .as_deref()
+    {
+        None | Some("TCP") => Protocol::Tcp,
+        Some("UDP") => Protocol::Udp,
+        Some("SCTP") => Protocol::Sctp,
+        Some(other) => {
+            return Err((
+                "bad_port",
+                format!("protocol {other:?} is not TCP, UDP or SCTP"),
+            ));
+        }
+    };
+    let name = match p.name.as_deref() {
+        None | Some("") => None,
+        Some(n) => {
+            let n = n.to_ascii_lowercase();
+            // `_name` must fit in one label.
+            if n.len() > 62 || !n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+                return Err(("bad_port", format!("name {n:?} cannot be an SRV label")));
+            }
+            Some(n)
+        }
+    };
+    Ok(Some(Port {
+        name,
+        protocol,
+        port: number,
+    }))
+}
+
+/// A lower-case RFC 1123 DNS label: 1-63 of `[a-z0-9-]`, not starting or ending with `-`.
+pub fn is_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// The objects a source currently knows, joined into services on demand.
+#[derive(Debug, Default)]
+pub struct Store {
+    imports: HashMap<ServiceKey, Import>,
+    /// Slices by the service they belong to, then by slice name.
+    slices: HashMap<ServiceKey, BTreeMap<String, Slice>>,
+}
+
+impl Store {
+    pub fn insert(&mut self, object: Object) -> ServiceKey {
+        match object {
+            Object::Import(i) => {
+                let key = i.key.clone();
+                self.imports.insert(key.clone(), i);
+                key
+            }
+            Object::Slice(s) => {
+                self.slices
+                    .entry(s.service.clone())
+                    .or_default()
+                    .insert(s.slice.name.clone(), s.slice);
+                s.service
+            }
+        }
+    }
+
+    pub fn imports(&self) -> usize {
+        self.imports.len()
+    }
+
+    pub fn slices(&self) -> usize {
+        self.slices.values().map(BTreeMap::len).sum()
+    }
+
+    /// The service as DNS sees it, if its ServiceImport is known.
+    pub fn service(&self, key: &ServiceKey) -> Option<Service> {
+        let import = self.imports.get(key)?;
+        let slices = self
+            .slices
+            .get(key)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        Some(Service {
+            key: key.clone(),
+            kind: import.kind,
+            ips: import.ips.clone(),
+            ports: import.ports.clone(),
+            slices,
+        })
+    }
+
+    /// Every service, sorted by key.
+    pub fn services(&self) -> Vec<Service> {
+        let mut keys: Vec<&ServiceKey> = self.imports.keys().collect();
+        keys.sort();
+        keys.into_iter().filter_map(|k| self.service(k)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(yaml: &str) -> Classified {
+        classify(&serde_yaml_ng::from_str::<Value>(yaml).unwrap())
+    }
+
+    #[test]
+    fn import_with_unknown_fields_and_defaults() {
+        let c = one(
+            "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\n\
+             spec: {type: ClusterSetIP, ips: [10.0.0.1, 'fd00::1'], ipFamilies: [IPv4], ports: [{port: 80}, {name: Http, protocol: udp, port: 81}]}\nstatus: {clusters: [{cluster: a}]}",
+        );
+        let Classified::Object(Object::Import(i)) = c else {
+            panic!("{c:?}")
+        };
+        assert_eq!(i.kind, Kind::ClusterSetIp);
+        assert_eq!(i.ips.len(), 2);
+        assert_eq!(
+            i.ports[0],
+            Port {
+                name: None,
+                protocol: Protocol::Tcp,
+                port: 80
+            }
+        );
+        assert_eq!(
+            i.ports[1],
+            Port {
+                name: Some("http".into()),
+                protocol: Protocol::Udp,
+                port: 81
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_type_is_clustersetip_and_submariner_copies_are_ignored() {
+        let c = one(
+            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: a, namespace: b}\nspec: {type: Weird, ports: []}",
+        );
+        assert!(matches!(
+            c,
+            Classified::Object(Object::Import(Import {
+                kind: Kind::ClusterSetIp,
+                ..
+            }))
+        ));
+        let c = one(
+            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: a-b-c, namespace: sub, labels: {multicluster.kubernetes.io/service-name: a}}\nspec: {type: Headless}",
+        );
+        assert!(matches!(c, Classified::Ignored(_)), "{c:?}");
+        let c = one(
+            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: a, namespace: b, annotations: {multicluster.kubernetes.io/service-name: a}}\nspec: {type: Headless}",
+        );
+        assert!(matches!(c, Classified::Ignored(_)), "{c:?}");
+    }
+
+    #[test]
+    fn bad_objects_name_the_object_and_the_field() {
+        let cases = [
+            (
+                "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\nspec: {type: ClusterSetIP, ips: [10.0.0.300]}",
+                "bad_ip",
+                "spec.ips[0]",
+            ),
+            (
+                "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: Web_1, namespace: shop}\nspec: {type: ClusterSetIP}",
+                "bad_name",
+                "metadata.name",
+            ),
+            (
+                "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\nspec: {ports: [{port: 70000}]}",
+                "bad_port",
+                "spec.ports[0]",
+            ),
+            (
+                "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\nspec: {ports: 7}",
+                "malformed",
+                "cannot be read",
+            ),
+            (
+                "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: ['fd00::1']}]",
+                "bad_ip",
+                "endpoints[0].addresses[0]",
+            ),
+            (
+                "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: [10.0.0.1], hostname: 'a.b'}]",
+                "bad_hostname",
+                "endpoints[0].hostname",
+            ),
+            (
+                "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web, multicluster.kubernetes.io/source-cluster: a.b.c}}\naddressType: IPv4",
+                "bad_cluster",
+                "source-cluster",
+            ),
+            (
+                "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: FQDN",
+                "bad_address_type",
+                "FQDN",
+            ),
+        ];
+        for (yaml, reason, mention) in cases {
+            let Classified::Invalid(e) = one(yaml) else {
+                panic!("accepted: {yaml}")
+            };
+            assert_eq!(e.reason, reason, "{e}");
+            assert!(e.to_string().contains(mention), "{e}");
+            assert!(e.to_string().contains("shop/"), "{e}");
+        }
+    }
+
+    #[test]
+    fn slices_skip_not_ready_and_keep_absent_ready() {
+        let c = one(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web, multicluster.kubernetes.io/source-cluster: East.Prod}}\n\
+             addressType: IPv4\nports: null\nendpoints:\n- {addresses: [10.0.0.1], conditions: {ready: false}}\n- {addresses: [10.0.0.2]}\n- {addresses: [10.0.0.3], conditions: {ready: true}, hostname: DB-0}",
+        );
+        let Classified::Object(Object::Slice(s)) = c else {
+            panic!("{c:?}")
+        };
+        assert_eq!(s.slice.cluster.as_deref(), Some("east.prod"));
+        assert!(s.slice.ports.is_empty());
+        assert_eq!(s.slice.endpoints.len(), 2);
+        assert_eq!(s.slice.endpoints[1].hostname.as_deref(), Some("db-0"));
+    }
+
+    #[test]
+    fn store_joins_slices_to_imports() {
+        let mut store = Store::default();
+        for yaml in [
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: z, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: [10.0.0.2]}]",
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: [10.0.0.1]}]",
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a, namespace: shop, labels: {multicluster.kubernetes.io/service-name: orphan}}\naddressType: IPv4",
+            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\nspec: {type: Headless}",
+        ] {
+            let Classified::Object(o) = one(yaml) else {
+                panic!()
+            };
+            store.insert(o);
+        }
+        let services = store.services();
+        assert_eq!(services.len(), 1);
+        let names: Vec<_> = services[0].slices.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["a", "z"]);
+        assert_eq!(store.slices(), 3);
+    }
+}

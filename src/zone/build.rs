@@ -1,0 +1,496 @@
+//! The one writer of the zone: applies source updates service by service, rendering every name a
+//! service owns into precompiled answers and swapping them into the zone. A change to one service
+//! re-renders that service only.
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::render::{BodyWriter, TYPE_A, TYPE_AAAA, TYPE_NS, TYPE_SRV, TYPE_TXT, child};
+use super::{Answer, Entry, Zone};
+use crate::metrics::Metrics;
+use crate::model::{Kind, Port, Service, ServiceKey, Update};
+
+/// The MCS DNS schema version we implement (KEP-1645 specification 1.0.0).
+pub const SCHEMA_VERSION: &str = "1.0.0";
+const VERSION_TTL: u32 = 28800;
+
+pub struct Builder {
+    zone: Arc<Zone>,
+    metrics: Arc<Metrics>,
+    services: HashMap<ServiceKey, Owned>,
+    /// ServiceImports per namespace: `<ns>.svc.<zone>` exists while this is above zero.
+    namespaces: HashMap<String, usize>,
+}
+
+struct Owned {
+    service: Service,
+    names: Vec<Box<[u8]>>,
+}
+
+impl Builder {
+    /// Takes the (empty) zone and renders the names every zone has: apex, NS, `dns-version`.
+    pub fn new(zone: Arc<Zone>, ns_addresses: &[IpAddr], metrics: Arc<Metrics>) -> Self {
+        for apex in zone.apexes().to_vec() {
+            for (name, entry) in render_apex(&apex, zone.ttl(), ns_addresses) {
+                zone.insert(name.into_boxed_slice(), Arc::new(entry));
+            }
+        }
+        Builder {
+            zone,
+            metrics,
+            services: HashMap::new(),
+            namespaces: HashMap::new(),
+        }
+    }
+
+    /// Applies updates until every sender is gone.
+    pub async fn run(mut self, mut updates: mpsc::Receiver<Update>) {
+        while let Some(update) = updates.recv().await {
+            self.apply(update);
+        }
+        debug!("zone builder stopped: no sources left");
+    }
+
+    /// Applies one update; true when the zone changed.
+    pub fn apply(&mut self, update: Update) -> bool {
+        let changed = match update {
+            Update::Reset(services) => {
+                let keep: HashSet<ServiceKey> = services.iter().map(|s| s.key.clone()).collect();
+                let gone: Vec<ServiceKey> = self
+                    .services
+                    .keys()
+                    .filter(|k| !keep.contains(*k))
+                    .cloned()
+                    .collect();
+                let mut changed = false;
+                for key in gone {
+                    changed |= self.remove(&key);
+                }
+                for service in services {
+                    changed |= self.upsert(service);
+                }
+                if !self.zone.synced() {
+                    info!(
+                        services = self.services.len(),
+                        names = self.zone.len(),
+                        "zone synced"
+                    );
+                }
+                self.zone.set_synced();
+                changed
+            }
+            Update::Upsert(service) => self.upsert(service),
+            Update::Remove(key) => self.remove(&key),
+        };
+        if changed {
+            self.zone.bump();
+        }
+        self.metrics.zone_state(
+            self.services.len(),
+            self.endpoints(),
+            self.zone.len(),
+            self.zone.serial(),
+            self.zone.changed_at(),
+        );
+        changed
+    }
+
+    fn endpoints(&self) -> usize {
+        self.services
+            .values()
+            .flat_map(|o| &o.service.slices)
+            .map(|s| s.endpoints.len())
+            .sum()
+    }
+
+    fn upsert(&mut self, service: Service) -> bool {
+        if self
+            .services
+            .get(&service.key)
+            .is_some_and(|o| o.service == service)
+        {
+            return false;
+        }
+        let mut rendered = Vec::new();
+        for apex in self.zone.apexes().to_vec() {
+            rendered.extend(render_service(
+                &service,
+                &apex,
+                self.zone.ttl(),
+                &mut |why| {
+                    warn!(service = %service.key, "{why}; that name is not served");
+                    self.metrics.skipped("ServiceImport", "name_too_long");
+                },
+            ));
+        }
+        let new_names: HashSet<&[u8]> = rendered.iter().map(|(n, _)| n.as_slice()).collect();
+        match self.services.get(&service.key) {
+            Some(old) => {
+                for name in &old.names {
+                    if !new_names.contains(&name[..]) {
+                        self.zone.remove(name);
+                    }
+                }
+            }
+            None => self.add_namespace(&service.key.namespace),
+        }
+        let mut names = Vec::with_capacity(rendered.len());
+        for (name, entry) in rendered {
+            let name = name.into_boxed_slice();
+            if self.zone.get(&name).is_none_or(|e| *e != entry) {
+                self.zone.insert(name.clone(), Arc::new(entry));
+            }
+            names.push(name);
+        }
+        debug!(service = %service.key, names = names.len(), "service rendered");
+        self.services
+            .insert(service.key.clone(), Owned { service, names });
+        true
+    }
+
+    fn remove(&mut self, key: &ServiceKey) -> bool {
+        let Some(old) = self.services.remove(key) else {
+            return false;
+        };
+        for name in &old.names {
+            self.zone.remove(name);
+        }
+        let ns = &key.namespace;
+        let count = self
+            .namespaces
+            .get_mut(ns)
+            .expect("namespace of a known service is counted");
+        *count -= 1;
+        if *count == 0 {
+            self.namespaces.remove(ns);
+            for apex in self.zone.apexes().to_vec() {
+                if let Some(name) = child(&format!("{ns}.svc"), &apex) {
+                    self.zone.remove(&name);
+                }
+            }
+        }
+        debug!(service = %key, "service removed");
+        true
+    }
+
+    fn add_namespace(&mut self, ns: &str) {
+        let count = self.namespaces.entry(ns.to_string()).or_insert(0);
+        *count += 1;
+        if *count == 1 {
+            for apex in self.zone.apexes().to_vec() {
+                if let Some(name) = child(&format!("{ns}.svc"), &apex) {
+                    self.zone
+                        .insert(name.into_boxed_slice(), Arc::new(Entry::default()));
+                }
+            }
+        }
+    }
+}
+
+/// The names every served zone has.
+fn render_apex(apex: &[u8], ttl: u32, ns_addresses: &[IpAddr]) -> Vec<(Vec<u8>, Entry)> {
+    let mut out = Vec::new();
+    let ns_name = child("ns.dns", apex).expect("zone names are checked to leave room");
+    let mut w = BodyWriter::new(apex);
+    w.ns(apex, &ns_name, ttl);
+    w.additional();
+    for ip in ns_addresses {
+        w.addr(&ns_name, *ip, ttl);
+    }
+    out.push((
+        apex.to_vec(),
+        Entry {
+            answers: Box::new([(TYPE_NS, w.finish())]),
+            apex: true,
+        },
+    ));
+
+    let version = child("dns-version", apex).expect("zone names are checked to leave room");
+    let mut w = BodyWriter::new(&version);
+    w.txt(&version, SCHEMA_VERSION, VERSION_TTL);
+    out.push((
+        version,
+        Entry {
+            answers: Box::new([(TYPE_TXT, w.finish())]),
+            apex: false,
+        },
+    ));
+
+    let answers: Vec<_> = [
+        addresses(&ns_name, ns_addresses.iter(), false, ttl),
+        addresses(&ns_name, ns_addresses.iter(), true, ttl),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    out.push((
+        ns_name,
+        Entry {
+            answers: answers.into_boxed_slice(),
+            apex: false,
+        },
+    ));
+    for ent in ["svc", "dns"] {
+        out.push((
+            child(ent, apex).expect("zone names are checked to leave room"),
+            Entry::default(),
+        ));
+    }
+    out
+}
+
+/// An A (or, with `v6`, AAAA) answer for `owner` from the addresses of that family, if any.
+fn addresses<'a>(
+    owner: &[u8],
+    ips: impl Iterator<Item = &'a IpAddr>,
+    v6: bool,
+    ttl: u32,
+) -> Option<(u16, Answer)> {
+    let mut w = BodyWriter::new(owner);
+    for ip in ips.filter(|ip| ip.is_ipv6() == v6) {
+        if !w.addr(owner, *ip, ttl) {
+            break;
+        }
+    }
+    let a = w.finish();
+    (a.ancount > 0).then_some((if v6 { TYPE_AAAA } else { TYPE_A }, a))
+}
+
+/// A name SRV records point at, with its addresses (for the additional section).
+struct Target {
+    name: Vec<u8>,
+    addrs: Vec<IpAddr>,
+    /// Ports of SRV records at this name itself, once per address that brought them (so the
+    /// count is the N of the weight rule).
+    own_ports: Vec<Port>,
+}
+
+/// SRV answer at `owner` for `entries` (target index, port), weights by CoreDNS's rule:
+/// `floor(100 / N)`, at least 1, N counted before de-duplication.
+fn srv(
+    owner: &[u8],
+    entries: &[(usize, &Port)],
+    targets: &[Target],
+    ttl: u32,
+) -> Option<(u16, Answer)> {
+    if entries.is_empty() {
+        return None;
+    }
+    let weight = (100 / entries.len()).max(1) as u16;
+    let mut w = BodyWriter::new(owner);
+    let mut seen = HashSet::new();
+    let mut used = Vec::new();
+    for &(t, p) in entries {
+        if seen.insert((t, p.port)) {
+            if !w.srv(owner, weight, p.port, &targets[t].name, ttl) {
+                break;
+            }
+            if !used.contains(&t) {
+                used.push(t);
+            }
+        }
+    }
+    w.additional();
+    'glue: for t in used {
+        let target = &targets[t];
+        for v6 in [false, true] {
+            for ip in target.addrs.iter().filter(|ip| ip.is_ipv6() == v6) {
+                if !w.addr(&target.name, *ip, ttl) {
+                    break 'glue;
+                }
+            }
+        }
+    }
+    Some((TYPE_SRV, w.finish()))
+}
+
+/// Host label of an endpoint without `hostname`: the address with `.`/`:` as `-` (a trailing `-`
+/// gets a `0`), as KEP-1645 and CoreDNS derive it.
+pub fn derived_hostname(ip: &IpAddr) -> String {
+    let mut s: String = ip
+        .to_string()
+        .chars()
+        .map(|c| if c == '.' || c == ':' { '-' } else { c })
+        .collect();
+    if s.ends_with('-') {
+        s.push('0');
+    }
+    s
+}
+
+fn push_distinct(v: &mut Vec<IpAddr>, ip: IpAddr) {
+    if !v.contains(&ip) {
+        v.push(ip);
+    }
+}
+
+/// Every name `service` owns in the zone at `apex`. `skip` hears about names that cannot exist
+/// (too long for DNS).
+pub fn render_service(
+    service: &Service,
+    apex: &[u8],
+    ttl: u32,
+    skip: &mut dyn FnMut(String),
+) -> Vec<(Vec<u8>, Entry)> {
+    let key = &service.key;
+    let Some(sname) = child(&format!("{}.{}.svc", key.name, key.namespace), apex) else {
+        skip(format!(
+            "{}.{}.svc.{} is longer than 255 octets",
+            key.name,
+            key.namespace,
+            super::render::name_text(apex)
+        ));
+        return Vec::new();
+    };
+
+    // Targets: index 0 is the service name itself, then one per endpoint name.
+    let mut targets = vec![Target {
+        name: sname.clone(),
+        addrs: Vec::new(),
+        own_ports: Vec::new(),
+    }];
+    let mut by_name: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut headless_entries: Vec<(usize, &Port)> = Vec::new();
+    let mut endpoint_addrs = Vec::new();
+    for slice in &service.slices {
+        for ep in &slice.endpoints {
+            for ip in &ep.addresses {
+                push_distinct(&mut endpoint_addrs, *ip);
+                let Some(cluster) = &slice.cluster else {
+                    continue;
+                };
+                let host = ep.hostname.clone().unwrap_or_else(|| derived_hostname(ip));
+                let Some(name) = child(&format!("{host}.{cluster}"), &sname) else {
+                    skip(format!(
+                        "endpoint name {host}.{cluster}.{} is longer than 255 octets",
+                        super::render::name_text(&sname)
+                    ));
+                    continue;
+                };
+                let t = *by_name.entry(name.clone()).or_insert_with(|| {
+                    targets.push(Target {
+                        name,
+                        addrs: Vec::new(),
+                        own_ports: Vec::new(),
+                    });
+                    targets.len() - 1
+                });
+                push_distinct(&mut targets[t].addrs, *ip);
+                targets[t].own_ports.extend(slice.ports.iter().cloned());
+                headless_entries.extend(slice.ports.iter().map(|p| (t, p)));
+            }
+        }
+    }
+
+    let service_addrs = match service.kind {
+        Kind::ClusterSetIp if !service.ips.is_empty() => {
+            let mut v = Vec::new();
+            for ip in &service.ips {
+                push_distinct(&mut v, *ip);
+            }
+            v
+        }
+        // Headless, or ClusterSetIP without clusterset IPs (Submariner's default): the ready
+        // endpoint addresses.
+        _ => endpoint_addrs,
+    };
+    if service.kind == Kind::Headless && service_addrs.is_empty() {
+        // No ready endpoints: the service has no names at all (NXDOMAIN), as in CoreDNS.
+        return Vec::new();
+    }
+    targets[0].addrs = service_addrs;
+    let entries: Vec<(usize, &Port)> = match service.kind {
+        Kind::ClusterSetIp => targets[0]
+            .addrs
+            .iter()
+            .flat_map(|_| service.ports.iter().map(|p| (0, p)))
+            .collect(),
+        Kind::Headless => headless_entries,
+    };
+
+    let mut out = Vec::new();
+    let s = &targets[0];
+    let answers: Vec<_> = [
+        addresses(&sname, s.addrs.iter(), false, ttl),
+        addresses(&sname, s.addrs.iter(), true, ttl),
+        srv(&sname, &entries, &targets, ttl),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    out.push((
+        sname.clone(),
+        Entry {
+            answers: answers.into_boxed_slice(),
+            apex: false,
+        },
+    ));
+
+    // `_<port>._<proto>.<svc>`: named ports only, matched by name and protocol.
+    let mut groups: Vec<((&str, &str), Vec<(usize, &Port)>)> = Vec::new();
+    for &(t, p) in &entries {
+        let Some(name) = p.name.as_deref() else {
+            continue;
+        };
+        let k = (name, p.protocol.label());
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, v)) => v.push((t, p)),
+            None => groups.push((k, vec![(t, p)])),
+        }
+    }
+    for ((port, proto), group) in groups {
+        let Some(name) = child(&format!("_{port}._{proto}"), &sname) else {
+            skip(format!(
+                "_{port}._{proto}.{} is longer than 255 octets",
+                super::render::name_text(&sname)
+            ));
+            continue;
+        };
+        let answers: Vec<_> = srv(&name, &group, &targets, ttl).into_iter().collect();
+        out.push((
+            name,
+            Entry {
+                answers: answers.into_boxed_slice(),
+                apex: false,
+            },
+        ));
+    }
+
+    // `<host>.<cluster>.<svc>`: the endpoint's own addresses and ports.
+    for (t, target) in targets.iter().enumerate().skip(1) {
+        let own: Vec<(usize, &Port)> = target.own_ports.iter().map(|p| (t, p)).collect();
+        let answers: Vec<_> = [
+            addresses(&target.name, target.addrs.iter(), false, ttl),
+            addresses(&target.name, target.addrs.iter(), true, ttl),
+            srv(&target.name, &own, &targets, ttl),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        out.push((
+            target.name.clone(),
+            Entry {
+                answers: answers.into_boxed_slice(),
+                apex: false,
+            },
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_hostnames() {
+        let d = |s: &str| derived_hostname(&s.parse().unwrap());
+        assert_eq!(d("10.1.2.3"), "10-1-2-3");
+        assert_eq!(d("2001:db8::"), "2001-db8--0");
+        assert_eq!(d("2001:db8::1"), "2001-db8--1");
+    }
+}

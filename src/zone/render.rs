@@ -1,0 +1,249 @@
+//! Renders DNS names and records into precompiled answer bodies: wire bytes that follow the
+//! question section of a response, with owner names compressed to pointers into the question, so
+//! one body serves any spelling (0x20 case) of the name it belongs to.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use super::Answer;
+
+pub const TYPE_A: u16 = 1;
+pub const TYPE_NS: u16 = 2;
+pub const TYPE_SOA: u16 = 6;
+pub const TYPE_TXT: u16 = 16;
+pub const TYPE_AAAA: u16 = 28;
+pub const TYPE_SRV: u16 = 33;
+pub const TYPE_OPT: u16 = 41;
+pub const TYPE_IXFR: u16 = 251;
+pub const TYPE_AXFR: u16 = 252;
+pub const TYPE_ANY: u16 = 255;
+pub const CLASS_IN: u16 = 1;
+
+/// Size of the OPT record we append to answers of EDNS queries; bodies leave room for it.
+pub const OPT_LEN: usize = 11;
+/// Largest offset a compression pointer can hold.
+const MAX_POINTER: usize = 0x3FFF;
+
+/// Lower-case wire form of a dotted name (`a.b.` or `a.b`); `None` if a label is empty or over
+/// 63 octets, or the name is over 255 octets.
+pub fn wire_name(text: &str) -> Option<Vec<u8>> {
+    let text = text.strip_suffix('.').unwrap_or(text);
+    let mut out = Vec::with_capacity(text.len() + 2);
+    if !text.is_empty() {
+        for label in text.split('.') {
+            if label.is_empty() || label.len() > 63 {
+                return None;
+            }
+            out.push(label.len() as u8);
+            out.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
+        }
+    }
+    out.push(0);
+    (out.len() <= 255).then_some(out)
+}
+
+/// `label` prepended to the wire name `parent`, or `None` when the result is too long.
+pub fn child(label: &str, parent: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(label.len() + 1 + parent.len());
+    for l in label.split('.') {
+        if l.is_empty() || l.len() > 63 {
+            return None;
+        }
+        out.push(l.len() as u8);
+        out.extend(l.bytes().map(|b| b.to_ascii_lowercase()));
+    }
+    out.extend_from_slice(parent);
+    (out.len() <= 255).then_some(out)
+}
+
+/// Dotted text of a wire name, with the trailing dot.
+pub fn name_text(wire: &[u8]) -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while i < wire.len() && wire[i] != 0 {
+        let l = wire[i] as usize;
+        s.push_str(&String::from_utf8_lossy(&wire[i + 1..i + 1 + l]));
+        s.push('.');
+        i += 1 + l;
+    }
+    if s.is_empty() {
+        s.push('.');
+    }
+    s
+}
+
+/// Writes one answer body for a question whose name is `qname` (lower-case wire form).
+pub struct BodyWriter {
+    buf: Vec<u8>,
+    /// Offset in the final message where `buf` starts: header + question.
+    base: usize,
+    /// Known name suffixes and where they are in the message, for compression.
+    table: HashMap<Vec<u8>, u16>,
+    ancount: u16,
+    arcount: u16,
+    additional_at: Option<usize>,
+}
+
+impl BodyWriter {
+    pub fn new(qname: &[u8]) -> Self {
+        let mut table = HashMap::new();
+        let mut i = 0;
+        while qname[i] != 0 {
+            table.insert(qname[i..].to_vec(), (12 + i) as u16);
+            i += 1 + qname[i] as usize;
+        }
+        BodyWriter {
+            buf: Vec::new(),
+            base: 12 + qname.len() + 4,
+            table,
+            ancount: 0,
+            arcount: 0,
+            additional_at: None,
+        }
+    }
+
+    fn pos(&self) -> usize {
+        self.base + self.buf.len()
+    }
+
+    /// Whether a record of at most `len` bytes still fits in a 64 KiB message with an OPT.
+    fn fits(&self, len: usize) -> bool {
+        self.pos() + len + OPT_LEN <= u16::MAX as usize
+    }
+
+    fn name(&mut self, name: &[u8], compress: bool) {
+        let mut i = 0;
+        while name[i] != 0 {
+            if compress {
+                if let Some(&off) = self.table.get(&name[i..]) {
+                    self.buf.extend_from_slice(&(0xC000 | off).to_be_bytes());
+                    return;
+                }
+            }
+            let here = self.pos();
+            if here <= MAX_POINTER {
+                self.table.entry(name[i..].to_vec()).or_insert(here as u16);
+            }
+            let l = name[i] as usize;
+            self.buf.extend_from_slice(&name[i..i + 1 + l]);
+            i += 1 + l;
+        }
+        self.buf.push(0);
+    }
+
+    fn rr(
+        &mut self,
+        owner: &[u8],
+        rtype: u16,
+        ttl: u32,
+        rdata_max: usize,
+        rdata: impl FnOnce(&mut Self),
+    ) -> bool {
+        if !self.fits(owner.len() + 10 + rdata_max) {
+            return false;
+        }
+        self.name(owner, true);
+        self.buf.extend_from_slice(&rtype.to_be_bytes());
+        self.buf.extend_from_slice(&CLASS_IN.to_be_bytes());
+        self.buf.extend_from_slice(&ttl.to_be_bytes());
+        let len_at = self.buf.len();
+        self.buf.extend_from_slice(&[0, 0]);
+        rdata(self);
+        let len = (self.buf.len() - len_at - 2) as u16;
+        self.buf[len_at..len_at + 2].copy_from_slice(&len.to_be_bytes());
+        if self.additional_at.is_some() {
+            self.arcount += 1;
+        } else {
+            self.ancount += 1;
+        }
+        true
+    }
+
+    /// An A or AAAA record; false when the message is full.
+    pub fn addr(&mut self, owner: &[u8], ip: IpAddr, ttl: u32) -> bool {
+        match ip {
+            IpAddr::V4(v4) => self.rr(owner, TYPE_A, ttl, 4, |w| {
+                w.buf.extend_from_slice(&v4.octets())
+            }),
+            IpAddr::V6(v6) => self.rr(owner, TYPE_AAAA, ttl, 16, |w| {
+                w.buf.extend_from_slice(&v6.octets())
+            }),
+        }
+    }
+
+    /// An SRV record. The target is written in full (RFC 2782 forbids compressing it), but later
+    /// names may point into it.
+    pub fn srv(&mut self, owner: &[u8], weight: u16, port: u16, target: &[u8], ttl: u32) -> bool {
+        self.rr(owner, TYPE_SRV, ttl, 6 + target.len(), |w| {
+            w.buf.extend_from_slice(&0u16.to_be_bytes());
+            w.buf.extend_from_slice(&weight.to_be_bytes());
+            w.buf.extend_from_slice(&port.to_be_bytes());
+            w.name(target, false);
+        })
+    }
+
+    pub fn ns(&mut self, owner: &[u8], target: &[u8], ttl: u32) -> bool {
+        self.rr(owner, TYPE_NS, ttl, target.len(), |w| w.name(target, true))
+    }
+
+    pub fn txt(&mut self, owner: &[u8], text: &str, ttl: u32) -> bool {
+        self.rr(owner, TYPE_TXT, ttl, 1 + text.len(), |w| {
+            w.buf.push(text.len() as u8);
+            w.buf.extend_from_slice(text.as_bytes());
+        })
+    }
+
+    /// Records written from now on go to the additional section.
+    pub fn additional(&mut self) {
+        self.additional_at.get_or_insert(self.buf.len());
+    }
+
+    pub fn finish(self) -> Answer {
+        let len = self.buf.len();
+        Answer {
+            ancount: self.ancount,
+            arcount: self.arcount,
+            additional_at: self.additional_at.unwrap_or(len) as u32,
+            bytes: self.buf.into_boxed_slice(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_names() {
+        assert_eq!(wire_name("A.b.").unwrap(), b"\x01a\x01b\x00");
+        assert_eq!(wire_name(".").unwrap(), b"\x00");
+        assert!(wire_name("a..b").is_none());
+        assert!(wire_name(&"a".repeat(64)).is_none());
+        let long = vec!["abcdefghi"; 26].join(".");
+        assert!(wire_name(&long).is_none(), "{} octets", long.len() + 2);
+        assert_eq!(name_text(&child("x.y", b"\x01b\x00").unwrap()), "x.y.b.");
+    }
+
+    #[test]
+    fn owner_points_at_the_question_and_targets_are_not_compressed() {
+        let q = wire_name("svc.ns.svc.z").unwrap();
+        let target = child("h.c", &q).unwrap();
+        let mut w = BodyWriter::new(&q);
+        assert!(w.srv(&q, 100, 80, &target, 5));
+        w.additional();
+        assert!(w.addr(&target, "10.0.0.1".parse().unwrap(), 5));
+        let a = w.finish();
+        assert_eq!((a.ancount, a.arcount), (1, 1));
+        assert_eq!(&a.bytes[..2], &[0xC0, 12]);
+        // SRV rdata: priority, weight, port, then the target spelled out.
+        assert_eq!(&a.bytes[12..18], &[0, 0, 0, 100, 0, 80]);
+        assert_eq!(&a.bytes[18..18 + target.len()], &target[..]);
+        // The A record's owner points at the SRV target inside the body.
+        let target_at = 12 + q.len() + 4 + 18;
+        let add = a.additional_at as usize;
+        assert_eq!(
+            &a.bytes[add..add + 2],
+            &(0xC000u16 | target_at as u16).to_be_bytes()
+        );
+    }
+}
