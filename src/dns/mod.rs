@@ -6,7 +6,7 @@ pub mod tcp;
 pub mod udp;
 
 use crate::zone::render::{CLASS_IN, OPT_LEN, TYPE_AXFR, TYPE_IXFR, TYPE_OPT, TYPE_SOA};
-use crate::zone::{Answer, Lookup, Zone};
+use crate::zone::{Lookup, Zone};
 
 /// The UDP payload size we advertise and the most we send over UDP (the DNS Flag Day 2020 value).
 pub const UDP_PAYLOAD: u16 = 1232;
@@ -326,38 +326,97 @@ pub fn respond(
         Transport::Tcp => u16::MAX as usize,
         Transport::Udp => q.edns.map_or(512, |e| e.payload.clamp(512, UDP_PAYLOAD)) as usize,
     };
-    let truncated = write_positive(out, a, 12 + question.len(), limit, opt_count, &answer);
+    // Whole; else without the additional section (RFC 2181 9: no TC for that); else empty with
+    // TC so the client retries over TCP.
+    let opt_len = if q.edns.is_some() { OPT_LEN } else { 0 };
+    let fixed = 12 + question.len() + opt_len;
+    let add = a.additional_at as usize;
+    let (tc, an, ar, body) = if fixed + a.bytes.len() <= limit {
+        (false, a.ancount, a.arcount, &a.bytes[..])
+    } else if fixed + add <= limit {
+        (false, a.ancount, 0, &a.bytes[..add])
+    } else {
+        (true, 0, 0, &a.bytes[..0])
+    };
+    answer(out, tc, [1, an, 0, ar + opt_count]);
+    out.extend_from_slice(body);
     opt(out, &q.edns, RCODE_NOERROR);
     Some(Outcome {
         rcode: RCODE_NOERROR,
         qtype: q.qtype,
         apex: Some(apex),
-        truncated,
+        truncated: tc,
     })
 }
 
-/// Writes a positive answer within `limit` bytes: whole; else without the additional section
-/// (RFC 2181 9: no TC for that); else empty with TC so the client retries over TCP.
-fn write_positive(
-    out: &mut Vec<u8>,
-    a: &Answer,
-    fixed: usize,
-    limit: usize,
-    opt_count: u16,
-    start: &dyn Fn(&mut Vec<u8>, bool, [u16; 4]),
-) -> bool {
-    let opt_len = if opt_count > 0 { OPT_LEN } else { 0 };
-    let add = a.additional_at as usize;
-    if fixed + a.bytes.len() + opt_len <= limit {
-        start(out, false, [1, a.ancount, 0, a.arcount + opt_count]);
-        out.extend_from_slice(&a.bytes);
-        false
-    } else if fixed + add + opt_len <= limit {
-        start(out, false, [1, a.ancount, 0, opt_count]);
-        out.extend_from_slice(&a.bytes[..add]);
-        false
-    } else {
-        start(out, true, [1, 0, 0, opt_count]);
-        true
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::metrics::Metrics;
+    use crate::model::Update;
+    use crate::zone::build::Builder;
+    use crate::zone::render::wire_name;
+
+    fn q(name: &str) -> Vec<u8> {
+        let mut m = vec![0x12, 0x34, 0x01, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        m.extend(wire_name(name).unwrap());
+        m.extend_from_slice(&[0, 1, 0, 1]);
+        m
+    }
+
+    #[test]
+    fn servfail_until_the_first_sync_then_nxdomain() {
+        let zone = Arc::new(Zone::new(vec![wire_name("clusterset.local").unwrap()], 5));
+        let metrics = Arc::new(Metrics::new(
+            "dns://test".into(),
+            vec!["clusterset.local.".into()],
+        ));
+        let mut builder = Builder::new(zone.clone(), &[], metrics);
+        let mut out = Vec::new();
+        let o = respond(
+            &zone,
+            &q("nope.ns.svc.clusterset.local"),
+            Transport::Udp,
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(o.rcode, RCODE_SERVFAIL);
+        assert_eq!(out[3] & 0x0F, 2);
+        assert_eq!(&out[8..10], &[0, 1], "SOA in authority");
+        // Names that exist whatever the source says still get NODATA.
+        let o = respond(&zone, &q("svc.clusterset.local"), Transport::Udp, &mut out).unwrap();
+        assert_eq!(o.rcode, RCODE_NOERROR);
+        let serial = zone.serial();
+        assert!(builder.apply(Update::Reset(vec![])) || zone.synced());
+        assert!(zone.synced());
+        let o = respond(
+            &zone,
+            &q("nope.ns.svc.clusterset.local"),
+            Transport::Udp,
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(o.rcode, RCODE_NXDOMAIN);
+        assert!(zone.serial() >= serial);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        let zone = Zone::new(vec![wire_name("clusterset.local").unwrap()], 5);
+        let seed = q("a.b.svc.clusterset.local");
+        let mut out = Vec::new();
+        // Every truncation and every single-byte change of a valid query.
+        for len in 0..seed.len() {
+            respond(&zone, &seed[..len], Transport::Udp, &mut out);
+        }
+        for i in 0..seed.len() {
+            for b in [0u8, 1, 0x3F, 0x40, 0x7F, 0xC0, 0xFF] {
+                let mut p = seed.clone();
+                p[i] = b;
+                respond(&zone, &p, Transport::Tcp, &mut out);
+            }
+        }
     }
 }

@@ -260,6 +260,9 @@ fn addresses<'a>(
     (a.ancount > 0).then_some((if v6 { TYPE_AAAA } else { TYPE_A }, a))
 }
 
+/// `(port name, protocol label)` of a `_port._proto` name.
+type SrvName<'a> = (&'a str, &'static str);
+
 /// A name SRV records point at, with its addresses (for the additional section).
 struct Target {
     name: Vec<u8>,
@@ -431,7 +434,7 @@ pub fn render_service(
     ));
 
     // `_<port>._<proto>.<svc>`: named ports only, matched by name and protocol.
-    let mut groups: Vec<((&str, &str), Vec<(usize, &Port)>)> = Vec::new();
+    let mut groups: Vec<(SrvName, Vec<(usize, &Port)>)> = Vec::new();
     for &(t, p) in &entries {
         let Some(name) = p.name.as_deref() else {
             continue;

@@ -1,0 +1,268 @@
+//! The built binary, as a user runs it: the example data queried with `dig`, SIGHUP reload,
+//! SIGTERM shutdown, and start-up errors. Needs `dig` (Debian: bind9-dnsutils).
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_clusterset-dns");
+
+struct Running {
+    child: Child,
+    dns: SocketAddr,
+    admin: SocketAddr,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the binary on loopback port 0 and reads the bound addresses from its JSON log.
+fn spawn(file: &Path, extra: &[&str]) -> Running {
+    let mut child = Command::new(BIN)
+        .args([
+            "--file",
+            file.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let (mut dns, mut admin) = (None, None);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dns.is_none() || admin.is_none() {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the server logs its addresses");
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
+        let msg = v["fields"]["message"].as_str().unwrap_or("");
+        let addr = v["fields"]["address"].as_str().and_then(|a| a.parse().ok());
+        if msg == "DNS listening on UDP" {
+            dns = addr;
+        } else if msg.starts_with("admin HTTP listening") {
+            admin = addr;
+        }
+    }
+    Running {
+        child,
+        dns: dns.unwrap(),
+        admin: admin.unwrap(),
+    }
+}
+
+fn dig(dns: SocketAddr, args: &str) -> String {
+    let out = Command::new("dig")
+        .args([
+            "@127.0.0.1",
+            "-p",
+            &dns.port().to_string(),
+            "+norec",
+            "+time=2",
+            "+tries=1",
+        ])
+        .args(args.split_whitespace())
+        .output()
+        .expect("dig runs (apt-get install bind9-dnsutils)");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn example() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/clusterset.yaml")
+}
+
+#[test]
+fn dig_against_the_example_data() {
+    let s = spawn(&example(), &[]);
+    let cases = [
+        ("checkout.shop.svc.clusterset.local +short", "10.42.0.10\n"),
+        (
+            "frontend.shop.svc.clusterset.local AAAA +short",
+            "fd00:10:42::20\n",
+        ),
+        (
+            "_https._tcp.frontend.shop.svc.clusterset.local SRV +short",
+            "0 50 443 frontend.shop.svc.clusterset.local.\n",
+        ),
+        (
+            "db.data.svc.clusterset.local +short",
+            "10.1.0.11\n10.1.0.12\n10.3.0.21\n",
+        ),
+        (
+            "_postgres._tcp.db.data.svc.clusterset.local SRV +short",
+            "0 33 5432 db-0.east.db.data.svc.clusterset.local.\n0 33 5432 db-1.east.db.data.svc.clusterset.local.\n0 33 5432 db-0.central.eu.db.data.svc.clusterset.local.\n",
+        ),
+        (
+            "db-0.central.eu.db.data.svc.clusterset.local +short",
+            "10.3.0.21\n",
+        ),
+        ("db-2.east.db.data.svc.clusterset.local +short", ""),
+        (
+            "10-2-0-31.west.workers.batch.svc.clusterset.local +short",
+            "10.2.0.31\n",
+        ),
+        (
+            "fd00-2--31.west.workers.batch.svc.clusterset.local AAAA +short",
+            "fd00:2::31\n",
+        ),
+        ("cache.shop.svc.clusterset.local +short", "10.96.14.2\n"),
+        ("dns-version.clusterset.local TXT +short", "\"1.0.0\"\n"),
+    ];
+    // An RRset has no order: compare the lines as sets.
+    let sorted = |s: &str| {
+        let mut l: Vec<String> = s.lines().map(str::to_string).collect();
+        l.sort();
+        l
+    };
+    for (args, want) in cases {
+        assert_eq!(sorted(&dig(s.dns, args)), sorted(want), "dig {args}");
+        assert_eq!(
+            sorted(&dig(s.dns, &format!("{args} +tcp"))),
+            sorted(want),
+            "dig {args} +tcp"
+        );
+    }
+    let nx = dig(s.dns, "nope.shop.svc.clusterset.local");
+    assert!(
+        nx.contains("status: NXDOMAIN") && nx.contains("flags: qr aa;"),
+        "{nx}"
+    );
+    assert!(
+        nx.contains("IN\tSOA\tns.dns.clusterset.local. hostmaster.clusterset.local."),
+        "{nx}"
+    );
+    let refused = dig(s.dns, "example.com");
+    assert!(refused.contains("status: REFUSED"), "{refused}");
+    let http = Command::new("curl")
+        .args(["-s", &format!("http://{}/ready", s.admin)])
+        .output();
+    if let Ok(out) = http {
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ready\n");
+    }
+}
+
+#[test]
+fn sighup_reloads_and_sigterm_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("objects.yaml");
+    std::fs::copy(example(), &file).unwrap();
+    // Polling is slow here, so only SIGHUP can explain a prompt reload.
+    let mut s = spawn(&file, &["--file-poll-interval", "60m"]);
+    assert_eq!(
+        dig(s.dns, "checkout.shop.svc.clusterset.local +short"),
+        "10.42.0.10\n"
+    );
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("10.42.0.10", "10.42.0.99");
+    std::fs::write(&file, text).unwrap();
+    let pid = s.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while dig(s.dns, "checkout.shop.svc.clusterset.local +short") != "10.42.0.99\n" {
+        assert!(Instant::now() < deadline, "SIGHUP did not reload");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            assert!(status.success(), "exit status {status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "SIGTERM did not stop the server");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn startup_errors_are_one_clear_line_and_a_failure_exit() {
+    let run = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (ok, err) = run(&[
+        "--file",
+        "/nonexistent/objects.yaml",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("clusterset-dns: cannot read /nonexistent/objects.yaml")),
+        "{err}"
+    );
+    let (ok, err) = run(&["--file", "x", "--ttl", "minus"]);
+    assert!(!ok && err.contains("--ttl"), "{err}");
+    let (ok, err) = run(&["--file", "x", "--zone", "a..b"]);
+    assert!(
+        !ok && err.trim()
+            == "clusterset-dns: zone \"a..b\" is not a DNS name short enough to hold service names",
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "kind: [\n").unwrap();
+    let (ok, err) = run(&[
+        "--file",
+        bad.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+    ]);
+    assert!(!ok && err.contains("is not valid YAML or JSON"), "{err}");
+    let (ok, err) = run(&["--version"]);
+    assert!(ok, "{err}");
+    let help = Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for flag in [
+        "--file",
+        "--listen",
+        "--admin-listen",
+        "--zone",
+        "--ttl",
+        "--log-format",
+        "CLUSTERSET_DNS_FILE",
+    ] {
+        assert!(help.contains(flag), "--help lacks {flag}");
+    }
+}

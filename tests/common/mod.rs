@@ -1,0 +1,241 @@
+//! Test harness: starts the server in-process on 127.0.0.1:0 from a fixture file and queries it
+//! over UDP and TCP with hickory-proto messages.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clusterset_dns::dns::tcp;
+use clusterset_dns::server::{self, Listeners};
+use clusterset_dns::source::file;
+use hickory_proto::op::{Message, MessageType};
+use hickory_proto::rr::RecordType;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+pub struct Server {
+    pub dns: SocketAddr,
+    pub admin: SocketAddr,
+    pub shutdown: CancellationToken,
+    pub task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    /// Keeps the fixture file alive.
+    pub dir: tempfile::TempDir,
+    pub file: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+pub fn config(file: &Path, zones: &[&str]) -> clusterset_dns::Config {
+    clusterset_dns::Config {
+        zones: zones.iter().map(|z| z.to_string()).collect(),
+        ttl: 5,
+        ns_addresses: vec![],
+        server: server::Config {
+            tcp: tcp::Config {
+                idle_timeout: Duration::from_secs(5),
+                max_connections: 64,
+            },
+            grace: Duration::from_secs(1),
+        },
+        file: file::Config {
+            path: file.to_path_buf(),
+            poll: Duration::from_millis(50),
+        },
+    }
+}
+
+/// Starts a server on `yaml` with the given config tweaks.
+pub async fn start_with(yaml: &str, tweak: impl FnOnce(&mut clusterset_dns::Config)) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("objects.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let mut cfg = config(&path, &["clusterset.local"]);
+    tweak(&mut cfg);
+    let listeners = Listeners::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .unwrap();
+    let (dns, admin) = (listeners.dns_addr(), listeners.admin_addr());
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(clusterset_dns::run(cfg, listeners, shutdown.clone()));
+    let server = Server {
+        dns,
+        admin,
+        shutdown,
+        task,
+        dir,
+        file: path,
+    };
+    // Serving starts right after the first load; wait until the zone is synced.
+    for _ in 0..200 {
+        if http_get(admin, "/ready").await.map(|(s, _)| s) == Some(200) {
+            return server;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("server did not become ready");
+}
+
+pub async fn start(yaml: &str) -> Server {
+    start_with(yaml, |_| {}).await
+}
+
+pub fn fixture(name: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name),
+    )
+    .unwrap()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    Udp,
+    Tcp,
+}
+
+/// Query bytes built by hand (hickory's encoder folds the case of some labels, and tests must
+/// send exactly the spelling they mean). `edns` is the advertised UDP payload size.
+pub fn query(name: &str, qtype: RecordType, edns: Option<u16>) -> Vec<u8> {
+    let mut m = rand_id().to_be_bytes().to_vec();
+    m.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, edns.is_some() as u8]);
+    for label in name
+        .trim_end_matches('.')
+        .split('.')
+        .filter(|l| !l.is_empty())
+    {
+        m.push(label.len() as u8);
+        m.extend_from_slice(label.as_bytes());
+    }
+    m.push(0);
+    m.extend_from_slice(&u16::from(qtype).to_be_bytes());
+    m.extend_from_slice(&[0, 1]);
+    if let Some(size) = edns {
+        m.extend_from_slice(&[0, 0, 41]);
+        m.extend_from_slice(&size.to_be_bytes());
+        m.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    }
+    m
+}
+
+/// Sends raw bytes and returns the raw answer, or `None` when nothing comes back in time.
+pub async fn exchange_raw(
+    server: SocketAddr,
+    proto: Proto,
+    packet: &[u8],
+    wait: Duration,
+) -> Option<Vec<u8>> {
+    match proto {
+        Proto::Udp => {
+            let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            sock.send_to(packet, server).await.unwrap();
+            let mut buf = vec![0u8; 65535];
+            let n = tokio::time::timeout(wait, sock.recv(&mut buf))
+                .await
+                .ok()?
+                .unwrap();
+            buf.truncate(n);
+            Some(buf)
+        }
+        Proto::Tcp => {
+            let mut s = tokio::net::TcpStream::connect(server).await.unwrap();
+            let mut framed = (packet.len() as u16).to_be_bytes().to_vec();
+            framed.extend_from_slice(packet);
+            s.write_all(&framed).await.unwrap();
+            tokio::time::timeout(wait, async {
+                let len = s.read_u16().await.ok()? as usize;
+                let mut buf = vec![0u8; len];
+                s.read_exact(&mut buf).await.ok()?;
+                Some(buf)
+            })
+            .await
+            .ok()?
+        }
+    }
+}
+
+/// Sends `q` and parses the answer, checking it answers this query.
+pub async fn exchange(server: SocketAddr, proto: Proto, q: &[u8]) -> Message {
+    let raw = exchange_raw(server, proto, q, Duration::from_secs(3))
+        .await
+        .expect("an answer");
+    let m = Message::from_vec(&raw).unwrap_or_else(|e| panic!("unparsable answer {raw:?}: {e}"));
+    assert_eq!(m.metadata.id, u16::from_be_bytes([q[0], q[1]]));
+    assert_eq!(m.metadata.message_type, MessageType::Response);
+    m
+}
+
+/// Flips the case of every other letter, to check that 0x20 spelling survives.
+pub fn mixed_case(name: &str) -> String {
+    name.chars()
+        .enumerate()
+        .map(|(i, c)| {
+            if i % 2 == 0 {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// Minimal HTTP GET: status and body.
+pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let status = text.split(' ').nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// The value of one metric line (exact name and labels as printed), 0 when absent.
+pub async fn metric(addr: SocketAddr, series: &str) -> f64 {
+    let (_, body) = http_get(addr, "/metrics").await.unwrap();
+    body.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0.0)
+}
+
+/// Polls `check` until it holds, for at most `secs` seconds.
+pub async fn eventually<F, Fut>(secs: u64, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    false
+}
+
+fn rand_id() -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(4242);
+    NEXT.fetch_add(7919, Ordering::Relaxed)
+}
