@@ -38,7 +38,17 @@ fn init_logging(format: LogFormat, level: LogLevel) {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            // One line naming what is wrong, not clap's usage block.
+            let text = e.render().to_string();
+            let line = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!("clusterset-dns: {}", line.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
     init_logging(args.log_format, args.log_level);
     let config = match args.config() {
         Ok(c) => c,

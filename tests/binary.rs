@@ -231,7 +231,15 @@ fn startup_errors_are_one_clear_line_and_a_failure_exit() {
         "{err}"
     );
     let (ok, err) = run(&["--file", "x", "--ttl", "minus"]);
-    assert!(!ok && err.contains("--ttl"), "{err}");
+    assert!(
+        !ok && err.lines().count() == 1 && err.contains("--ttl"),
+        "{err}"
+    );
+    let (ok, err) = run(&["--file", "x", "--no-such-flag"]);
+    assert!(
+        !ok && err.lines().count() == 1 && err.contains("--no-such-flag"),
+        "{err}"
+    );
     let (ok, err) = run(&["--file", "x", "--zone", "a..b"]);
     assert!(
         !ok && err.trim()

@@ -117,6 +117,7 @@ async fn changes_broken_files_and_removals() {
         .await
     );
     assert_eq!(metric(s.admin, "clusterset_dns_services").await, 0.0);
+    assert_eq!(metric(s.admin, "clusterset_dns_endpoints").await, 0.0);
 }
 
 #[tokio::test]
@@ -165,6 +166,8 @@ async fn unusable_objects_are_skipped_and_counted_and_the_rest_served() {
             .1,
         ["10.1.0.2"]
     );
+    assert_eq!(metric(s.admin, "clusterset_dns_endpoints").await, 2.0);
+    assert_eq!(metric(s.admin, "clusterset_dns_services").await, 3.0);
     let skipped = |kind: &str, reason: &str| {
         format!("clusterset_dns_skipped_objects_total{{kind=\"{kind}\",reason=\"{reason}\"}}")
     };

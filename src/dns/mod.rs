@@ -186,14 +186,15 @@ fn valid_options(mut rdata: &[u8]) -> bool {
 }
 
 fn header(out: &mut Vec<u8>, q: &Query<'_>, aa: bool, tc: bool, rcode: u16, counts: [u16; 4]) {
-    out.extend_from_slice(&q.id.to_be_bytes());
-    out.push(
-        0x80 | (q.opcode << 3) | if aa { 0x04 } else { 0 } | if tc { 0x02 } else { 0 } | q.rd as u8,
-    );
-    out.push(if q.cd { 0x10 } else { 0 } | (rcode & 0x0F) as u8);
-    for c in counts {
-        out.extend_from_slice(&c.to_be_bytes());
-    }
+    let [id0, id1] = q.id.to_be_bytes();
+    let flags0 =
+        0x80 | (q.opcode << 3) | if aa { 0x04 } else { 0 } | if tc { 0x02 } else { 0 } | q.rd as u8;
+    let flags1 = if q.cd { 0x10 } else { 0 } | (rcode & 0x0F) as u8;
+    let c = counts.map(u16::to_be_bytes);
+    out.extend_from_slice(&[
+        id0, id1, flags0, flags1, c[0][0], c[0][1], c[1][0], c[1][1], c[2][0], c[2][1], c[3][0],
+        c[3][1],
+    ]);
 }
 
 fn opt(out: &mut Vec<u8>, edns: &Option<Edns>, rcode: u16) {
@@ -234,20 +235,33 @@ fn bare(out: &mut Vec<u8>, q: &Query<'_>, rcode: u16) -> Outcome {
 
 /// The zone's SOA record, its owner a pointer to the apex's place in the question.
 fn soa(out: &mut Vec<u8>, apex_at: usize, serial: u32, ttl: u32) {
-    let ptr = (0xC000 | apex_at as u16).to_be_bytes();
-    out.extend_from_slice(&ptr);
-    out.extend_from_slice(&TYPE_SOA.to_be_bytes());
-    out.extend_from_slice(&CLASS_IN.to_be_bytes());
-    out.extend_from_slice(&ttl.min(300).to_be_bytes());
+    let [p0, p1] = (0xC000 | apex_at as u16).to_be_bytes();
     // ns.dns.<ptr> (9) + hostmaster.<ptr> (13) + five 32-bit fields (20).
-    out.extend_from_slice(&(9 + 13 + 20u16).to_be_bytes());
-    out.extend_from_slice(b"\x02ns\x03dns");
-    out.extend_from_slice(&ptr);
-    out.extend_from_slice(b"\x0ahostmaster");
-    out.extend_from_slice(&ptr);
-    for v in [serial, 7200, 1800, 86400, ttl] {
-        out.extend_from_slice(&v.to_be_bytes());
+    const RDLEN: u8 = 9 + 13 + 20;
+    let mut rr = [0u8; 12 + RDLEN as usize];
+    rr[..12].copy_from_slice(&[
+        p0,
+        p1,
+        0,
+        TYPE_SOA as u8,
+        0,
+        CLASS_IN as u8,
+        0,
+        0,
+        0,
+        0,
+        0,
+        RDLEN,
+    ]);
+    rr[6..10].copy_from_slice(&ttl.min(300).to_be_bytes());
+    rr[12..21].copy_from_slice(&[2, b'n', b's', 3, b'd', b'n', b's', p0, p1]);
+    rr[21..34].copy_from_slice(&[
+        10, b'h', b'o', b's', b't', b'm', b'a', b's', b't', b'e', b'r', p0, p1,
+    ]);
+    for (k, v) in [serial, 7200, 1800, 86400, ttl].into_iter().enumerate() {
+        rr[34 + 4 * k..38 + 4 * k].copy_from_slice(&v.to_be_bytes());
     }
+    out.extend_from_slice(&rr);
 }
 
 /// Writes the response to `packet` into `out` (cleared first). `None`: send nothing.
@@ -273,22 +287,34 @@ pub fn respond(
     if q.edns.is_some_and(|e| e.version > 0) {
         return Some(bare(out, &q, RCODE_BADVERS));
     }
-    let lname = &q.lname[..q.lname_len];
-    let Lookup::Inside { apex, entry } = zone.lookup(lname) else {
-        return Some(bare(out, &q, RCODE_REFUSED));
-    };
     if q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
         return Some(bare(out, &q, RCODE_REFUSED));
     }
+    let lname = &q.lname[..q.lname_len];
+    Some(zone.lookup(lname, |found| answer(zone, &q, found, transport, out)))
+}
+
+/// Writes the answer for a looked-up name (called under the zone's read guard: copies only).
+fn answer(
+    zone: &Zone,
+    q: &Query<'_>,
+    found: Lookup<'_>,
+    transport: Transport,
+    out: &mut Vec<u8>,
+) -> Outcome {
+    let Lookup::Inside { apex, entry } = found else {
+        return bare(out, q, RCODE_REFUSED);
+    };
+    let lname = &q.lname[..q.lname_len];
     let question = q.question.expect("a parsed query has its question");
     let apex_at = 12 + lname.len() - zone.apexes()[apex].len();
     let opt_count = q.edns.is_some() as u16;
     let answer = |out: &mut Vec<u8>, tc: bool, counts: [u16; 4]| {
-        header(out, &q, true, tc, RCODE_NOERROR, counts);
+        header(out, q, true, tc, RCODE_NOERROR, counts);
         out.extend_from_slice(question);
     };
     let negative = |out: &mut Vec<u8>, rcode: u16| {
-        header(out, &q, true, false, rcode, [1, 0, 1, opt_count]);
+        header(out, q, true, false, rcode, [1, 0, 1, opt_count]);
         out.extend_from_slice(question);
         soa(out, apex_at, zone.serial(), zone.ttl());
         opt(out, &q.edns, rcode);
@@ -306,21 +332,21 @@ pub fn respond(
         } else {
             RCODE_SERVFAIL
         };
-        return Some(negative(out, rcode));
+        return negative(out, rcode);
     };
-    if q.qtype == TYPE_SOA && entry.apex {
+    if q.qtype == TYPE_SOA && entry.apex() {
         answer(out, false, [1, 1, 0, opt_count]);
         soa(out, apex_at, zone.serial(), zone.ttl());
         opt(out, &q.edns, RCODE_NOERROR);
-        return Some(Outcome {
+        return Outcome {
             rcode: RCODE_NOERROR,
             qtype: q.qtype,
             apex: Some(apex),
             truncated: false,
-        });
+        };
     }
     let Some(a) = entry.answer(q.qtype) else {
-        return Some(negative(out, RCODE_NOERROR));
+        return negative(out, RCODE_NOERROR);
     };
     let limit = match transport {
         Transport::Tcp => u16::MAX as usize,
@@ -330,9 +356,9 @@ pub fn respond(
     // TC so the client retries over TCP.
     let opt_len = if q.edns.is_some() { OPT_LEN } else { 0 };
     let fixed = 12 + question.len() + opt_len;
-    let add = a.additional_at as usize;
+    let add = a.additional_at;
     let (tc, an, ar, body) = if fixed + a.bytes.len() <= limit {
-        (false, a.ancount, a.arcount, &a.bytes[..])
+        (false, a.ancount, a.arcount, a.bytes)
     } else if fixed + add <= limit {
         (false, a.ancount, 0, &a.bytes[..add])
     } else {
@@ -341,12 +367,12 @@ pub fn respond(
     answer(out, tc, [1, an, 0, ar + opt_count]);
     out.extend_from_slice(body);
     opt(out, &q.edns, RCODE_NOERROR);
-    Some(Outcome {
+    Outcome {
         rcode: RCODE_NOERROR,
         qtype: q.qtype,
         apex: Some(apex),
         truncated: tc,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,12 @@ pub struct Builder {
     services: HashMap<ServiceKey, Owned>,
     /// ServiceImports per namespace: `<ns>.svc.<zone>` exists while this is above zero.
     namespaces: HashMap<String, usize>,
+    /// Ready endpoints over all services, kept as services change (never recounted).
+    endpoints: usize,
+}
+
+fn endpoint_count(service: &Service) -> usize {
+    service.slices.iter().map(|s| s.endpoints.len()).sum()
 }
 
 struct Owned {
@@ -35,8 +41,8 @@ impl Builder {
     /// Takes the (empty) zone and renders the names every zone has: apex, NS, `dns-version`.
     pub fn new(zone: Arc<Zone>, ns_addresses: &[IpAddr], metrics: Arc<Metrics>) -> Self {
         for apex in zone.apexes().to_vec() {
-            for (name, entry) in render_apex(&apex, zone.ttl(), ns_addresses) {
-                zone.insert(name.into_boxed_slice(), Arc::new(entry));
+            for entry in render_apex(&apex, zone.ttl(), ns_addresses) {
+                zone.insert(entry);
             }
         }
         Builder {
@@ -44,6 +50,7 @@ impl Builder {
             metrics,
             services: HashMap::new(),
             namespaces: HashMap::new(),
+            endpoints: 0,
         }
     }
 
@@ -91,20 +98,12 @@ impl Builder {
         }
         self.metrics.zone_state(
             self.services.len(),
-            self.endpoints(),
+            self.endpoints,
             self.zone.len(),
             self.zone.serial(),
             self.zone.changed_at(),
         );
         changed
-    }
-
-    fn endpoints(&self) -> usize {
-        self.services
-            .values()
-            .flat_map(|o| &o.service.slices)
-            .map(|s| s.endpoints.len())
-            .sum()
     }
 
     fn upsert(&mut self, service: Service) -> bool {
@@ -127,7 +126,7 @@ impl Builder {
                 },
             ));
         }
-        let new_names: HashSet<&[u8]> = rendered.iter().map(|(n, _)| n.as_slice()).collect();
+        let new_names: HashSet<&[u8]> = rendered.iter().map(Entry::name).collect();
         match self.services.get(&service.key) {
             Some(old) => {
                 for name in &old.names {
@@ -139,13 +138,17 @@ impl Builder {
             None => self.add_namespace(&service.key.namespace),
         }
         let mut names = Vec::with_capacity(rendered.len());
-        for (name, entry) in rendered {
-            let name = name.into_boxed_slice();
-            if self.zone.get(&name).is_none_or(|e| *e != entry) {
-                self.zone.insert(name.clone(), Arc::new(entry));
+        for entry in rendered {
+            names.push(Box::from(entry.name()));
+            if self.zone.get(entry.name()).is_none_or(|e| e != entry) {
+                self.zone.insert(entry);
             }
-            names.push(name);
         }
+        let old = self
+            .services
+            .get(&service.key)
+            .map_or(0, |o| endpoint_count(&o.service));
+        self.endpoints = self.endpoints - old + endpoint_count(&service);
         debug!(service = %service.key, names = names.len(), "service rendered");
         self.services
             .insert(service.key.clone(), Owned { service, names });
@@ -159,6 +162,7 @@ impl Builder {
         for name in &old.names {
             self.zone.remove(name);
         }
+        self.endpoints -= endpoint_count(&old.service);
         let ns = &key.namespace;
         let count = self
             .namespaces
@@ -183,8 +187,7 @@ impl Builder {
         if *count == 1 {
             for apex in self.zone.apexes().to_vec() {
                 if let Some(name) = child(&format!("{ns}.svc"), &apex) {
-                    self.zone
-                        .insert(name.into_boxed_slice(), Arc::new(Entry::default()));
+                    self.zone.insert(Entry::empty(&name));
                 }
             }
         }
@@ -192,7 +195,7 @@ impl Builder {
 }
 
 /// The names every served zone has.
-fn render_apex(apex: &[u8], ttl: u32, ns_addresses: &[IpAddr]) -> Vec<(Vec<u8>, Entry)> {
+fn render_apex(apex: &[u8], ttl: u32, ns_addresses: &[IpAddr]) -> Vec<Entry> {
     let mut out = Vec::new();
     let ns_name = child("ns.dns", apex).expect("zone names are checked to leave room");
     let mut w = BodyWriter::new(apex);
@@ -201,24 +204,12 @@ fn render_apex(apex: &[u8], ttl: u32, ns_addresses: &[IpAddr]) -> Vec<(Vec<u8>, 
     for ip in ns_addresses {
         w.addr(&ns_name, *ip, ttl);
     }
-    out.push((
-        apex.to_vec(),
-        Entry {
-            answers: Box::new([(TYPE_NS, w.finish())]),
-            apex: true,
-        },
-    ));
+    out.push(Entry::new(apex, true, &[(TYPE_NS, w.finish())]));
 
     let version = child("dns-version", apex).expect("zone names are checked to leave room");
     let mut w = BodyWriter::new(&version);
     w.txt(&version, SCHEMA_VERSION, VERSION_TTL);
-    out.push((
-        version,
-        Entry {
-            answers: Box::new([(TYPE_TXT, w.finish())]),
-            apex: false,
-        },
-    ));
+    out.push(Entry::new(&version, false, &[(TYPE_TXT, w.finish())]));
 
     let answers: Vec<_> = [
         addresses(&ns_name, ns_addresses.iter(), false, ttl),
@@ -227,17 +218,10 @@ fn render_apex(apex: &[u8], ttl: u32, ns_addresses: &[IpAddr]) -> Vec<(Vec<u8>, 
     .into_iter()
     .flatten()
     .collect();
-    out.push((
-        ns_name,
-        Entry {
-            answers: answers.into_boxed_slice(),
-            apex: false,
-        },
-    ));
+    out.push(Entry::new(&ns_name, false, &answers));
     for ent in ["svc", "dns"] {
-        out.push((
-            child(ent, apex).expect("zone names are checked to leave room"),
-            Entry::default(),
+        out.push(Entry::empty(
+            &child(ent, apex).expect("zone names are checked to leave room"),
         ));
     }
     out
@@ -338,7 +322,7 @@ pub fn render_service(
     apex: &[u8],
     ttl: u32,
     skip: &mut dyn FnMut(String),
-) -> Vec<(Vec<u8>, Entry)> {
+) -> Vec<Entry> {
     let key = &service.key;
     let Some(sname) = child(&format!("{}.{}.svc", key.name, key.namespace), apex) else {
         skip(format!(
@@ -425,13 +409,7 @@ pub fn render_service(
     .into_iter()
     .flatten()
     .collect();
-    out.push((
-        sname.clone(),
-        Entry {
-            answers: answers.into_boxed_slice(),
-            apex: false,
-        },
-    ));
+    out.push(Entry::new(&sname, false, &answers));
 
     // `_<port>._<proto>.<svc>`: named ports only, matched by name and protocol.
     let mut groups: Vec<(SrvName, Vec<(usize, &Port)>)> = Vec::new();
@@ -454,13 +432,7 @@ pub fn render_service(
             continue;
         };
         let answers: Vec<_> = srv(&name, &group, &targets, ttl).into_iter().collect();
-        out.push((
-            name,
-            Entry {
-                answers: answers.into_boxed_slice(),
-                apex: false,
-            },
-        ));
+        out.push(Entry::new(&name, false, &answers));
     }
 
     // `<host>.<cluster>.<svc>`: the endpoint's own addresses and ports.
@@ -474,13 +446,7 @@ pub fn render_service(
         .into_iter()
         .flatten()
         .collect();
-        out.push((
-            target.name.clone(),
-            Entry {
-                answers: answers.into_boxed_slice(),
-                apex: false,
-            },
-        ));
+        out.push(Entry::new(&target.name, false, &answers));
     }
     out
 }

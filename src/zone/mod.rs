@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use dashmap::DashMap;
 
 /// The answer to one query type at one name, encoded as the bytes that follow the question.
+/// The builder's form; the zone stores it inside an [`Entry`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     pub ancount: u16,
@@ -21,37 +22,149 @@ pub struct Answer {
     pub bytes: Box<[u8]>,
 }
 
-/// Everything a name answers. A type without an answer gets NODATA.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Entry {
-    pub answers: Box<[(u16, Answer)]>,
-    /// The zone apex answers SOA from the zone's current serial.
-    pub apex: bool,
+/// An answer as stored in an [`Entry`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerRef<'a> {
+    pub ancount: u16,
+    pub arcount: u16,
+    pub additional_at: usize,
+    pub bytes: &'a [u8],
 }
 
+/// Everything one name answers, in one allocation so that matching the name and copying the
+/// answer touch the same few cache lines:
+///
+/// ```text
+/// flags(1) types(1) name_len(1) | per type: qtype(2) ancount(2) arcount(2) additional_at(4) start(4) len(4) | name | bodies
+/// ```
+///
+/// A type without an answer gets NODATA.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Entry(Arc<[u8]>);
+
+const DESCRIPTOR: usize = 18;
+const APEX: u8 = 1;
+
 impl Entry {
-    pub fn answer(&self, qtype: u16) -> Option<&Answer> {
-        self.answers
-            .iter()
-            .find(|(t, _)| *t == qtype)
-            .map(|(_, a)| a)
+    /// `name` in lower-case wire form; `apex` marks the zone apex, which answers SOA from the
+    /// zone's current serial.
+    pub fn new(name: &[u8], apex: bool, answers: &[(u16, Answer)]) -> Self {
+        let head = 3 + answers.len() * DESCRIPTOR;
+        let body_len: usize = answers.iter().map(|(_, a)| a.bytes.len()).sum();
+        let mut blob = Vec::with_capacity(head + name.len() + body_len);
+        blob.extend_from_slice(&[
+            if apex { APEX } else { 0 },
+            answers.len() as u8,
+            name.len() as u8,
+        ]);
+        let mut start = (head + name.len()) as u32;
+        for (qtype, a) in answers {
+            blob.extend_from_slice(&qtype.to_be_bytes());
+            blob.extend_from_slice(&a.ancount.to_be_bytes());
+            blob.extend_from_slice(&a.arcount.to_be_bytes());
+            blob.extend_from_slice(&a.additional_at.to_be_bytes());
+            blob.extend_from_slice(&start.to_be_bytes());
+            blob.extend_from_slice(&(a.bytes.len() as u32).to_be_bytes());
+            start += a.bytes.len() as u32;
+        }
+        blob.extend_from_slice(name);
+        for (_, a) in answers {
+            blob.extend_from_slice(&a.bytes);
+        }
+        Entry(blob.into())
+    }
+
+    /// An empty non-terminal: the name exists, every type is NODATA.
+    pub fn empty(name: &[u8]) -> Self {
+        Entry::new(name, false, &[])
+    }
+
+    pub fn name(&self) -> &[u8] {
+        let types = self.0[1] as usize;
+        let at = 3 + types * DESCRIPTOR;
+        &self.0[at..at + self.0[2] as usize]
+    }
+
+    pub fn apex(&self) -> bool {
+        self.0[0] & APEX != 0
+    }
+
+    pub fn answer(&self, qtype: u16) -> Option<AnswerRef<'_>> {
+        let b = &self.0[..];
+        let u16_at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]) as usize;
+        (0..b[1] as usize)
+            .map(|t| 3 + t * DESCRIPTOR)
+            .find(|&d| u16_at(d) == qtype)
+            .map(|d| {
+                let (start, len) = (u32_at(d + 10), u32_at(d + 14));
+                AnswerRef {
+                    ancount: u16_at(d + 2),
+                    arcount: u16_at(d + 4),
+                    additional_at: u32_at(d + 6),
+                    bytes: &b[start..start + len],
+                }
+            })
+    }
+
+    /// The query types this name has answers for.
+    pub fn types(&self) -> impl Iterator<Item = u16> + '_ {
+        (0..self.0[1] as usize).map(move |t| {
+            u16::from_be_bytes([self.0[3 + t * DESCRIPTOR], self.0[4 + t * DESCRIPTOR]])
+        })
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("name", &render::name_text(self.name()))
+            .field("apex", &self.apex())
+            .field("types", &self.types().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// The map key: the entry itself, hashed and compared by its name, so a lookup by name bytes
+/// needs no separate key allocation.
+struct Key(Entry);
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Must hash exactly as `[u8]` does, for lookups through `Borrow<[u8]>`.
+        self.0.name().hash(state)
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name() == other.0.name()
+    }
+}
+
+impl Eq for Key {}
+
+impl std::borrow::Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        self.0.name()
     }
 }
 
 /// The outcome of looking a name up.
-#[derive(Debug, Clone)]
-pub enum Lookup {
+#[derive(Debug, Clone, Copy)]
+pub enum Lookup<'a> {
     /// The name is in no served zone.
     Outside,
     /// In zone `apex` (index into [`Zone::apexes`]); `None` when the name does not exist.
     Inside {
         apex: usize,
-        entry: Option<Arc<Entry>>,
+        entry: Option<&'a Entry>,
     },
 }
 
 pub struct Zone {
-    names: DashMap<Box<[u8]>, Arc<Entry>, foldhash::fast::RandomState>,
+    /// Readers hold a shard's read lock only while they copy an answer out.
+    names: DashMap<Key, (), foldhash::fast::RandomState>,
     apexes: Box<[Box<[u8]>]>,
     ttl: u32,
     serial: AtomicU32,
@@ -110,14 +223,20 @@ impl Zone {
         self.names.is_empty()
     }
 
-    /// Finds the served zone that holds `lname` (lower-case wire form) and the name's entry.
+    /// Finds the served zone that holds `lname` (lower-case wire form) and the name's entry,
+    /// and hands both to `f` (while a shard read lock is held: `f` should only copy bytes out).
     /// The deepest apex wins when zones nest.
-    pub fn lookup(&self, lname: &[u8]) -> Lookup {
+    pub fn lookup<R>(&self, lname: &[u8], f: impl FnOnce(Lookup<'_>) -> R) -> R {
         let Some(apex) = self.apex_of(lname) else {
-            return Lookup::Outside;
+            return f(Lookup::Outside);
         };
-        let entry = self.names.get(lname).map(|e| Arc::clone(e.value()));
-        Lookup::Inside { apex, entry }
+        match self.names.get(lname) {
+            Some(r) => f(Lookup::Inside {
+                apex,
+                entry: Some(&r.key().0),
+            }),
+            None => f(Lookup::Inside { apex, entry: None }),
+        }
     }
 
     fn apex_of(&self, lname: &[u8]) -> Option<usize> {
@@ -137,16 +256,24 @@ impl Zone {
 
     // ---- writer side, used by build::Builder only ----
 
-    fn insert(&self, name: Box<[u8]>, entry: Arc<Entry>) {
-        self.names.insert(name, entry);
+    /// Inserts or replaces the entry for its name, atomically for readers.
+    fn insert(&self, entry: Entry) {
+        match self.names.entry(Key(entry)) {
+            dashmap::Entry::Occupied(o) => {
+                o.replace_entry(());
+            }
+            dashmap::Entry::Vacant(v) => {
+                v.insert(());
+            }
+        }
     }
 
     fn remove(&self, name: &[u8]) {
         self.names.remove(name);
     }
 
-    fn get(&self, name: &[u8]) -> Option<Arc<Entry>> {
-        self.names.get(name).map(|e| Arc::clone(e.value()))
+    fn get(&self, name: &[u8]) -> Option<Entry> {
+        self.names.get(name).map(|r| r.key().0.clone())
     }
 
     fn bump(&self) {
@@ -158,14 +285,10 @@ impl Zone {
         self.synced.store(true, Ordering::Release);
     }
 
-    /// Every name with its entry, sorted by name; for inspection and tests, not the hot path.
-    pub fn snapshot(&self) -> Vec<(Box<[u8]>, Arc<Entry>)> {
-        let mut all: Vec<_> = self
-            .names
-            .iter()
-            .map(|e| (e.key().clone(), Arc::clone(e.value())))
-            .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
+    /// Every entry, sorted by name; for inspection and tests, not the hot path.
+    pub fn snapshot(&self) -> Vec<Entry> {
+        let mut all: Vec<Entry> = self.names.iter().map(|e| e.key().0.clone()).collect();
+        all.sort_by(|a, b| a.name().cmp(b.name()));
         all
     }
 }
