@@ -49,6 +49,10 @@ pub struct Args {
     )]
     pub listen: SocketAddr,
 
+    /// UDP sockets (SO_REUSEPORT), each with its own thread; default: one per CPU.
+    #[arg(long, env = "CLUSTERSET_DNS_UDP_WORKERS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub udp_workers: Option<u32>,
+
     /// Address for the admin HTTP server: /metrics, /health, /ready.
     #[arg(
         long,
@@ -133,6 +137,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 impl Args {
+    /// `--udp-workers`, or the CPUs this process may run on.
+    pub fn udp_workers(&self) -> usize {
+        match self.udp_workers {
+            Some(n) => n as usize,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+
     pub fn config(&self) -> Result<crate::Config, String> {
         let Some(path) = &self.file else {
             return Err(

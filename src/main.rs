@@ -57,7 +57,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let listeners = match Listeners::bind(args.listen, args.admin_listen) {
+    let listeners = match Listeners::bind(args.listen, args.udp_workers(), args.admin_listen) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("clusterset-dns: {e}");

@@ -1,6 +1,9 @@
 //! Prometheus metrics. DNS request metrics use CoreDNS's names and labels so existing CoreDNS
 //! dashboards work; zone and source metrics carry the `clusterset_dns_` prefix.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
 use prometheus::{Encoder, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 
 use crate::dns::Outcome;
@@ -22,37 +25,97 @@ pub struct Metrics {
     changed: IntGauge,
     skipped: IntCounterVec,
     reloads: IntCounterVec,
+    workers: Mutex<Workers>,
 }
 
-/// Query types outside this set are counted as `other`, so label values stay bounded.
+/// Every worker's counters, and the sums already added to the Prometheus counters.
+#[derive(Default)]
+struct Workers {
+    counters: Vec<Arc<QueryCounters>>,
+    requests: Vec<u64>,
+    responses: Vec<u64>,
+}
+
+/// Query types with their own label value; the rest count as `other`, so label values stay
+/// bounded.
+const TYPES: [(u16, &str); 12] = [
+    (TYPE_A, "A"),
+    (TYPE_AAAA, "AAAA"),
+    (TYPE_NS, "NS"),
+    (TYPE_SOA, "SOA"),
+    (5, "CNAME"),
+    (12, "PTR"),
+    (15, "MX"),
+    (TYPE_TXT, "TXT"),
+    (TYPE_SRV, "SRV"),
+    (TYPE_ANY, "ANY"),
+    (TYPE_AXFR, "AXFR"),
+    (TYPE_IXFR, "IXFR"),
+];
+const RCODES: [(u16, &str); 7] = [
+    (0, "NOERROR"),
+    (1, "FORMERR"),
+    (2, "SERVFAIL"),
+    (3, "NXDOMAIN"),
+    (4, "NOTIMP"),
+    (5, "REFUSED"),
+    (16, "BADVERS"),
+];
+const N_TYPES: usize = TYPES.len() + 1;
+const N_RCODES: usize = RCODES.len() + 1;
+
+fn type_index(qtype: u16) -> usize {
+    TYPES
+        .iter()
+        .position(|(t, _)| *t == qtype)
+        .unwrap_or(TYPES.len())
+}
+
+fn rcode_index(rcode: u16) -> usize {
+    RCODES
+        .iter()
+        .position(|(r, _)| *r == rcode)
+        .unwrap_or(RCODES.len())
+}
+
 pub fn type_label(qtype: u16) -> &'static str {
-    match qtype {
-        TYPE_A => "A",
-        TYPE_AAAA => "AAAA",
-        TYPE_NS => "NS",
-        TYPE_SOA => "SOA",
-        5 => "CNAME",
-        12 => "PTR",
-        15 => "MX",
-        TYPE_TXT => "TXT",
-        TYPE_SRV => "SRV",
-        TYPE_ANY => "ANY",
-        TYPE_AXFR => "AXFR",
-        TYPE_IXFR => "IXFR",
-        _ => "other",
-    }
+    TYPES.get(type_index(qtype)).map_or("other", |(_, l)| l)
 }
 
 pub fn rcode_label(rcode: u16) -> &'static str {
-    match rcode {
-        0 => "NOERROR",
-        1 => "FORMERR",
-        2 => "SERVFAIL",
-        3 => "NXDOMAIN",
-        4 => "NOTIMP",
-        5 => "REFUSED",
-        16 => "BADVERS",
-        _ => "other",
+    RCODES.get(rcode_index(rcode)).map_or("other", |(_, l)| l)
+}
+
+/// Query counters of one serving worker. Only that worker writes them (relaxed adds on memory
+/// no other worker touches); [`Metrics::render`] sums all workers' at scrape time.
+pub struct QueryCounters {
+    zones: usize,
+    /// By zone slot (served zones, then "outside"), proto, family, type.
+    requests: Box<[AtomicU64]>,
+    /// By zone slot, rcode.
+    responses: Box<[AtomicU64]>,
+}
+
+impl QueryCounters {
+    fn new(zones: usize) -> Self {
+        let slots = zones + 1;
+        QueryCounters {
+            zones,
+            requests: (0..slots * 4 * N_TYPES)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            responses: (0..slots * N_RCODES).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Counts one answered query.
+    #[inline]
+    pub fn count(&self, outcome: &Outcome, tcp: bool, v6: bool) {
+        let slot = outcome.apex.unwrap_or(self.zones);
+        let r = ((slot * 2 + tcp as usize) * 2 + v6 as usize) * N_TYPES + type_index(outcome.qtype);
+        self.requests[r].fetch_add(1, Ordering::Relaxed);
+        self.responses[slot * N_RCODES + rcode_index(outcome.rcode)]
+            .fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -122,24 +185,68 @@ impl Metrics {
             registry: r,
             server,
             zones,
+            workers: Mutex::default(),
         }
     }
 
-    /// Counts one answered query.
-    pub fn answered(&self, outcome: &Outcome, tcp: bool, v6: bool) {
-        let zone = outcome.apex.map_or(".", |z| self.zones[z].as_str());
-        self.request(zone, tcp, v6, outcome.qtype, outcome.rcode);
+    /// Counters for one more serving worker.
+    pub fn counters(&self) -> Arc<QueryCounters> {
+        let c = Arc::new(QueryCounters::new(self.zones.len()));
+        self.workers
+            .lock()
+            .expect("metrics lock")
+            .counters
+            .push(c.clone());
+        c
     }
 
-    fn request(&self, zone: &str, tcp: bool, v6: bool, qtype: u16, rcode: u16) {
-        let proto = if tcp { "tcp" } else { "udp" };
-        let family = if v6 { "2" } else { "1" };
-        self.requests
-            .with_label_values(&[&self.server, zone, "", proto, family, type_label(qtype)])
-            .inc();
-        self.responses
-            .with_label_values(&[&self.server, zone, "", rcode_label(rcode), ""])
-            .inc();
+    /// Adds what the workers counted since the last scrape to the Prometheus counters.
+    fn collect_workers(&self) {
+        let mut w = self.workers.lock().expect("metrics lock");
+        let zones = self.zones.len();
+        let sum = |get: &dyn Fn(&QueryCounters) -> &[AtomicU64], len: usize| -> Vec<u64> {
+            let mut total = vec![0u64; len];
+            for c in &w.counters {
+                for (t, v) in total.iter_mut().zip(get(c)) {
+                    *t += v.load(Ordering::Relaxed);
+                }
+            }
+            total
+        };
+        let requests = sum(&|c| &c.requests, (zones + 1) * 4 * N_TYPES);
+        let responses = sum(&|c| &c.responses, (zones + 1) * N_RCODES);
+        w.requests.resize(requests.len(), 0);
+        w.responses.resize(responses.len(), 0);
+        let zone = |slot: usize| self.zones.get(slot).map_or(".", String::as_str);
+        for (i, (&now, before)) in requests.iter().zip(w.requests.iter_mut()).enumerate() {
+            if now > *before {
+                let (t, rest) = (i % N_TYPES, i / N_TYPES);
+                let (v6, rest) = (rest % 2 == 1, rest / 2);
+                let (tcp, slot) = (rest % 2 == 1, rest / 2);
+                let qtype = TYPES.get(t).map_or("other", |(_, l)| l);
+                let labels = [
+                    self.server.as_str(),
+                    zone(slot),
+                    "",
+                    if tcp { "tcp" } else { "udp" },
+                    if v6 { "2" } else { "1" },
+                    qtype,
+                ];
+                self.requests
+                    .with_label_values(&labels)
+                    .inc_by(now - *before);
+                *before = now;
+            }
+        }
+        for (i, (&now, before)) in responses.iter().zip(w.responses.iter_mut()).enumerate() {
+            if now > *before {
+                let rcode = RCODES.get(i % N_RCODES).map_or("other", |(_, l)| l);
+                self.responses
+                    .with_label_values(&[self.server.as_str(), zone(i / N_RCODES), "", rcode, ""])
+                    .inc_by(now - *before);
+                *before = now;
+            }
+        }
     }
 
     pub fn zone_state(
@@ -169,6 +276,7 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
+        self.collect_workers();
         let mut buf = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut buf)

@@ -1,12 +1,13 @@
-//! Binds the DNS sockets and serves them: UDP and TCP on the same address, both answering
-//! through [`crate::dns::respond`].
+//! Binds the DNS sockets and serves them: UDP (one SO_REUSEPORT socket per worker thread) and
+//! TCP on the same address, both answering through [`crate::dns::respond`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::dns::{tcp, udp};
 use crate::metrics::Metrics;
@@ -14,7 +15,8 @@ use crate::zone::Zone;
 
 /// The sockets the server listens on, bound before it starts so tests can use port 0.
 pub struct Listeners {
-    pub udp: std::net::UdpSocket,
+    /// One per UDP worker, all on the same address.
+    pub udp: Vec<std::net::UdpSocket>,
     pub tcp: std::net::TcpListener,
     pub admin: std::net::TcpListener,
 }
@@ -28,14 +30,14 @@ pub struct BindError {
 }
 
 impl Listeners {
-    /// Binds UDP and TCP on the same address (with port 0, on one free port for both) and the
-    /// admin address.
-    pub fn bind(dns: SocketAddr, admin: SocketAddr) -> Result<Self, BindError> {
+    /// Binds `udp_workers` UDP sockets and a TCP listener on the same address (with port 0, on
+    /// one free port for both), and the admin address.
+    pub fn bind(dns: SocketAddr, udp_workers: usize, admin: SocketAddr) -> Result<Self, BindError> {
         let err = |what, addr, source| BindError { what, addr, source };
         let mut tries = 0;
         let (udp, tcp) = loop {
-            let udp = std::net::UdpSocket::bind(dns).map_err(|e| err("UDP", dns, e))?;
-            let at = udp.local_addr().map_err(|e| err("UDP", dns, e))?;
+            let udp = udp::bind(dns, udp_workers).map_err(|e| err("UDP", dns, e))?;
+            let at = udp[0].local_addr().map_err(|e| err("UDP", dns, e))?;
             match std::net::TcpListener::bind(at) {
                 Ok(tcp) => break (udp, tcp),
                 // Port 0 picked a UDP port whose TCP twin is taken: pick again.
@@ -47,12 +49,13 @@ impl Listeners {
         for (what, s) in [("TCP", &tcp), ("admin HTTP", &admin)] {
             s.set_nonblocking(true).map_err(|e| err(what, dns, e))?;
         }
-        udp.set_nonblocking(true).map_err(|e| err("UDP", dns, e))?;
         Ok(Listeners { udp, tcp, admin })
     }
 
     pub fn dns_addr(&self) -> SocketAddr {
-        self.udp.local_addr().expect("bound socket has an address")
+        self.udp[0]
+            .local_addr()
+            .expect("bound socket has an address")
     }
 
     pub fn admin_addr(&self) -> SocketAddr {
@@ -72,28 +75,29 @@ pub struct Config {
 /// Serves DNS on `udp` and `tcp` until `shutdown`.
 pub async fn serve(
     config: Config,
-    udp: std::net::UdpSocket,
+    udp: Vec<std::net::UdpSocket>,
     tcp: std::net::TcpListener,
     zone: Arc<Zone>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let udp = tokio::net::UdpSocket::from_std(udp)?;
     let tcp = tokio::net::TcpListener::from_std(tcp)?;
-    info!(address = %udp.local_addr()?, "DNS listening on UDP");
+    info!(address = %udp[0].local_addr()?, workers = udp.len(), "DNS listening on UDP");
     info!(address = %tcp.local_addr()?, max_connections = config.tcp.max_connections, "DNS listening on TCP");
-    let udp = tokio::spawn(udp::serve(
-        udp,
-        zone.clone(),
-        metrics.clone(),
-        shutdown.clone(),
-    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers = udp::spawn(udp, zone.clone(), &metrics, stop.clone())?;
     let tcp = tokio::spawn(tcp::serve(tcp, config.tcp, zone, metrics, shutdown.clone()));
     shutdown.cancelled().await;
-    let _ = tokio::time::timeout(config.grace, async {
-        let _ = udp.await;
+    stop.store(true, Ordering::Relaxed);
+    let drained = tokio::time::timeout(config.grace, async {
         let _ = tcp.await;
+        let _ =
+            tokio::task::spawn_blocking(move || workers.into_iter().for_each(|w| drop(w.join())))
+                .await;
     })
     .await;
+    if drained.is_err() {
+        warn!(grace = ?config.grace, "shutdown grace period over; stopping anyway");
+    }
     Ok(())
 }

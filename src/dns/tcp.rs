@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::{Transport, respond};
-use crate::metrics::{Metrics, rcode_label, type_label};
+use crate::metrics::{Metrics, QueryCounters, rcode_label, type_label};
 use crate::zone::Zone;
 
 #[derive(Debug, Clone)]
@@ -33,6 +33,7 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let slots = Arc::new(Semaphore::new(config.max_connections));
+    let counters = metrics.counters();
     loop {
         let (stream, src) = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -50,16 +51,16 @@ pub async fn serve(
             debug!(%src, max = config.max_connections, "TCP connection limit reached; closing the new connection");
             continue;
         };
-        let (zone, metrics, shutdown, idle) = (
+        let (zone, counters, shutdown, idle) = (
             zone.clone(),
-            metrics.clone(),
+            counters.clone(),
             shutdown.clone(),
             config.idle_timeout,
         );
         tokio::spawn(async move {
             tokio::select! {
                 _ = shutdown.cancelled() => {}
-                r = connection(stream, src, idle, &zone, &metrics) => if let Err(e) = r {
+                r = connection(stream, src, idle, &zone, &counters) => if let Err(e) = r {
                     debug!(%src, error = %e, "TCP connection ended");
                 },
             }
@@ -73,7 +74,7 @@ async fn connection(
     src: SocketAddr,
     idle: Duration,
     zone: &Zone,
-    metrics: &Metrics,
+    counters: &QueryCounters,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     let mut query = Vec::with_capacity(512);
@@ -98,7 +99,7 @@ async fn connection(
         let Some(outcome) = respond(zone, &query, Transport::Tcp, &mut out) else {
             continue;
         };
-        metrics.answered(&outcome, true, src.is_ipv6());
+        counters.count(&outcome, true, src.is_ipv6());
         debug!(%src, qtype = type_label(outcome.qtype), rcode = rcode_label(outcome.rcode), "answered over TCP");
         let mut framed = Vec::with_capacity(out.len() + 2);
         framed.extend_from_slice(&(out.len() as u16).to_be_bytes());

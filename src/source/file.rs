@@ -42,22 +42,12 @@ pub struct Loaded {
     pub skipped: usize,
 }
 
-/// Splits a file's text into raw objects: a stream of JSON values, or YAML documents; `List`s
-/// and top-level arrays are expanded.
-pub fn parse_text(text: &str) -> Result<Vec<Value>, String> {
-    let mut docs = Vec::new();
-    if text.trim_start().starts_with(['{', '[']) {
-        for v in serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>() {
-            let v = v.map_err(|e| e.to_string())?;
-            docs.push(serde_yaml_ng::to_value(v).map_err(|e| e.to_string())?);
-        }
-    } else {
-        for doc in serde_yaml_ng::Deserializer::from_str(text) {
-            docs.push(Value::deserialize(doc).map_err(|e| e.to_string())?);
-        }
-    }
-    let mut out = Vec::new();
-    for doc in docs {
+/// Splits a file's text into raw objects and hands them to `each` one document at a time (so a
+/// large file never sits in memory as one tree): a stream of JSON values, or YAML documents;
+/// `List`s and top-level arrays are expanded.
+pub fn parse_text(text: &str, each: &mut dyn FnMut(Value)) -> Result<(), String> {
+    let mut doc = |doc: Value| -> Result<(), String> {
+        let mut out = Vec::new();
         match doc {
             Value::Sequence(items) => items.into_iter().for_each(|i| flatten(i, &mut out)),
             Value::Mapping(_) => flatten(doc, &mut out),
@@ -69,8 +59,20 @@ pub fn parse_text(text: &str) -> Result<Vec<Value>, String> {
                 ));
             }
         }
+        out.into_iter().for_each(&mut *each);
+        Ok(())
+    };
+    if text.trim_start().starts_with(['{', '[']) {
+        for v in serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>() {
+            let v = v.map_err(|e| e.to_string())?;
+            doc(serde_yaml_ng::to_value(v).map_err(|e| e.to_string())?)?;
+        }
+    } else {
+        for d in serde_yaml_ng::Deserializer::from_str(text) {
+            doc(Value::deserialize(d).map_err(|e| e.to_string())?)?;
+        }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -89,25 +91,25 @@ pub fn load(path: &Path, metrics: &Metrics) -> Result<Loaded, LoadError> {
         path: shown.clone(),
         source,
     })?;
-    let raw = parse_text(&text).map_err(|message| LoadError::Parse {
+    let mut store = Store::default();
+    let mut invalid = Vec::new();
+    parse_text(&text, &mut |object| match classify(&object) {
+        Classified::Object(o) => {
+            store.insert(o);
+        }
+        Classified::Ignored(what) => debug!(file = %shown, "ignored: {what}"),
+        Classified::Invalid(e) => invalid.push(e),
+    })
+    .map_err(|message| LoadError::Parse {
         path: shown.clone(),
         message,
     })?;
-    let mut store = Store::default();
-    let mut skipped = 0;
-    for object in &raw {
-        match classify(object) {
-            Classified::Object(o) => {
-                store.insert(o);
-            }
-            Classified::Ignored(what) => debug!(file = %shown, "ignored: {what}"),
-            Classified::Invalid(e) => {
-                warn!(file = %shown, reason = e.reason, "skipped {e}");
-                metrics.skipped(e.kind, e.reason);
-                skipped += 1;
-            }
-        }
+    // Reported only for a file that loads: a broken file changes nothing, counters included.
+    for e in &invalid {
+        warn!(file = %shown, reason = e.reason, "skipped {e}");
+        metrics.skipped(e.kind, e.reason);
     }
+    let skipped = invalid.len();
     Ok(Loaded {
         services: store.services(),
         slices: store.slices(),
@@ -184,24 +186,24 @@ async fn send(config: &Config, loaded: Loaded, updates: &mpsc::Sender<Update>) {
 mod tests {
     use super::*;
 
+    fn all(text: &str) -> Result<Vec<Value>, String> {
+        let mut v = Vec::new();
+        parse_text(text, &mut |o| v.push(o)).map(|()| v)
+    }
+
     #[test]
     fn yaml_documents_lists_and_json_streams() {
         let yaml = "---\napiVersion: v1\nkind: List\nitems:\n- {kind: A}\n- {kind: B}\n---\n---\nkind: C\n";
-        assert_eq!(parse_text(yaml).unwrap().len(), 3);
+        assert_eq!(all(yaml).unwrap().len(), 3);
         let json = r#"{"kind":"List","items":[{"kind":"A"}]} {"kind":"B"}"#;
-        assert_eq!(parse_text(json).unwrap().len(), 2);
-        assert_eq!(
-            parse_text("[{\"kind\":\"A\"},{\"kind\":\"B\"}]")
-                .unwrap()
-                .len(),
-            2
-        );
+        assert_eq!(all(json).unwrap().len(), 2);
+        assert_eq!(all("[{\"kind\":\"A\"},{\"kind\":\"B\"}]").unwrap().len(), 2);
     }
 
     #[test]
     fn broken_text_says_where() {
-        let e = parse_text("kind: A\n  bad: [\n").unwrap_err();
+        let e = all("kind: A\n  bad: [\n").unwrap_err();
         assert!(e.contains("line"), "{e}");
-        assert!(parse_text("just a string").unwrap_err().contains("string"));
+        assert!(all("just a string").unwrap_err().contains("string"));
     }
 }

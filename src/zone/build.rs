@@ -80,6 +80,7 @@ impl Builder {
                 for service in services {
                     changed |= self.upsert(service);
                 }
+                release_free_memory();
                 if !self.zone.synced() {
                     info!(
                         services = self.services.len(),
@@ -191,6 +192,16 @@ impl Builder {
                 }
             }
         }
+    }
+}
+
+/// Hands memory freed by a full load (the source's parse trees, the old renderings) back to the
+/// system: glibc keeps it otherwise, and a reload would leave the process at its peak size.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free heap pages; it has no other effect.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

@@ -56,8 +56,10 @@ pub async fn start_with(yaml: &str, tweak: impl FnOnce(&mut clusterset_dns::Conf
     std::fs::write(&path, yaml).unwrap();
     let mut cfg = config(&path, &["clusterset.local"]);
     tweak(&mut cfg);
+    // Two UDP workers, so tests cross the SO_REUSEPORT spread.
     let listeners = Listeners::bind(
         "127.0.0.1:0".parse().unwrap(),
+        2,
         "127.0.0.1:0".parse().unwrap(),
     )
     .unwrap();
