@@ -404,3 +404,27 @@ async fn every_behaviour_row_over_udp_and_tcp() {
         failures.join("\n")
     );
 }
+
+/// The UDP fast path and the TCP path must answer alike to the byte, over every row (none of
+/// them needs truncation at 1232 bytes).
+#[tokio::test]
+async fn udp_fast_path_and_tcp_answer_byte_for_byte_alike() {
+    let server = start(&fixture("behaviour.yaml")).await;
+    for case in CASES {
+        for edns in [None, Some(1232)] {
+            let q = query(&mixed_case(case.name), case.qtype, edns);
+            let wait = std::time::Duration::from_secs(3);
+            let udp = common::exchange_raw(server.dns, Proto::Udp, &q, wait)
+                .await
+                .expect("UDP answer");
+            let tcp = common::exchange_raw(server.dns, Proto::Tcp, &q, wait)
+                .await
+                .expect("TCP answer");
+            assert_eq!(
+                udp, tcp,
+                "{} {:?} with EDNS {edns:?}",
+                case.name, case.qtype
+            );
+        }
+    }
+}

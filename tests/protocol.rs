@@ -427,3 +427,24 @@ async fn metrics_count_requests_by_type_and_responses_by_rcode() {
     let (status, _) = common::http_get(s.admin, "/nope").await.unwrap();
     assert_eq!(status, 404);
 }
+
+#[tokio::test]
+async fn ipv6_clients_over_udp_and_tcp_are_counted_as_family_2() {
+    let s = common::start_on("[::1]:0", ONE, |_| {}).await;
+    for proto in [Proto::Udp, Proto::Tcp] {
+        let r = exchange(
+            s.dns,
+            proto,
+            &query("web.shop.svc.clusterset.local", RecordType::A, None),
+        )
+        .await;
+        assert_eq!(r.answers.len(), 1, "{proto:?}");
+    }
+    let server = format!("dns://{}", s.dns);
+    for proto in ["udp", "tcp"] {
+        let series = format!(
+            "coredns_dns_requests_total{{family=\"2\",proto=\"{proto}\",server=\"{server}\",type=\"A\",view=\"\",zone=\"clusterset.local.\"}}"
+        );
+        assert_eq!(common::metric(s.admin, &series).await, 1.0, "{series}");
+    }
+}

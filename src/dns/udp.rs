@@ -34,6 +34,27 @@ pub fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::UdpSocke
         let at = out.first().map_or(Ok(addr), |s| s.local_addr())?;
         let s = Socket::new(Domain::for_address(at), Type::DGRAM, Some(Protocol::UDP))?;
         s.set_reuse_port(true)?;
+        // Never fragment and never probe the path MTU: answers fit the client's advertised
+        // size, and the kernel skips per-packet PMTU and IP ID work (Knot does the same).
+        let omit = libc::IP_PMTUDISC_OMIT;
+        let (level, opt) = if at.is_ipv6() {
+            (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER)
+        } else {
+            (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER)
+        };
+        // SAFETY: setsockopt on a socket we own, with a c_int value of the right size.
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                level,
+                opt,
+                (&omit as *const libc::c_int).cast(),
+                mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            debug!(error = %io::Error::last_os_error(), "cannot set IP_PMTUDISC_OMIT");
+        }
         s.bind(&at.into())?;
         out.push(s.into());
     }

@@ -32,9 +32,20 @@ fn endpoint_count(service: &Service) -> usize {
     service.slices.iter().map(|s| s.endpoints.len()).sum()
 }
 
+/// What the builder remembers of a service: enough to tell whether an update changes it and to
+/// remove its names, not a copy of it (the entries it rendered already hold the names).
 struct Owned {
-    service: Service,
-    names: Vec<Box<[u8]>>,
+    /// Hash of the whole `Service` value; equal hashes are taken as "unchanged".
+    fingerprint: u64,
+    endpoints: usize,
+    entries: Vec<Entry>,
+}
+
+fn fingerprint(service: &Service) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    service.hash(&mut h);
+    h.finish()
 }
 
 impl Builder {
@@ -108,10 +119,11 @@ impl Builder {
     }
 
     fn upsert(&mut self, service: Service) -> bool {
+        let print = fingerprint(&service);
         if self
             .services
             .get(&service.key)
-            .is_some_and(|o| o.service == service)
+            .is_some_and(|o| o.fingerprint == print)
         {
             return false;
         }
@@ -127,32 +139,37 @@ impl Builder {
                 },
             ));
         }
+        let old = self.services.remove(&service.key);
+        let old_entries: HashMap<&[u8], &Entry> = old
+            .iter()
+            .flat_map(|o| &o.entries)
+            .map(|e| (e.name(), e))
+            .collect();
         let new_names: HashSet<&[u8]> = rendered.iter().map(Entry::name).collect();
-        match self.services.get(&service.key) {
-            Some(old) => {
-                for name in &old.names {
-                    if !new_names.contains(&name[..]) {
-                        self.zone.remove(name);
-                    }
-                }
+        for (name, _) in old_entries.iter().filter(|(n, _)| !new_names.contains(*n)) {
+            self.zone.remove(name);
+        }
+        for entry in &rendered {
+            if old_entries.get(entry.name()).is_none_or(|e| *e != entry) {
+                self.zone.insert(entry.clone());
             }
+        }
+        match &old {
+            Some(o) => self.endpoints -= o.endpoints,
             None => self.add_namespace(&service.key.namespace),
         }
-        let mut names = Vec::with_capacity(rendered.len());
-        for entry in rendered {
-            names.push(Box::from(entry.name()));
-            if self.zone.get(entry.name()).is_none_or(|e| e != entry) {
-                self.zone.insert(entry);
-            }
-        }
-        let old = self
-            .services
-            .get(&service.key)
-            .map_or(0, |o| endpoint_count(&o.service));
-        self.endpoints = self.endpoints - old + endpoint_count(&service);
-        debug!(service = %service.key, names = names.len(), "service rendered");
-        self.services
-            .insert(service.key.clone(), Owned { service, names });
+        let endpoints = endpoint_count(&service);
+        self.endpoints += endpoints;
+        debug!(service = %service.key, names = rendered.len(), "service rendered");
+        rendered.shrink_to_fit();
+        self.services.insert(
+            service.key,
+            Owned {
+                fingerprint: print,
+                endpoints,
+                entries: rendered,
+            },
+        );
         true
     }
 
@@ -160,10 +177,10 @@ impl Builder {
         let Some(old) = self.services.remove(key) else {
             return false;
         };
-        for name in &old.names {
-            self.zone.remove(name);
+        for entry in &old.entries {
+            self.zone.remove(entry.name());
         }
-        self.endpoints -= endpoint_count(&old.service);
+        self.endpoints -= old.endpoints;
         let ns = &key.namespace;
         let count = self
             .namespaces

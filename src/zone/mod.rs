@@ -272,10 +272,6 @@ impl Zone {
         self.names.remove(name);
     }
 
-    fn get(&self, name: &[u8]) -> Option<Entry> {
-        self.names.get(name).map(|r| r.key().0.clone())
-    }
-
     fn bump(&self) {
         self.serial.fetch_add(1, Ordering::Relaxed);
         self.changed_at.store(now_secs(), Ordering::Relaxed);

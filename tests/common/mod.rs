@@ -51,18 +51,23 @@ pub fn config(file: &Path, zones: &[&str]) -> clusterset_dns::Config {
 
 /// Starts a server on `yaml` with the given config tweaks.
 pub async fn start_with(yaml: &str, tweak: impl FnOnce(&mut clusterset_dns::Config)) -> Server {
+    start_on("127.0.0.1:0", yaml, tweak).await
+}
+
+/// Starts a server listening for DNS on `listen` (port 0: any free port).
+pub async fn start_on(
+    listen: &str,
+    yaml: &str,
+    tweak: impl FnOnce(&mut clusterset_dns::Config),
+) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("objects.yaml");
     std::fs::write(&path, yaml).unwrap();
     let mut cfg = config(&path, &["clusterset.local"]);
     tweak(&mut cfg);
     // Two UDP workers, so tests cross the SO_REUSEPORT spread.
-    let listeners = Listeners::bind(
-        "127.0.0.1:0".parse().unwrap(),
-        2,
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .unwrap();
+    let listeners =
+        Listeners::bind(listen.parse().unwrap(), 2, "127.0.0.1:0".parse().unwrap()).unwrap();
     let (dns, admin) = (listeners.dns_addr(), listeners.admin_addr());
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(clusterset_dns::run(cfg, listeners, shutdown.clone()));
@@ -136,7 +141,12 @@ pub async fn exchange_raw(
 ) -> Option<Vec<u8>> {
     match proto {
         Proto::Udp => {
-            let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let any = if server.is_ipv6() {
+                "[::1]:0"
+            } else {
+                "127.0.0.1:0"
+            };
+            let sock = tokio::net::UdpSocket::bind(any).await.unwrap();
             sock.send_to(packet, server).await.unwrap();
             let mut buf = vec![0u8; 65535];
             let n = tokio::time::timeout(wait, sock.recv(&mut buf))

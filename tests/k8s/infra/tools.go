@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package infra records the commands the tests build, so `go mod tidy` keeps their modules.
+package infra
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+)
