@@ -9,7 +9,7 @@ use clap::{Parser, ValueEnum};
 
 use crate::dns::tcp;
 use crate::server;
-use crate::source::file;
+use crate::source::{file, kube};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -32,9 +32,33 @@ pub enum LogLevel {
 #[command(name = "clusterset-dns", version, about, max_term_width = 100)]
 pub struct Args {
     /// YAML or JSON file of ServiceImports and EndpointSlices (several documents, or a List as
-    /// `kubectl get -o yaml` prints). Reloaded when it changes and on SIGHUP.
-    #[arg(long, env = "CLUSTERSET_DNS_FILE", value_name = "PATH")]
+    /// `kubectl get -o yaml` prints). Reloaded when it changes and on SIGHUP. Without it, the
+    /// objects are watched in the Kubernetes API.
+    #[arg(long, env = "CLUSTERSET_DNS_FILE", value_name = "PATH", conflicts_with_all = ["kubeconfig", "context", "namespaces", "serviceimport_version"])]
     pub file: Option<PathBuf>,
+
+    /// Kubeconfig for the Kubernetes API; default: KUBECONFIG, ~/.kube/config, or the pod's
+    /// service account.
+    #[arg(long, env = "CLUSTERSET_DNS_KUBECONFIG", value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context to use.
+    #[arg(long, env = "CLUSTERSET_DNS_CONTEXT", value_name = "NAME")]
+    pub context: Option<String>,
+
+    /// Watch only this namespace; repeat (or comma-separate) for several. Default: all.
+    #[arg(
+        long = "namespace",
+        env = "CLUSTERSET_DNS_NAMESPACE",
+        value_name = "NS",
+        value_delimiter = ','
+    )]
+    pub namespaces: Vec<String>,
+
+    /// ServiceImport API version to watch; default: v1beta1 if the API server serves it, else
+    /// v1alpha1 (Cilium and Submariner CRDs serve only v1alpha1).
+    #[arg(long, env = "CLUSTERSET_DNS_SERVICEIMPORT_VERSION", value_name = "VERSION", value_parser = ["v1beta1", "v1alpha1"])]
+    pub serviceimport_version: Option<String>,
 
     /// How often the file is checked for changes.
     #[arg(long, env = "CLUSTERSET_DNS_FILE_POLL_INTERVAL", value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
@@ -146,13 +170,19 @@ impl Args {
     }
 
     pub fn config(&self) -> Result<crate::Config, String> {
-        let Some(path) = &self.file else {
-            return Err(
-                "no source given: pass --file PATH (reading the cluster's API is not built yet)"
-                    .into(),
-            );
-        };
         crate::apexes(&self.zones).map_err(|e| e.to_string())?;
+        let source = match &self.file {
+            Some(path) => crate::SourceConfig::File(file::Config {
+                path: path.clone(),
+                poll: self.file_poll_interval,
+            }),
+            None => crate::SourceConfig::Kube(kube::Config {
+                kubeconfig: self.kubeconfig.clone(),
+                context: self.context.clone(),
+                namespaces: self.namespaces.clone(),
+                import_version: self.serviceimport_version.clone(),
+            }),
+        };
         Ok(crate::Config {
             zones: self.zones.clone(),
             ttl: self.ttl,
@@ -164,10 +194,7 @@ impl Args {
                 },
                 grace: self.shutdown_grace,
             },
-            file: file::Config {
-                path: path.clone(),
-                poll: self.file_poll_interval,
-            },
+            source,
         })
     }
 }
@@ -204,8 +231,12 @@ mod tests {
         let a =
             Args::try_parse_from(["clusterset-dns", "--file", "f", "--zone", "bad..zone"]).unwrap();
         assert!(a.config().unwrap_err().contains("bad..zone"));
-        let a = Args::try_parse_from(["clusterset-dns"]).unwrap();
-        assert!(a.config().unwrap_err().contains("--file"));
+        let a = Args::try_parse_from(["clusterset-dns", "--namespace", "a,b"]).unwrap();
+        assert!(
+            matches!(a.config().unwrap().source, crate::SourceConfig::Kube(k) if k.namespaces == ["a", "b"])
+        );
+        assert!(Args::try_parse_from(["clusterset-dns", "--file", "f", "--context", "c"]).is_err());
+        assert!(Args::try_parse_from(["clusterset-dns", "--serviceimport-version", "v2"]).is_err());
         assert!(Args::try_parse_from(["clusterset-dns", "--listen", "nowhere"]).is_err());
     }
 }

@@ -43,8 +43,14 @@ pub struct Config {
     /// Addresses of `ns.dns.<zone>`, given as glue with the apex NS record.
     pub ns_addresses: Vec<IpAddr>,
     pub server: server::Config,
-    /// The file source. (The Kubernetes source is not built yet.)
-    pub file: file::Config,
+    pub source: SourceConfig,
+}
+
+/// Where services come from.
+#[derive(Debug, Clone)]
+pub enum SourceConfig {
+    File(file::Config),
+    Kube(source::kube::Config),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -91,17 +97,32 @@ pub async fn run(
     ));
     let zone = Arc::new(Zone::new(apexes, config.ttl));
     let builder = Builder::new(zone.clone(), &config.ns_addresses, metrics.clone());
-    let first = file::initial(&config.file, &metrics)?;
-
-    let (tx, rx) = mpsc::channel(64);
+    let (tx, rx) = mpsc::channel(1024);
+    match &config.source {
+        SourceConfig::File(fc) => {
+            let first = file::initial(fc, &metrics)?;
+            tokio::spawn(file::run(
+                fc.clone(),
+                first,
+                tx,
+                metrics.clone(),
+                shutdown.clone(),
+            ));
+        }
+        SourceConfig::Kube(kc) => {
+            // A configuration that cannot work stops start-up; an API server that cannot be
+            // reached yet is retried while the server answers SERVFAIL and is not ready.
+            let client = source::kube::client(kc).await?;
+            tokio::spawn(source::kube::run(
+                kc.clone(),
+                client,
+                tx,
+                metrics.clone(),
+                shutdown.clone(),
+            ));
+        }
+    }
     let builder = tokio::spawn(builder.run(rx));
-    tokio::spawn(file::run(
-        config.file.clone(),
-        first,
-        tx,
-        metrics.clone(),
-        shutdown.clone(),
-    ));
 
     let admin = tokio::net::TcpListener::from_std(listeners.admin)?;
     info!(address = %admin.local_addr()?, "admin HTTP listening (/metrics /health /ready)");

@@ -4,7 +4,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use prometheus::{Encoder, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
 
 use crate::dns::Outcome;
 use crate::zone::render::{
@@ -25,6 +28,13 @@ pub struct Metrics {
     changed: IntGauge,
     skipped: IntCounterVec,
     reloads: IntCounterVec,
+    source_objects: IntGaugeVec,
+    source_events: IntCounterVec,
+    source_errors: IntCounterVec,
+    source_restarts: IntCounterVec,
+    source_last_event: IntGauge,
+    source_last_sync: IntGauge,
+    programming: Histogram,
     workers: Mutex<Workers>,
 }
 
@@ -127,6 +137,20 @@ fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntC
     c
 }
 
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("metric registered once");
+    g
+}
+
 fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
     let g = IntGauge::new(name, help).expect("valid metric");
     registry
@@ -182,6 +206,54 @@ impl Metrics {
                 "Loads of the source file, by result.",
                 &["result"],
             ),
+            source_objects: gauge_vec(
+                &r,
+                "clusterset_dns_source_objects",
+                "Objects the source holds, by kind.",
+                &["kind"],
+            ),
+            source_events: counter(
+                &r,
+                "clusterset_dns_source_events_total",
+                "Watch events received, by kind and type (list, apply, delete).",
+                &["kind", "type"],
+            ),
+            source_errors: counter(
+                &r,
+                "clusterset_dns_source_errors_total",
+                "Watch and discovery failures (each is retried with backoff), by kind.",
+                &["kind"],
+            ),
+            source_restarts: counter(
+                &r,
+                "clusterset_dns_source_restarts_total",
+                "Watches that had to relist (410 Gone, reconnects), by kind.",
+                &["kind"],
+            ),
+            source_last_event: gauge(
+                &r,
+                "clusterset_dns_source_last_event_timestamp_seconds",
+                "When the source last received an event, in Unix seconds.",
+            ),
+            source_last_sync: gauge(
+                &r,
+                "clusterset_dns_source_last_sync_timestamp_seconds",
+                "When the source last completed a full list or load, in Unix seconds.",
+            ),
+            programming: {
+                let opts = HistogramOpts::new(
+                    "clusterset_dns_programming_duration_seconds",
+                    "From an object change seen by the source to the zone answering it.",
+                )
+                .buckets(vec![
+                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                    1.0,
+                ]);
+                let h = Histogram::with_opts(opts).expect("valid metric");
+                r.register(Box::new(h.clone()))
+                    .expect("metric registered once");
+                h
+            },
             registry: r,
             server,
             zones,
@@ -266,6 +338,34 @@ impl Metrics {
 
     pub fn skipped(&self, kind: &str, reason: &str) {
         self.skipped.with_label_values(&[kind, reason]).inc();
+    }
+
+    pub fn source_objects(&self, kind: &str, n: usize) {
+        self.source_objects.with_label_values(&[kind]).set(n as i64);
+    }
+
+    pub fn source_event(&self, kind: &str, kind_of_event: &str) {
+        self.source_events
+            .with_label_values(&[kind, kind_of_event])
+            .inc();
+        self.source_last_event.set(unix_now());
+    }
+
+    pub fn source_error(&self, kind: &str) {
+        self.source_errors.with_label_values(&[kind]).inc();
+    }
+
+    pub fn source_restart(&self, kind: &str) {
+        self.source_restarts.with_label_values(&[kind]).inc();
+    }
+
+    pub fn source_synced(&self) {
+        self.source_last_sync.set(unix_now());
+    }
+
+    /// Records the time from an object change being seen to the zone answering it.
+    pub fn programmed(&self, took: std::time::Duration) {
+        self.programming.observe(took.as_secs_f64());
     }
 
     pub fn reload(&self, ok: bool) {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Deserialize;
 use serde_yaml_ng::Value;
@@ -38,6 +38,8 @@ pub enum LoadError {
 #[derive(Debug)]
 pub struct Loaded {
     pub services: Vec<Service>,
+    /// When the file was read.
+    pub seen: Instant,
     pub slices: usize,
     pub skipped: usize,
 }
@@ -87,6 +89,7 @@ fn kind_of(v: &Value) -> &'static str {
 /// Reads and converts the file; each unusable object is logged and counted, then skipped.
 pub fn load(path: &Path, metrics: &Metrics) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
+    let seen = Instant::now();
     let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
         path: shown.clone(),
         source,
@@ -110,7 +113,9 @@ pub fn load(path: &Path, metrics: &Metrics) -> Result<Loaded, LoadError> {
         metrics.skipped(e.kind, e.reason);
     }
     let skipped = invalid.len();
+    metrics.source_synced();
     Ok(Loaded {
+        seen,
         services: store.services(),
         slices: store.slices(),
         skipped,
@@ -136,7 +141,7 @@ pub fn initial(config: &Config, metrics: &Metrics) -> Result<Loaded, LoadError> 
 pub async fn run(
     config: Config,
     first: Loaded,
-    updates: mpsc::Sender<Update>,
+    updates: mpsc::Sender<(Instant, Update)>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
@@ -176,10 +181,12 @@ pub async fn run(
     }
 }
 
-async fn send(config: &Config, loaded: Loaded, updates: &mpsc::Sender<Update>) {
+async fn send(config: &Config, loaded: Loaded, updates: &mpsc::Sender<(Instant, Update)>) {
     info!(file = %config.path.display(), services = loaded.services.len(), slices = loaded.slices, skipped = loaded.skipped, "loaded objects");
     // The builder outlives every source; a closed channel only happens at shutdown.
-    let _ = updates.send(Update::Reset(loaded.services)).await;
+    let _ = updates
+        .send((loaded.seen, Update::Reset(loaded.services)))
+        .await;
 }
 
 #[cfg(test)]

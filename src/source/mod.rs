@@ -2,4 +2,5 @@
 //! the zone builder; `objects` holds what they share.
 
 pub mod file;
+pub mod kube;
 pub mod objects;

@@ -428,30 +428,88 @@ pub fn is_label(s: &str) -> bool {
         && b[b.len() - 1] != b'-'
 }
 
+/// `(namespace, name)` of an object.
+pub type ObjectId = (String, String);
+
 /// The objects a source currently knows, joined into services on demand.
 #[derive(Debug, Default)]
 pub struct Store {
     imports: HashMap<ServiceKey, Import>,
     /// Slices by the service they belong to, then by slice name.
     slices: HashMap<ServiceKey, BTreeMap<String, Slice>>,
+    /// The service each slice is filed under, so a delete (or a relabel) finds it.
+    slice_owner: HashMap<ObjectId, ServiceKey>,
 }
 
 impl Store {
-    pub fn insert(&mut self, object: Object) -> ServiceKey {
+    /// Adds or replaces an object; returns the services whose DNS data may have changed.
+    pub fn insert(&mut self, object: Object) -> Vec<ServiceKey> {
         match object {
             Object::Import(i) => {
                 let key = i.key.clone();
                 self.imports.insert(key.clone(), i);
-                key
+                vec![key]
             }
             Object::Slice(s) => {
+                let id = (s.service.namespace.clone(), s.slice.name.clone());
+                let mut affected = Vec::with_capacity(2);
+                if let Some(old) = self.slice_owner.insert(id, s.service.clone()) {
+                    if old != s.service {
+                        self.detach_slice(&old, &s.slice.name);
+                        affected.push(old);
+                    }
+                }
                 self.slices
                     .entry(s.service.clone())
                     .or_default()
                     .insert(s.slice.name.clone(), s.slice);
-                s.service
+                affected.push(s.service);
+                affected
             }
         }
+    }
+
+    fn detach_slice(&mut self, owner: &ServiceKey, name: &str) {
+        if let Some(m) = self.slices.get_mut(owner) {
+            m.remove(name);
+            if m.is_empty() {
+                self.slices.remove(owner);
+            }
+        }
+    }
+
+    /// Forgets a ServiceImport; returns its service if it was known.
+    pub fn remove_import(&mut self, id: &ObjectId) -> Option<ServiceKey> {
+        let key = ServiceKey {
+            namespace: id.0.clone(),
+            name: id.1.clone(),
+        };
+        self.imports.remove(&key).map(|_| key)
+    }
+
+    /// Forgets an EndpointSlice; returns the service it belonged to if it was known.
+    pub fn remove_slice(&mut self, id: &ObjectId) -> Option<ServiceKey> {
+        let owner = self.slice_owner.remove(id)?;
+        self.detach_slice(&owner, &id.1);
+        Some(owner)
+    }
+
+    /// Identities of the ServiceImports (in `namespace`, or all).
+    pub fn import_ids(&self, namespace: Option<&str>) -> Vec<ObjectId> {
+        self.imports
+            .keys()
+            .filter(|k| namespace.is_none_or(|n| k.namespace == n))
+            .map(|k| (k.namespace.clone(), k.name.clone()))
+            .collect()
+    }
+
+    /// Identities of the EndpointSlices (in `namespace`, or all).
+    pub fn slice_ids(&self, namespace: Option<&str>) -> Vec<ObjectId> {
+        self.slice_owner
+            .keys()
+            .filter(|(ns, _)| namespace.is_none_or(|n| ns == n))
+            .cloned()
+            .collect()
     }
 
     pub fn imports(&self) -> usize {
@@ -459,7 +517,7 @@ impl Store {
     }
 
     pub fn slices(&self) -> usize {
-        self.slices.values().map(BTreeMap::len).sum()
+        self.slice_owner.len()
     }
 
     /// The service as DNS sees it, if its ServiceImport is known.
@@ -621,7 +679,7 @@ mod tests {
         for yaml in [
             "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: z, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: [10.0.0.2]}]",
             "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: [10.0.0.1]}]",
-            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a, namespace: shop, labels: {multicluster.kubernetes.io/service-name: orphan}}\naddressType: IPv4",
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: b, namespace: shop, labels: {multicluster.kubernetes.io/service-name: orphan}}\naddressType: IPv4",
             "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\nspec: {type: Headless}",
         ] {
             let Classified::Object(o) = one(yaml) else {
@@ -634,5 +692,29 @@ mod tests {
         let names: Vec<_> = services[0].slices.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["a", "z"]);
         assert_eq!(store.slices(), 3);
+        // A relabelled slice moves to its new service; a removed one is gone from its service.
+        let web = ServiceKey {
+            namespace: "shop".into(),
+            name: "web".into(),
+        };
+        let orphan = ServiceKey {
+            namespace: "shop".into(),
+            name: "orphan".into(),
+        };
+        let Classified::Object(o) = one(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: z, namespace: shop, labels: {multicluster.kubernetes.io/service-name: orphan}}\naddressType: IPv4",
+        ) else {
+            panic!()
+        };
+        assert_eq!(store.insert(o), [web.clone(), orphan.clone()]);
+        assert_eq!(store.service(&web).unwrap().slices.len(), 1);
+        assert_eq!(
+            store.remove_slice(&("shop".into(), "a".into())),
+            Some(web.clone())
+        );
+        assert!(store.service(&web).unwrap().slices.is_empty());
+        assert_eq!(store.remove_slice(&("shop".into(), "a".into())), None);
+        assert_eq!(store.slice_ids(Some("shop")).len(), 2);
+        assert_eq!(store.slice_ids(Some("other")).len(), 0);
     }
 }

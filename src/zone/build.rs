@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -65,10 +66,11 @@ impl Builder {
         }
     }
 
-    /// Applies updates until every sender is gone.
-    pub async fn run(mut self, mut updates: mpsc::Receiver<Update>) {
-        while let Some(update) = updates.recv().await {
+    /// Applies updates until every sender is gone; each carries when its source saw the change.
+    pub async fn run(mut self, mut updates: mpsc::Receiver<(Instant, Update)>) {
+        while let Some((seen, update)) = updates.recv().await {
             self.apply(update);
+            self.metrics.programmed(seen.elapsed());
         }
         debug!("zone builder stopped: no sources left");
     }

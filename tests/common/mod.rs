@@ -42,10 +42,10 @@ pub fn config(file: &Path, zones: &[&str]) -> clusterset_dns::Config {
             },
             grace: Duration::from_secs(1),
         },
-        file: file::Config {
+        source: clusterset_dns::SourceConfig::File(file::Config {
             path: file.to_path_buf(),
             poll: Duration::from_millis(50),
-        },
+        }),
     }
 }
 
