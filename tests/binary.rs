@@ -1,91 +1,13 @@
 //! The built binary, as a user runs it: the example data queried with `dig`, SIGHUP reload,
 //! SIGTERM shutdown, and start-up errors. Needs `dig` (Debian: bind9-dnsutils).
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_clusterset-dns");
-
-struct Running {
-    child: Child,
-    dns: SocketAddr,
-    admin: SocketAddr,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts the binary on loopback port 0 and reads the bound addresses from its JSON log.
-fn spawn(file: &Path, extra: &[&str]) -> Running {
-    let mut child = Command::new(BIN)
-        .args([
-            "--file",
-            file.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-        ])
-        .args(extra)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let (mut dns, mut admin) = (None, None);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dns.is_none() || admin.is_none() {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("the server logs its addresses");
-        let v: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
-        let msg = v["fields"]["message"].as_str().unwrap_or("");
-        let addr = v["fields"]["address"].as_str().and_then(|a| a.parse().ok());
-        if msg == "DNS listening on UDP" {
-            dns = addr;
-        } else if msg.starts_with("admin HTTP listening") {
-            admin = addr;
-        }
-    }
-    Running {
-        child,
-        dns: dns.unwrap(),
-        admin: admin.unwrap(),
-    }
-}
-
-fn dig(dns: SocketAddr, args: &str) -> String {
-    let out = Command::new("dig")
-        .args([
-            "@127.0.0.1",
-            "-p",
-            &dns.port().to_string(),
-            "+norec",
-            "+time=2",
-            "+tries=1",
-        ])
-        .args(args.split_whitespace())
-        .output()
-        .expect("dig runs (apt-get install bind9-dnsutils)");
-    String::from_utf8(out.stdout).unwrap()
-}
+use common::{BIN, dig, spawn_binary};
 
 fn example() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/clusterset.yaml")
@@ -93,7 +15,7 @@ fn example() -> std::path::PathBuf {
 
 #[test]
 fn dig_against_the_example_data() {
-    let s = spawn(&example(), &[]);
+    let s = spawn_binary(&["--file", example().to_str().unwrap()]);
     let cases = [
         ("checkout.shop.svc.clusterset.local +short", "10.42.0.10\n"),
         (
@@ -167,7 +89,12 @@ fn sighup_reloads_and_sigterm_stops_cleanly() {
     let file = dir.path().join("objects.yaml");
     std::fs::copy(example(), &file).unwrap();
     // Polling is slow here, so only SIGHUP can explain a prompt reload.
-    let mut s = spawn(&file, &["--file-poll-interval", "60m"]);
+    let mut s = spawn_binary(&[
+        "--file",
+        file.to_str().unwrap(),
+        "--file-poll-interval",
+        "60m",
+    ]);
     assert_eq!(
         dig(s.dns, "checkout.shop.svc.clusterset.local +short"),
         "10.42.0.10\n"

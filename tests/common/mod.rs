@@ -251,3 +251,100 @@ fn rand_id() -> u16 {
     static NEXT: AtomicU16 = AtomicU16::new(4242);
     NEXT.fetch_add(7919, Ordering::Relaxed)
 }
+
+// ---- the built binary, run as a user runs it ----
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_clusterset-dns");
+
+pub struct Running {
+    pub child: std::process::Child,
+    pub dns: SocketAddr,
+    pub admin: SocketAddr,
+    /// Every log line so far (JSON).
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Running {
+    /// Whether some log line so far contains `text`.
+    pub fn logged(&self, text: &str) -> bool {
+        self.log.lock().unwrap().iter().any(|l| l.contains(text))
+    }
+}
+
+/// Starts the binary with `args` on loopback port 0 and reads the bound addresses from its JSON
+/// log (kept in `log`).
+pub fn spawn_binary(args: &[&str]) -> Running {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+    let mut child = Command::new(BIN)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        .args(args)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            keep.lock().unwrap().push(line.clone());
+            let _ = tx.send(line);
+        }
+    });
+    let (mut dns, mut admin) = (None, None);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dns.is_none() || admin.is_none() {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the server logs its addresses");
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
+        let msg = v["fields"]["message"].as_str().unwrap_or("");
+        let addr = v["fields"]["address"].as_str().and_then(|a| a.parse().ok());
+        if msg == "DNS listening on UDP" {
+            dns = addr;
+        } else if msg.starts_with("admin HTTP listening") {
+            admin = addr;
+        }
+    }
+    Running {
+        child,
+        dns: dns.unwrap(),
+        admin: admin.unwrap(),
+        log,
+    }
+}
+
+/// Runs `dig` against `dns` with `args` and returns its output.
+pub fn dig(dns: SocketAddr, args: &str) -> String {
+    let out = std::process::Command::new("dig")
+        .args([
+            "@127.0.0.1",
+            "-p",
+            &dns.port().to_string(),
+            "+norec",
+            "+time=2",
+            "+tries=1",
+        ])
+        .args(args.split_whitespace())
+        .output()
+        .expect("dig runs (apt-get install bind9-dnsutils)");
+    String::from_utf8(out.stdout).unwrap()
+}
