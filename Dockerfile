@@ -1,0 +1,13 @@
+# Two stages: build the release binary, then ship it alone on a distroless, non-root base.
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src src
+COPY benches benches
+RUN cargo build --release --locked --bin clusterset-dns
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /src/target/release/clusterset-dns /usr/local/bin/clusterset-dns
+USER 65532:65532
+EXPOSE 1053/udp 1053/tcp 9153/tcp
+ENTRYPOINT ["/usr/local/bin/clusterset-dns"]

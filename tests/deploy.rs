@@ -1,0 +1,169 @@
+//! deploy/: the kustomize base renders with `kubectl kustomize`, validates strictly with
+//! `kubernetes-validate` (pip), grants read access to exactly what the server watches, and
+//! passes only flags the binary has.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+fn render() -> String {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base");
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&base)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn objects(rendered: &str) -> Vec<serde_json::Value> {
+    serde_yaml_ng::Deserializer::from_str(rendered)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect()
+}
+
+#[test]
+fn manifests_render_and_validate() {
+    let rendered = render();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rendered.yaml");
+    std::fs::write(&file, &rendered).unwrap();
+    let out = Command::new("kubernetes-validate")
+        .args(["--strict", "--quiet"])
+        .arg(&file)
+        .output()
+        .expect("kubernetes-validate runs (pip install kubernetes-validate)");
+    assert!(
+        out.status.success(),
+        "kubernetes-validate:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kinds: Vec<String> = objects(&rendered)
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap().to_string())
+        .collect();
+    for kind in [
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+    ] {
+        assert!(
+            kinds.iter().any(|k| k == kind),
+            "{kind} missing from {kinds:?}"
+        );
+    }
+}
+
+#[test]
+fn the_role_only_reads_serviceimports_and_endpointslices() {
+    let objs = objects(&render());
+    let role = objs.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+    let mut grants: Vec<String> = Vec::new();
+    for rule in role["rules"].as_array().unwrap() {
+        for g in rule["apiGroups"].as_array().unwrap() {
+            for r in rule["resources"].as_array().unwrap() {
+                let mut verbs: Vec<&str> = rule["verbs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap())
+                    .collect();
+                verbs.sort();
+                grants.push(format!(
+                    "{}/{} {}",
+                    g.as_str().unwrap(),
+                    r.as_str().unwrap(),
+                    verbs.join(",")
+                ));
+            }
+        }
+    }
+    grants.sort();
+    assert_eq!(
+        grants,
+        [
+            "discovery.k8s.io/endpointslices get,list,watch",
+            "multicluster.x-k8s.io/serviceimports get,list,watch"
+        ]
+    );
+}
+
+#[test]
+fn the_deployment_is_hardened_and_passes_only_real_flags() {
+    let objs = objects(&render());
+    let dep = objs.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let spec = &dep["spec"]["template"]["spec"];
+    assert_eq!(dep["spec"]["replicas"], 2);
+    assert!(spec["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname");
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    let c = &spec["containers"][0];
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL");
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/health");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/ready");
+    assert!(
+        c["resources"]["requests"]["memory"].is_string()
+            && c["resources"]["requests"]["cpu"].is_string()
+    );
+    // The flags exist: the binary accepts them all (with --version, it parses and exits).
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let out = Command::new(common::BIN)
+        .args(&args)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the binary rejects the manifest's flags {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let help = String::from_utf8(
+        Command::new(common::BIN)
+            .arg("--help")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    for a in &args {
+        let flag = a.split('=').next().unwrap();
+        assert!(help.contains(flag), "{flag} is not in --help");
+    }
+    // The Service sends port 53 to the container's DNS ports.
+    let svc = objs.iter().find(|o| o["kind"] == "Service").unwrap();
+    let ports: Vec<String> = svc["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            format!(
+                "{}/{}->{}",
+                p["port"],
+                p["protocol"].as_str().unwrap(),
+                p["targetPort"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(
+        ports.contains(&"53/UDP->dns".to_string())
+            && ports.contains(&"53/TCP->dns-tcp".to_string()),
+        "{ports:?}"
+    );
+}
