@@ -456,3 +456,419 @@ fn kubernetes_source_against_a_real_api_server() {
     assert_eq!(short(s2.dns, "db.data.svc.clusterset.local"), ["10.2.0.1"]);
     assert_eq!(status(s2.dns, "web.shop.svc.clusterset.local"), "NXDOMAIN");
 }
+
+/// A kube-rs client as the admin, for creating objects quickly.
+async fn admin_client(k: &Cluster) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(k.kubeconfig("admin")).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
+
+fn dynamic_api(client: &kube::Client, ns: &str, kind: &str) -> kube::Api<kube::api::DynamicObject> {
+    let ar = match kind {
+        "ServiceImport" => kube::discovery::ApiResource {
+            group: "multicluster.x-k8s.io".into(),
+            version: "v1beta1".into(),
+            api_version: "multicluster.x-k8s.io/v1beta1".into(),
+            kind: "ServiceImport".into(),
+            plural: "serviceimports".into(),
+        },
+        _ => kube::discovery::ApiResource {
+            group: "discovery.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "discovery.k8s.io/v1".into(),
+            kind: "EndpointSlice".into(),
+            plural: "endpointslices".into(),
+        },
+    };
+    kube::Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+/// A raw A query for `name`; returns the first A record's address.
+fn query_a(dns: SocketAddr, sock: &std::net::UdpSocket, name: &str) -> Option<std::net::Ipv4Addr> {
+    let mut q = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+    for l in name.split('.') {
+        q.push(l.len() as u8);
+        q.extend_from_slice(l.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]);
+    sock.send_to(&q, dns).ok()?;
+    let mut buf = [0u8; 512];
+    let n = sock.recv(&mut buf).ok()?;
+    let m = hickory_proto::op::Message::from_vec(&buf[..n]).ok()?;
+    m.answers.iter().find_map(|r| match r.data {
+        hickory_proto::rr::RData::A(a) => Some(a.0),
+        _ => None,
+    })
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Measurement, run by hand: `cargo test --release --test kube -- --ignored --nocapture`.
+/// Prints the programming latency over 1,000 changes (API write -> our answer changed) and the
+/// server's memory holding 10,000 ServiceImports with 100,000 endpoints.
+#[test]
+#[ignore]
+fn measure_programming_latency_and_memory() {
+    let k = Cluster::start();
+    k.apply(&crd("v1beta1"));
+    k.apply(&rbac());
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: scale}\n");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(admin_client(&k));
+    let imports = dynamic_api(&client, "scale", "ServiceImport");
+    let slices = dynamic_api(&client, "scale", "EndpointSlice");
+    // 10,000 imports (half ClusterSetIP, half headless), each with one slice of 10 endpoints.
+    let started = Instant::now();
+    rt.block_on(async {
+        use futures::StreamExt;
+        futures::stream::iter(0..10_000u32)
+            .for_each_concurrent(16, |i| {
+                let (imports, slices) = (imports.clone(), slices.clone());
+                async move {
+                    let headless = i % 2 == 1;
+                    let import: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+                        "metadata": {"name": format!("svc{i}"), "namespace": "scale"},
+                        "spec": if headless { serde_json::json!({"type": "Headless", "ports": [{"name": "http", "port": 80}]}) }
+                                else { serde_json::json!({"type": "ClusterSetIP", "ips": [format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)], "ports": [{"name": "http", "port": 80}]}) }
+                    })).unwrap();
+                    let endpoints: Vec<serde_json::Value> = (0..10u32)
+                        .map(|e| serde_json::json!({"addresses": [format!("10.{}.{}.{}", 200 + e, (i / 256) % 256, i % 256)], "hostname": format!("pod-{e}"), "conditions": {"ready": true}}))
+                        .collect();
+                    let slice: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                        "metadata": {"name": format!("svc{i}-east"), "namespace": "scale",
+                                     "labels": {"multicluster.kubernetes.io/service-name": format!("svc{i}"), "multicluster.kubernetes.io/source-cluster": "east"}},
+                        "addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "endpoints": endpoints
+                    })).unwrap();
+                    imports.create(&Default::default(), &import).await.unwrap();
+                    slices.create(&Default::default(), &slice).await.unwrap();
+                }
+            })
+            .await;
+    });
+    println!(
+        "created 10,000 ServiceImports and 10,000 EndpointSlices (100,000 endpoints) in {:.1?}",
+        started.elapsed()
+    );
+
+    let dns_kubeconfig = k.kubeconfig("dns");
+    let s = spawn_binary(&["--kubeconfig", &dns_kubeconfig]);
+    let sync_started = Instant::now();
+    until("ready", 300, || ready(&s));
+    println!("initial sync of the server: {:.1?}", sync_started.elapsed());
+    std::thread::sleep(Duration::from_secs(3));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+    for l in status
+        .lines()
+        .filter(|l| l.starts_with("VmRSS") || l.starts_with("VmHWM"))
+    {
+        println!("server memory with 10,000 imports / 100,000 endpoints: {l}");
+    }
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    assert!(query_a(s.dns, &sock, "svc0.scale.svc.clusterset.local").is_some());
+
+    // 1,000 changes of one import's IP, each timed from the API write to our answer showing it.
+    let mut took = Vec::with_capacity(1000);
+    for n in 0..1000u32 {
+        let ip = std::net::Ipv4Addr::new(10, 99, (n / 256) as u8, (n % 256) as u8);
+        let patch = serde_json::json!({"spec": {"ips": [ip.to_string()]}});
+        let t0 = Instant::now();
+        rt.block_on(imports.patch(
+            "svc0",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        ))
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while query_a(s.dns, &sock, "svc0.scale.svc.clusterset.local") != Some(ip) {
+            assert!(Instant::now() < deadline, "change {n} not seen");
+        }
+        took.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    took.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "API write -> answer changed, 1000 changes: median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        percentile(&took, 0.5),
+        percentile(&took, 0.9),
+        percentile(&took, 0.99),
+        took[took.len() - 1]
+    );
+    let (_, metrics) = rt.block_on(http_get(s.admin, "/metrics")).unwrap();
+    for l in metrics
+        .lines()
+        .filter(|l| l.starts_with("clusterset_dns_programming_duration_seconds"))
+    {
+        println!("{l}");
+    }
+}
+
+/// A TCP proxy between the server and the API server that can drop every connection, stall
+/// them (stop forwarding bytes), or refuse new ones.
+struct Proxy {
+    addr: SocketAddr,
+    stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    refusing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    conns: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(upstream: SocketAddr) -> Proxy {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stalled = Arc::new(AtomicBool::new(false));
+        let refusing = Arc::new(AtomicBool::new(false));
+        let conns: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+        let (st, rf, cs) = (stalled.clone(), refusing.clone(), conns.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if rf.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = std::net::TcpStream::connect(upstream) else {
+                    continue;
+                };
+                cs.lock()
+                    .unwrap()
+                    .extend([client.try_clone().unwrap(), server.try_clone().unwrap()]);
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let st = st.clone();
+                    std::thread::spawn(move || {
+                        use std::io::{Read, Write};
+                        let mut buf = [0u8; 16384];
+                        loop {
+                            let n = match from.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            while st.load(Ordering::SeqCst) {
+                                std::thread::sleep(Duration::from_millis(20));
+                            }
+                            if to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy {
+            addr,
+            stalled,
+            refusing,
+            conns,
+        }
+    }
+
+    fn drop_all(&self) {
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn stall(&self, on: bool) {
+        self.stalled.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn refuse(&self, on: bool) {
+        self.refusing.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// etcd's current revision, through its JSON gateway.
+fn etcd_post(k: &Cluster, path: &str, body: &str) -> serde_json::Value {
+    let out = Command::new("curl")
+        .args([
+            "-sf",
+            "-X",
+            "POST",
+            &format!("http://127.0.0.1:{}{path}", k.etcd_port),
+            "-d",
+            body,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "etcd {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn api_faults_keep_answers_and_converge() {
+    let mut k = Cluster::start();
+    k.apply(&crd("v1beta1"));
+    k.apply(&rbac());
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
+    k.apply(
+        &(import(
+            "v1beta1",
+            "shop",
+            "keep",
+            "{type: Headless, ports: [{name: http, port: 80}]}",
+        ) + &slice(
+            "shop",
+            "keep-east",
+            "keep",
+            "east",
+            "[{addresses: [10.7.0.1], hostname: keep-0}]",
+        ) + &import(
+            "v1beta1",
+            "shop",
+            "web",
+            "{type: ClusterSetIP, ips: [10.0.0.1], ports: [{port: 80}]}",
+        ) + &import(
+            "v1beta1",
+            "shop",
+            "gone",
+            "{type: ClusterSetIP, ips: [10.0.0.9], ports: [{port: 80}]}",
+        )),
+    );
+
+    // The server reaches the API server only through the proxy.
+    let proxy = Proxy::start(format!("127.0.0.1:{}", k.api_port).parse().unwrap());
+    let kubeconfig = k.dir.path().join("proxied.kubeconfig");
+    let dns_config = std::fs::read_to_string(k.kubeconfig("dns"))
+        .unwrap()
+        .replace(
+            &format!("127.0.0.1:{}", k.api_port),
+            &proxy.addr.to_string(),
+        );
+    std::fs::write(&kubeconfig, dns_config).unwrap();
+    let s = spawn_binary(&["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    until("ready", 30, || ready(&s));
+
+    // Names that exist throughout must answer throughout, whatever happens to the API.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let checker = {
+        let (stop, dns) = (stop.clone(), s.dns);
+        std::thread::spawn(move || {
+            let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            sock.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            let (mut good, mut bad) = (0u64, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                for name in [
+                    "keep.shop.svc.clusterset.local",
+                    "keep-0.east.keep.shop.svc.clusterset.local",
+                ] {
+                    match query_a(dns, &sock, name) {
+                        Some(ip) if ip == std::net::Ipv4Addr::new(10, 7, 0, 1) => good += 1,
+                        other => bad.push(format!("{name}: {other:?}")),
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            (good, bad)
+        })
+    };
+
+    // Connections dropped: the watches reconnect.
+    proxy.drop_all();
+    k.apply(&import(
+        "v1beta1",
+        "shop",
+        "web",
+        "{type: ClusterSetIP, ips: [10.0.0.2], ports: [{port: 80}]}",
+    ));
+    until("change after dropped connections", 30, || {
+        short(s.dns, "web.shop.svc.clusterset.local") == ["10.0.0.2"]
+    });
+
+    // Connections stalled: the last answers stay; once bytes flow again the change arrives.
+    proxy.stall(true);
+    k.apply(&import(
+        "v1beta1",
+        "shop",
+        "web",
+        "{type: ClusterSetIP, ips: [10.0.0.3], ports: [{port: 80}]}",
+    ));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(short(s.dns, "web.shop.svc.clusterset.local"), ["10.0.0.2"]);
+    proxy.stall(false);
+    until("change after a stall", 30, || {
+        short(s.dns, "web.shop.svc.clusterset.local") == ["10.0.0.3"]
+    });
+
+    // Cut off while objects change, etcd compacted and the API server restarted (its watch
+    // cache starts at the new revision): reconnecting from the old resourceVersion gets 410
+    // Gone, and the relist must converge without dropping unchanged names.
+    let restarts_before = metric_value(
+        &s,
+        "clusterset_dns_source_restarts_total{kind=\"ServiceImport\"}",
+    );
+    proxy.refuse(true);
+    proxy.drop_all();
+    k.apply(&import(
+        "v1beta1",
+        "shop",
+        "web",
+        "{type: ClusterSetIP, ips: [10.0.0.4], ports: [{port: 80}]}",
+    ));
+    k.apply(&import(
+        "v1beta1",
+        "shop",
+        "new",
+        "{type: ClusterSetIP, ips: [10.0.0.5], ports: [{port: 80}]}",
+    ));
+    k.delete("serviceimport", "shop", "gone");
+    let revision = etcd_post(&k, "/v3/kv/range", r#"{"key":"AA==","range_end":"AA=="}"#)["header"]
+        ["revision"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    etcd_post(
+        &k,
+        "/v3/kv/compaction",
+        &format!(r#"{{"revision":"{revision}","physical":true}}"#),
+    );
+    k.kill_api();
+    k.start_api();
+    proxy.refuse(false);
+    until("convergence after 410 Gone", 60, || {
+        short(s.dns, "web.shop.svc.clusterset.local") == ["10.0.0.4"]
+            && short(s.dns, "new.shop.svc.clusterset.local") == ["10.0.0.5"]
+            && status(s.dns, "gone.shop.svc.clusterset.local") == "NXDOMAIN"
+    });
+    assert!(
+        metric_value(
+            &s,
+            "clusterset_dns_source_restarts_total{kind=\"ServiceImport\"}"
+        ) > restarts_before,
+        "the watch relisted"
+    );
+    assert!(
+        metric_value(
+            &s,
+            "clusterset_dns_source_errors_total{kind=\"ServiceImport\"}"
+        ) >= 1.0
+    );
+
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (good, bad) = checker.join().unwrap();
+    assert!(
+        bad.is_empty(),
+        "{} wrong answers for names that existed throughout (of {}): {:?}",
+        bad.len(),
+        good + bad.len() as u64,
+        &bad[..bad.len().min(5)]
+    );
+    assert!(good > 100, "the checker ran ({good} answers)");
+}

@@ -21,7 +21,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::objects::{Classified, LABEL_SERVICE_NAME, MCS_GROUP, ObjectId, Store, classify};
+use super::objects::{
+    Classified, LABEL_SERVICE_NAME, MCS_GROUP, Object, ObjectId, Store, classify,
+};
 use crate::metrics::Metrics;
 use crate::model::{ServiceKey, Update};
 
@@ -60,8 +62,8 @@ pub struct Scope {
 
 struct StreamState {
     scope: Scope,
-    /// Objects of a list in progress (between `Init` and `InitDone`).
-    buffer: Option<Vec<Value>>,
+    /// Objects of a list in progress (between `Init` and `InitDone`), already slimmed.
+    buffer: Option<Vec<(ObjectId, Option<Object>)>>,
     /// A list has completed at least once.
     listed: bool,
 }
@@ -123,10 +125,13 @@ impl Core {
             }
             Event::InitApply(obj) => {
                 self.metrics.source_event(kind_label, "list");
-                self.streams[stream]
-                    .buffer
-                    .get_or_insert_with(Vec::new)
-                    .push(obj);
+                // Slimmed now: a large list never sits in memory as JSON.
+                if let Some(read) = self.read(kind, obj) {
+                    self.streams[stream]
+                        .buffer
+                        .get_or_insert_with(Vec::new)
+                        .push(read);
+                }
                 return Vec::new();
             }
             Event::InitDone => {
@@ -140,8 +145,8 @@ impl Core {
                 for id in before {
                     affected.extend(self.forget(kind, &id));
                 }
-                for obj in listed {
-                    affected.extend(self.apply(kind, obj));
+                for (id, parsed) in listed {
+                    affected.extend(self.commit(kind, &id, parsed));
                 }
                 self.streams[stream].listed = true;
                 self.metrics.source_synced();
@@ -196,7 +201,24 @@ impl Core {
     }
 
     /// Adds or replaces one object; an object that became unusable is removed.
-    fn apply(&mut self, kind: Kind, mut obj: Value) -> Vec<ServiceKey> {
+    /// Adds or replaces one object; an object that became unusable is removed.
+    fn apply(&mut self, kind: Kind, obj: Value) -> Vec<ServiceKey> {
+        match self.read(kind, obj) {
+            Some((id, parsed)) => self.commit(kind, &id, parsed),
+            None => Vec::new(),
+        }
+    }
+
+    /// Puts a read object into the store (`None`: unusable, so any older version goes).
+    fn commit(&mut self, kind: Kind, id: &ObjectId, parsed: Option<Object>) -> Vec<ServiceKey> {
+        match parsed {
+            Some(o) => self.store.insert(o),
+            None => self.forget(kind, id).into_iter().collect(),
+        }
+    }
+
+    /// Reads one object into its slim form (`None` when unusable: logged once and counted).
+    fn read(&mut self, kind: Kind, mut obj: Value) -> Option<(ObjectId, Option<Object>)> {
         // List items may come without their type; the stream says what they are.
         if let Some(map) = obj.as_object_mut() {
             let api_version = match kind {
@@ -211,24 +233,23 @@ impl Core {
             map.insert("apiVersion".into(), Value::String(api_version));
             map.insert("kind".into(), Value::String(kind.label().into()));
         }
-        let Some(id) = object_id(&obj) else {
-            return Vec::new();
-        };
+        let id = object_id(&obj)?;
         let yaml = match serde_yaml_ng::to_value(&obj) {
             Ok(v) => v,
             Err(e) => {
                 warn!(kind = kind.label(), object = %format!("{}/{}", id.0, id.1), "cannot be read: {e}");
-                return self.forget(kind, &id).into_iter().collect();
+                return Some((id, None));
             }
         };
-        match classify(&yaml) {
+        drop(obj);
+        let parsed = match classify(&yaml) {
             Classified::Object(o) => {
-                self.logged.remove(&(kind, id));
-                self.store.insert(o)
+                self.logged.remove(&(kind, id.clone()));
+                Some(o)
             }
             Classified::Ignored(what) => {
                 debug!("ignored: {what}");
-                self.forget(kind, &id).into_iter().collect()
+                None
             }
             Classified::Invalid(e) => {
                 let message = e.to_string();
@@ -237,9 +258,10 @@ impl Core {
                     self.metrics.skipped(e.kind, e.reason);
                     self.logged.insert((kind, id.clone()), message);
                 }
-                self.forget(kind, &id).into_iter().collect()
+                None
             }
-        }
+        };
+        Some((id, parsed))
     }
 }
 
