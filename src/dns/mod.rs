@@ -52,8 +52,8 @@ struct Query<'a> {
     cd: bool,
     /// The question exactly as sent (name, type, class), when it could be read.
     question: Option<&'a [u8]>,
-    lname: [u8; 255],
-    lname_len: usize,
+    /// The question name, lower-cased, in wire form (in the caller's buffer).
+    lname: &'a [u8],
     qtype: u16,
     qclass: u16,
     edns: Option<Edns>,
@@ -107,7 +107,8 @@ fn skip_name(p: &[u8], mut i: usize) -> Option<usize> {
     }
 }
 
-fn parse(p: &[u8]) -> Parsed<'_> {
+/// Parses `p`; the lower-cased question name goes into `name`, so the parsed query stays small.
+fn parse<'a>(p: &'a [u8], name: &'a mut [u8; 255]) -> Parsed<'a> {
     if p.len() < 12 || p[2] & 0x80 != 0 {
         return Parsed::Drop;
     }
@@ -117,8 +118,7 @@ fn parse(p: &[u8]) -> Parsed<'_> {
         rd: p[2] & 0x01 != 0,
         cd: p[3] & 0x10 != 0,
         question: None,
-        lname: [0; 255],
-        lname_len: 0,
+        lname: &[],
         qtype: 0,
         qclass: 0,
         edns: None,
@@ -128,9 +128,12 @@ fn parse(p: &[u8]) -> Parsed<'_> {
     if qd != 1 {
         return Parsed::FormErr(q);
     }
-    let Some(end) = read_qname(p, 12, &mut q.lname, &mut q.lname_len) else {
+    let mut len = 0;
+    let Some(end) = read_qname(p, 12, name, &mut len) else {
         return Parsed::FormErr(q);
     };
+    let name: &'a [u8; 255] = name;
+    q.lname = &name[..len];
     let (Some(qtype), Some(qclass)) = (u16_at(p, end), u16_at(p, end + 2)) else {
         return Parsed::FormErr(q);
     };
@@ -272,7 +275,8 @@ pub fn respond(
     out: &mut Vec<u8>,
 ) -> Option<Outcome> {
     out.clear();
-    let q = match parse(packet) {
+    let mut name = [0u8; 255];
+    let q = match parse(packet, &mut name) {
         Parsed::Drop => return None,
         Parsed::FormErr(q) if q.opcode != 0 => return Some(bare(out, &q, RCODE_NOTIMP)),
         Parsed::FormErr(q) => return Some(bare(out, &q, RCODE_FORMERR)),
@@ -290,8 +294,7 @@ pub fn respond(
     if q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
         return Some(bare(out, &q, RCODE_REFUSED));
     }
-    let lname = &q.lname[..q.lname_len];
-    Some(zone.lookup(lname, |found| answer(zone, &q, found, transport, out)))
+    Some(zone.lookup(q.lname, |found| answer(zone, &q, found, transport, out)))
 }
 
 /// Writes the answer for a looked-up name (called under the zone's read guard: copies only).
@@ -305,7 +308,7 @@ fn answer(
     let Lookup::Inside { apex, entry } = found else {
         return bare(out, q, RCODE_REFUSED);
     };
-    let lname = &q.lname[..q.lname_len];
+    let lname = q.lname;
     let question = q.question.expect("a parsed query has its question");
     let apex_at = 12 + lname.len() - zone.apexes()[apex].len();
     let opt_count = q.edns.is_some() as u16;
