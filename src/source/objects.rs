@@ -160,21 +160,45 @@ fn invalid(kind: &'static str, object: &str, reason: &'static str, message: Stri
     })
 }
 
+/// The object's slim shape, or why it cannot be read.
+fn read_raw<T: serde::de::DeserializeOwned>(
+    kind: &'static str,
+    object: &str,
+    v: &Value,
+) -> Result<T, Classified> {
+    serde_yaml_ng::from_value(v.clone())
+        .map_err(|e| invalid(kind, object, "malformed", format!("cannot be read: {e}")))
+}
+
+/// `(name, namespace)`, both required.
+fn identity(
+    kind: &'static str,
+    object: &str,
+    meta: (Option<String>, Option<String>),
+) -> Result<(String, String), Classified> {
+    match meta {
+        (Some(name), Some(namespace)) => Ok((name, namespace)),
+        _ => Err(invalid(
+            kind,
+            object,
+            "malformed",
+            "metadata.name and metadata.namespace are required".into(),
+        )),
+    }
+}
+
 fn import_from_value(v: &Value) -> Classified {
     const KIND: &str = "ServiceImport";
     let object = object_name(v);
-    let raw: RawImport = match serde_yaml_ng::from_value(v.clone()) {
+    let raw: RawImport = match read_raw(KIND, &object, v) {
         Ok(r) => r,
-        Err(e) => return invalid(KIND, &object, "malformed", format!("cannot be read: {e}")),
+        Err(c) => return c,
     };
-    let (Some(name), Some(namespace)) = (raw.metadata.name, raw.metadata.namespace) else {
-        return invalid(
-            KIND,
-            &object,
-            "malformed",
-            "metadata.name and metadata.namespace are required".into(),
-        );
-    };
+    let (name, namespace) =
+        match identity(KIND, &object, (raw.metadata.name, raw.metadata.namespace)) {
+            Ok(id) => id,
+            Err(c) => return c,
+        };
     let copy_marker = |m: &Option<BTreeMap<String, String>>| {
         m.as_ref()
             .is_some_and(|m| m.contains_key(LABEL_SERVICE_NAME))
@@ -242,22 +266,19 @@ fn import_from_value(v: &Value) -> Classified {
 fn slice_from_value(v: &Value) -> Classified {
     const KIND: &str = "EndpointSlice";
     let object = object_name(v);
-    let raw: RawSlice = match serde_yaml_ng::from_value(v.clone()) {
+    let raw: RawSlice = match read_raw(KIND, &object, v) {
         Ok(r) => r,
-        Err(e) => return invalid(KIND, &object, "malformed", format!("cannot be read: {e}")),
+        Err(c) => return c,
     };
     let labels = raw.metadata.labels.unwrap_or_default();
     let Some(service) = labels.get(LABEL_SERVICE_NAME) else {
         return Classified::Ignored(format!("{KIND} {object}: no {LABEL_SERVICE_NAME} label"));
     };
-    let (Some(name), Some(namespace)) = (raw.metadata.name, raw.metadata.namespace) else {
-        return invalid(
-            KIND,
-            &object,
-            "malformed",
-            "metadata.name and metadata.namespace are required".into(),
-        );
-    };
+    let (name, namespace) =
+        match identity(KIND, &object, (raw.metadata.name, raw.metadata.namespace)) {
+            Ok(id) => id,
+            Err(c) => return c,
+        };
     if !is_label(service) {
         return invalid(
             KIND,
