@@ -160,14 +160,23 @@ fn invalid(kind: &'static str, object: &str, reason: &'static str, message: Stri
     })
 }
 
+fn malformed(kind: &'static str, object: &str, message: String) -> ObjectError {
+    ObjectError {
+        kind,
+        object: object.to_string(),
+        reason: "malformed",
+        message,
+    }
+}
+
 /// The object's slim shape, or why it cannot be read.
 fn read_raw<T: serde::de::DeserializeOwned>(
     kind: &'static str,
     object: &str,
     v: &Value,
-) -> Result<T, Classified> {
+) -> Result<T, ObjectError> {
     serde_yaml_ng::from_value(v.clone())
-        .map_err(|e| invalid(kind, object, "malformed", format!("cannot be read: {e}")))
+        .map_err(|e| malformed(kind, object, format!("cannot be read: {e}")))
 }
 
 /// `(name, namespace)`, both required.
@@ -175,13 +184,12 @@ fn identity(
     kind: &'static str,
     object: &str,
     meta: (Option<String>, Option<String>),
-) -> Result<(String, String), Classified> {
+) -> Result<(String, String), ObjectError> {
     match meta {
         (Some(name), Some(namespace)) => Ok((name, namespace)),
-        _ => Err(invalid(
+        _ => Err(malformed(
             kind,
             object,
-            "malformed",
             "metadata.name and metadata.namespace are required".into(),
         )),
     }
@@ -192,12 +200,12 @@ fn import_from_value(v: &Value) -> Classified {
     let object = object_name(v);
     let raw: RawImport = match read_raw(KIND, &object, v) {
         Ok(r) => r,
-        Err(c) => return c,
+        Err(e) => return Classified::Invalid(e),
     };
     let (name, namespace) =
         match identity(KIND, &object, (raw.metadata.name, raw.metadata.namespace)) {
             Ok(id) => id,
-            Err(c) => return c,
+            Err(e) => return Classified::Invalid(e),
         };
     let copy_marker = |m: &Option<BTreeMap<String, String>>| {
         m.as_ref()
@@ -268,7 +276,7 @@ fn slice_from_value(v: &Value) -> Classified {
     let object = object_name(v);
     let raw: RawSlice = match read_raw(KIND, &object, v) {
         Ok(r) => r,
-        Err(c) => return c,
+        Err(e) => return Classified::Invalid(e),
     };
     let labels = raw.metadata.labels.unwrap_or_default();
     let Some(service) = labels.get(LABEL_SERVICE_NAME) else {
@@ -277,7 +285,7 @@ fn slice_from_value(v: &Value) -> Classified {
     let (name, namespace) =
         match identity(KIND, &object, (raw.metadata.name, raw.metadata.namespace)) {
             Ok(id) => id,
-            Err(c) => return c,
+            Err(e) => return Classified::Invalid(e),
         };
     if !is_label(service) {
         return invalid(
