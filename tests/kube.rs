@@ -467,21 +467,11 @@ async fn admin_client(k: &Cluster) -> kube::Client {
 }
 
 fn dynamic_api(client: &kube::Client, ns: &str, kind: &str) -> kube::Api<kube::api::DynamicObject> {
-    let ar = match kind {
-        "ServiceImport" => kube::discovery::ApiResource {
-            group: "multicluster.x-k8s.io".into(),
-            version: "v1beta1".into(),
-            api_version: "multicluster.x-k8s.io/v1beta1".into(),
-            kind: "ServiceImport".into(),
-            plural: "serviceimports".into(),
-        },
-        _ => kube::discovery::ApiResource {
-            group: "discovery.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "discovery.k8s.io/v1".into(),
-            kind: "EndpointSlice".into(),
-            plural: "endpointslices".into(),
-        },
+    use clusterset_dns::source::kube::{import_resource, slice_resource};
+    let ar = if kind == "ServiceImport" {
+        import_resource("v1beta1")
+    } else {
+        slice_resource()
     };
     kube::Api::namespaced_with(client.clone(), ns, &ar)
 }

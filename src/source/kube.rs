@@ -328,7 +328,8 @@ pub async fn import_version(client: &kube::Client, wanted: Option<&str>) -> Resu
         })
 }
 
-fn import_resource(version: &str) -> ApiResource {
+/// The ServiceImport resource at `version`.
+pub fn import_resource(version: &str) -> ApiResource {
     ApiResource {
         group: MCS_GROUP.into(),
         version: version.into(),
@@ -338,7 +339,8 @@ fn import_resource(version: &str) -> ApiResource {
     }
 }
 
-fn slice_resource() -> ApiResource {
+/// The EndpointSlice resource (discovery.k8s.io/v1).
+pub fn slice_resource() -> ApiResource {
     ApiResource {
         group: "discovery.k8s.io".into(),
         version: "v1".into(),
