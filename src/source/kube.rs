@@ -401,7 +401,7 @@ pub async fn run(
                 namespace: ns.clone(),
             });
             streams.push(
-                watcher(api, wc)
+                watcher::watcher(api, wc)
                     .default_backoff()
                     .map(move |e| (index, kind, e))
                     .boxed(),
@@ -443,21 +443,40 @@ pub async fn run(
     }
 }
 
-fn watcher(
-    api: Api<DynamicObject>,
-    config: watcher::Config,
-) -> impl futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>> + Send {
-    watcher::watcher(api, config)
-}
-
-fn to_json(mut o: DynamicObject) -> Value {
-    // Dropped before conversion: the largest part of most objects, and never needed.
-    o.metadata.managed_fields = None;
-    o.metadata
-        .annotations
-        .get_or_insert_default()
-        .remove("kubectl.kubernetes.io/last-applied-configuration");
-    serde_json::to_value(o).unwrap_or(Value::Null)
+/// The object as JSON with only the metadata the conversion reads (name, namespace, labels,
+/// annotations): managedFields and the rest are the largest part of most objects.
+fn to_json(o: DynamicObject) -> Value {
+    let mut meta = serde_json::Map::new();
+    for (k, v) in [
+        ("name", o.metadata.name),
+        ("namespace", o.metadata.namespace),
+    ] {
+        if let Some(v) = v {
+            meta.insert(k.into(), Value::String(v));
+        }
+    }
+    for (k, m) in [
+        ("labels", o.metadata.labels),
+        ("annotations", o.metadata.annotations),
+    ] {
+        if let Some(m) = m {
+            let m = m
+                .into_iter()
+                .filter(|(k, _)| k != "kubectl.kubernetes.io/last-applied-configuration")
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
+            meta.insert(k.into(), Value::Object(m));
+        }
+    }
+    // The rest of the object is moved, not copied.
+    let mut v = o.data;
+    if let Some(map) = v.as_object_mut() {
+        map.insert("metadata".into(), Value::Object(meta));
+        if let Some(t) = o.types {
+            map.insert("apiVersion".into(), Value::String(t.api_version));
+        }
+    }
+    v
 }
 
 #[cfg(test)]
@@ -605,6 +624,32 @@ mod tests {
                 "remove shop/c",
                 "upsert shop/d"
             ]
+        );
+    }
+}
+
+#[cfg(test)]
+mod to_json_tests {
+    use super::*;
+
+    #[test]
+    fn keeps_what_conversion_reads_and_drops_the_rest_of_the_metadata() {
+        let o: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ServiceImport",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u", "labels": {"a": "b"},
+                         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}", "c": "d"},
+                         "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"type": "ClusterSetIP", "ips": ["10.0.0.1"]}
+        }))
+        .unwrap();
+        let v = to_json(o);
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+                "metadata": {"name": "web", "namespace": "shop", "labels": {"a": "b"}, "annotations": {"c": "d"}},
+                "spec": {"type": "ClusterSetIP", "ips": ["10.0.0.1"]}
+            })
         );
     }
 }
