@@ -52,8 +52,8 @@ fn fingerprint(service: &Service) -> u64 {
 impl Builder {
     /// Takes the (empty) zone and renders the names every zone has: apex, NS, `dns-version`.
     pub fn new(zone: Arc<Zone>, ns_addresses: &[IpAddr], metrics: Arc<Metrics>) -> Self {
-        for apex in zone.apexes().to_vec() {
-            for entry in render_apex(&apex, zone.ttl(), ns_addresses) {
+        for apex in zone.apexes() {
+            for entry in render_apex(apex, zone.ttl(), ns_addresses) {
                 zone.insert(entry);
             }
         }
@@ -130,10 +130,11 @@ impl Builder {
             return false;
         }
         let mut rendered = Vec::new();
-        for apex in self.zone.apexes().to_vec() {
+        let zone = self.zone.clone();
+        for apex in zone.apexes() {
             rendered.extend(render_service(
                 &service,
-                &apex,
+                apex,
                 self.zone.ttl(),
                 &mut |why| {
                     warn!(service = %service.key, "{why}; that name is not served");
@@ -191,8 +192,9 @@ impl Builder {
         *count -= 1;
         if *count == 0 {
             self.namespaces.remove(ns);
-            for apex in self.zone.apexes().to_vec() {
-                if let Some(name) = child(&format!("{ns}.svc"), &apex) {
+            let zone = self.zone.clone();
+            for apex in zone.apexes() {
+                if let Some(name) = child(&format!("{ns}.svc"), apex) {
                     self.zone.remove(&name);
                 }
             }
@@ -205,8 +207,9 @@ impl Builder {
         let count = self.namespaces.entry(ns.to_string()).or_insert(0);
         *count += 1;
         if *count == 1 {
-            for apex in self.zone.apexes().to_vec() {
-                if let Some(name) = child(&format!("{ns}.svc"), &apex) {
+            let zone = self.zone.clone();
+            for apex in zone.apexes() {
+                if let Some(name) = child(&format!("{ns}.svc"), apex) {
                     self.zone.insert(Entry::empty(&name));
                 }
             }
