@@ -137,12 +137,6 @@ fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntC
     c
 }
 
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
     registry
@@ -348,7 +342,7 @@ impl Metrics {
         self.source_events
             .with_label_values(&[kind, kind_of_event])
             .inc();
-        self.source_last_event.set(unix_now());
+        self.source_last_event.set(crate::zone::now_secs() as i64);
     }
 
     pub fn source_error(&self, kind: &str) {
@@ -360,7 +354,7 @@ impl Metrics {
     }
 
     pub fn source_synced(&self) {
-        self.source_last_sync.set(unix_now());
+        self.source_last_sync.set(crate::zone::now_secs() as i64);
     }
 
     /// Records the time from an object change being seen to the zone answering it.

@@ -173,7 +173,8 @@ pub struct Zone {
     changed_at: AtomicU64,
 }
 
-fn now_secs() -> u64 {
+/// Unix seconds now (0 if the clock is before 1970).
+pub(crate) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
