@@ -1,7 +1,10 @@
 # Two stages: build the release binary, then ship it alone on a distroless, non-root base.
 FROM rust:1-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+# The git revision for coredns_build_info: docker build --build-arg REVISION=$(git rev-parse --short=12 HEAD)
+ARG REVISION=unknown
+ENV CLUSTERSET_DNS_REVISION=$REVISION
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src src
 COPY benches benches
 RUN cargo build --release --locked --bin clusterset-dns

@@ -5,9 +5,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::dns::tcp;
+use crate::dns::transfer::Cidr;
 use crate::server;
 use crate::source::{file, kube};
 
@@ -31,25 +32,39 @@ pub enum LogLevel {
 #[derive(Debug, Parser)]
 #[command(name = "clusterset-dns", version, about, max_term_width = 100)]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// YAML or JSON file of ServiceImports and EndpointSlices (several documents, or a List as
     /// `kubectl get -o yaml` prints). Reloaded when it changes and on SIGHUP. Without it, the
     /// objects are watched in the Kubernetes API.
-    #[arg(long, env = "CLUSTERSET_DNS_FILE", value_name = "PATH", conflicts_with_all = ["kubeconfig", "context", "namespaces", "serviceimport_version"])]
+    #[arg(long, global = true, env = "CLUSTERSET_DNS_FILE", value_name = "PATH", conflicts_with_all = ["kubeconfig", "context", "namespaces", "serviceimport_version"])]
     pub file: Option<PathBuf>,
 
     /// Kubeconfig for the Kubernetes API; default: KUBECONFIG, ~/.kube/config, or the pod's
     /// service account.
-    #[arg(long, env = "CLUSTERSET_DNS_KUBECONFIG", value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        env = "CLUSTERSET_DNS_KUBECONFIG",
+        value_name = "PATH"
+    )]
     pub kubeconfig: Option<PathBuf>,
 
     /// Kubeconfig context to use.
-    #[arg(long, env = "CLUSTERSET_DNS_CONTEXT", value_name = "NAME")]
+    #[arg(
+        long,
+        global = true,
+        env = "CLUSTERSET_DNS_CONTEXT",
+        value_name = "NAME"
+    )]
     pub context: Option<String>,
 
     /// Watch only this namespace; repeat (or comma-separate) for several. Default: all.
     #[arg(
         long = "namespace",
         env = "CLUSTERSET_DNS_NAMESPACE",
+        global = true,
         value_name = "NS",
         value_delimiter = ','
     )]
@@ -57,7 +72,7 @@ pub struct Args {
 
     /// ServiceImport API version to watch; default: v1beta1 if the API server serves it, else
     /// v1alpha1 (Cilium and Submariner CRDs serve only v1alpha1).
-    #[arg(long, env = "CLUSTERSET_DNS_SERVICEIMPORT_VERSION", value_name = "VERSION", value_parser = ["v1beta1", "v1alpha1"])]
+    #[arg(long, global = true, env = "CLUSTERSET_DNS_SERVICEIMPORT_VERSION", value_name = "VERSION", value_parser = ["v1beta1", "v1alpha1"])]
     pub serviceimport_version: Option<String>,
 
     /// How often the file is checked for changes.
@@ -90,6 +105,7 @@ pub struct Args {
     #[arg(
         long = "zone",
         env = "CLUSTERSET_DNS_ZONE",
+        global = true,
         value_name = "ZONE",
         default_value = "clusterset.local",
         value_delimiter = ','
@@ -97,13 +113,14 @@ pub struct Args {
     pub zones: Vec<String>,
 
     /// TTL in seconds of every record (except dns-version, 28800); negative answers use at most 300.
-    #[arg(long, env = "CLUSTERSET_DNS_TTL", value_name = "SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=2_147_483_647))]
+    #[arg(long, global = true, env = "CLUSTERSET_DNS_TTL", value_name = "SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=2_147_483_647))]
     pub ttl: u32,
 
     /// Address of ns.dns.<zone>, the name server the apex NS record names (glue); repeatable.
     #[arg(
         long = "ns-address",
         env = "CLUSTERSET_DNS_NS_ADDRESS",
+        global = true,
         value_name = "IP",
         value_delimiter = ','
     )]
@@ -121,10 +138,26 @@ pub struct Args {
     #[arg(long, env = "CLUSTERSET_DNS_SHUTDOWN_GRACE", value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
+    /// Clients allowed zone transfers (AXFR; IXFR gets the full zone) over TCP, as addresses or
+    /// CIDR blocks; repeatable. Default: none, every transfer is refused.
+    #[arg(
+        long = "allow-transfer",
+        env = "CLUSTERSET_DNS_ALLOW_TRANSFER",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub allow_transfer: Vec<Cidr>,
+
+    /// Log every query at info (client, name, type, rcode, size, duration); without it, query
+    /// lines appear only at --log-level debug.
+    #[arg(long, env = "CLUSTERSET_DNS_LOG_QUERIES")]
+    pub log_queries: bool,
+
     /// Log format.
     #[arg(
         long,
         env = "CLUSTERSET_DNS_LOG_FORMAT",
+        global = true,
         value_enum,
         default_value = "text"
     )]
@@ -134,10 +167,22 @@ pub struct Args {
     #[arg(
         long,
         env = "CLUSTERSET_DNS_LOG_LEVEL",
+        global = true,
         value_enum,
         default_value = "info"
     )]
     pub log_level: LogLevel,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the zone that would be served, in RFC 1035 master-file form, sorted, then exit:
+    /// loaded from --file, or listed from the Kubernetes API with the same flags as the server.
+    Zone {
+        /// How long to wait for the Kubernetes API's first full list.
+        #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+        timeout: Duration,
+    },
 }
 
 /// `250ms`, `5s`, `2m`, or plain seconds.
@@ -191,6 +236,8 @@ impl Args {
                 tcp: tcp::Config {
                     idle_timeout: self.tcp_idle_timeout,
                     max_connections: self.tcp_max_connections as usize,
+                    allow_transfer: self.allow_transfer.clone(),
+                    query_log: self.log_queries,
                 },
                 grace: self.shutdown_grace,
             },

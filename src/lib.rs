@@ -82,6 +82,43 @@ pub fn apexes(zones: &[String]) -> Result<Vec<Vec<u8>>, ConfigError> {
     Ok(out)
 }
 
+/// The zone the server would serve with `config`, in master-file form: the file loaded once, or
+/// the Kubernetes API listed once (waiting at most `wait` for the first full list).
+pub async fn zone_text(config: &Config, wait: std::time::Duration) -> anyhow::Result<String> {
+    let apexes = apexes(&config.zones)?;
+    let zone_texts = apexes.iter().map(|a| zone::render::name_text(a)).collect();
+    let metrics = Arc::new(Metrics::new("dns://zone".into(), zone_texts));
+    let zone = Arc::new(Zone::new(apexes, config.ttl));
+    let mut builder = Builder::new(zone.clone(), &config.ns_addresses, metrics.clone());
+    let services = match &config.source {
+        SourceConfig::File(fc) => file::initial(fc, &metrics)?.services,
+        SourceConfig::Kube(kc) => {
+            let client = source::kube::client(kc).await?;
+            let (tx, mut rx) = mpsc::channel(16);
+            let stop = CancellationToken::new();
+            let watch = tokio::spawn(source::kube::run(
+                kc.clone(),
+                client,
+                tx,
+                metrics.clone(),
+                stop.clone(),
+            ));
+            let first = tokio::time::timeout(wait, rx.recv()).await;
+            stop.cancel();
+            let _ = watch.await;
+            match first {
+                Ok(Some((_, model::Update::Reset(services)))) => services,
+                Ok(_) => anyhow::bail!("the Kubernetes source stopped before its first full list"),
+                Err(_) => anyhow::bail!(
+                    "no full list of ServiceImports and EndpointSlices from the Kubernetes API within {wait:?}"
+                ),
+            }
+        }
+    };
+    builder.apply(model::Update::Reset(services));
+    Ok(dns::transfer::zone_text(&zone))
+}
+
 /// Runs the server until `shutdown` is cancelled. Fails early (before serving) when the
 /// configuration or the source's first load is unusable.
 pub async fn run(

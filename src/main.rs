@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use clusterset_dns::cli::{Args, LogFormat, LogLevel};
+use clusterset_dns::cli::{Args, Command, LogFormat, LogLevel};
 use clusterset_dns::server::Listeners;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
@@ -50,6 +50,11 @@ fn main() -> ExitCode {
         }
     };
     init_logging(args.log_format, args.log_level);
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        clusterset_dns::metrics::PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        default_hook(info);
+    }));
     let config = match args.config() {
         Ok(c) => c,
         Err(e) => {
@@ -57,6 +62,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(Command::Zone { timeout }) = args.command {
+        return print_zone(&config, timeout);
+    }
     let listeners = match Listeners::bind(args.listen, args.udp_workers(), args.admin_listen) {
         Ok(l) => l,
         Err(e) => {
@@ -75,7 +83,15 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async {
-        info!(?config, version = env!("CARGO_PKG_VERSION"), "starting");
+        info!(
+            version = clusterset_dns::metrics::VERSION,
+            revision = clusterset_dns::metrics::REVISION,
+            listen = %args.listen,
+            udp_workers = args.udp_workers(),
+            admin_listen = %args.admin_listen,
+            ?config,
+            "starting"
+        );
         let shutdown = CancellationToken::new();
         let signals = shutdown.clone();
         tokio::spawn(async move {
@@ -102,4 +118,37 @@ fn main() -> ExitCode {
             }
         }
     })
+}
+
+/// `clusterset-dns zone`: prints the zone and exits.
+fn print_zone(config: &clusterset_dns::Config, wait: std::time::Duration) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("clusterset-dns: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(clusterset_dns::zone_text(config, wait)) {
+        Ok(text) => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                // A closed pipe (`| head`) is not worth a message.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("clusterset-dns: cannot write the zone: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("clusterset-dns: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -22,18 +22,18 @@ pub struct Listeners {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot listen on {what} {addr}: {source}")]
+#[error("cannot listen on {what} {addr}: {error}")]
 pub struct BindError {
     what: &'static str,
     addr: SocketAddr,
-    source: std::io::Error,
+    error: std::io::Error,
 }
 
 impl Listeners {
     /// Binds `udp_workers` UDP sockets and a TCP listener on the same address (with port 0, on
     /// one free port for both), and the admin address.
     pub fn bind(dns: SocketAddr, udp_workers: usize, admin: SocketAddr) -> Result<Self, BindError> {
-        let err = |what, addr, source| BindError { what, addr, source };
+        let err = |what, addr, error| BindError { what, addr, error };
         let mut tries = 0;
         let (udp, tcp) = loop {
             let udp = udp::bind(dns, udp_workers).map_err(|e| err("UDP", dns, e))?;
@@ -85,7 +85,13 @@ pub async fn serve(
     info!(address = %udp[0].local_addr()?, workers = udp.len(), "DNS listening on UDP");
     info!(address = %tcp.local_addr()?, max_connections = config.tcp.max_connections, "DNS listening on TCP");
     let stop = Arc::new(AtomicBool::new(false));
-    let workers = udp::spawn(udp, zone.clone(), &metrics, stop.clone())?;
+    let workers = udp::spawn(
+        udp,
+        zone.clone(),
+        &metrics,
+        stop.clone(),
+        config.tcp.query_log,
+    )?;
     let tcp = tokio::spawn(tcp::serve(tcp, config.tcp, zone, metrics, shutdown.clone()));
     shutdown.cancelled().await;
     stop.store(true, Ordering::Relaxed);

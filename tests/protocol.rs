@@ -412,7 +412,7 @@ async fn metrics_count_requests_by_type_and_responses_by_rcode() {
         "coredns_dns_responses_total{{plugin=\"\",rcode=\"NXDOMAIN\",server=\"{server}\",view=\"\",zone=\"clusterset.local.\"}}"
     );
     let refused = format!(
-        "coredns_dns_responses_total{{plugin=\"\",rcode=\"REFUSED\",server=\"{server}\",view=\"\",zone=\".\"}}"
+        "coredns_dns_responses_total{{plugin=\"\",rcode=\"REFUSED\",server=\"{server}\",view=\"\",zone=\"dropped\"}}"
     );
     assert_eq!(common::metric(s.admin, &udp_a).await, 3.0);
     assert_eq!(common::metric(s.admin, &tcp_srv).await, 1.0);

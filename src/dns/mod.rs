@@ -3,7 +3,10 @@
 //! the one lookup every serving path shares, so all of them answer alike.
 
 pub mod tcp;
+pub mod transfer;
 pub mod udp;
+
+use std::net::SocketAddr;
 
 use crate::zone::render::{CLASS_IN, OPT_LEN, TYPE_AXFR, TYPE_IXFR, TYPE_OPT, TYPE_SOA};
 use crate::zone::{Lookup, Zone};
@@ -18,6 +21,80 @@ pub const RCODE_NXDOMAIN: u16 = 3;
 pub const RCODE_NOTIMP: u16 = 4;
 pub const RCODE_REFUSED: u16 = 5;
 pub const RCODE_BADVERS: u16 = 16;
+
+/// The question name of a response (or query) for logs, read only when formatted.
+pub struct QName<'a>(pub &'a [u8]);
+
+impl std::fmt::Display for QName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = self.0;
+        if u16_at(p, 4).unwrap_or(0) == 0 {
+            return f.write_str("-");
+        }
+        let mut i = 12;
+        let mut any = false;
+        while let Some(&l) = p.get(i) {
+            if l == 0 || l > 63 {
+                break;
+            }
+            let Some(label) = p.get(i + 1..i + 1 + l as usize) else {
+                break;
+            };
+            for &b in label {
+                // Dots and odd bytes escaped as in master files, so the text is unambiguous.
+                match b {
+                    b'.' | b'\\' => write!(f, "\\{}", b as char)?,
+                    0x21..=0x7E => write!(f, "{}", b as char)?,
+                    _ => write!(f, "\\{b:03}")?,
+                }
+            }
+            f.write_str(".")?;
+            any = true;
+            i += 1 + l as usize;
+        }
+        if !any {
+            f.write_str(".")?;
+        }
+        Ok(())
+    }
+}
+
+/// Logs one answered query: at info when the query log is on (`--log-queries`), else at debug.
+pub fn log_query(
+    query_log: bool,
+    client: SocketAddr,
+    transport: Transport,
+    response: &[u8],
+    outcome: &Outcome,
+    took: std::time::Duration,
+) {
+    macro_rules! line {
+        ($level:ident) => {
+            tracing::$level!(
+                target: "clusterset_dns::query",
+                %client,
+                proto = if transport == Transport::Tcp { "tcp" } else { "udp" },
+                name = %QName(response),
+                qtype = crate::metrics::type_label(outcome.qtype),
+                rcode = %crate::metrics::rcode_label(outcome.rcode),
+                tc = outcome.truncated,
+                size = response.len(),
+                duration_us = took.as_micros() as u64,
+                "query"
+            )
+        };
+    }
+    if query_log {
+        line!(info);
+    } else {
+        line!(debug);
+    }
+}
+
+/// Whether queries are logged at all: the query log is on, or debug lines are enabled.
+pub fn logging_queries(query_log: bool) -> bool {
+    query_log || tracing::enabled!(target: "clusterset_dns::query", tracing::Level::DEBUG)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
@@ -35,6 +112,8 @@ pub struct Outcome {
     /// Index of the served zone the name is in.
     pub apex: Option<usize>,
     pub truncated: bool,
+    /// The query's EDNS DO bit.
+    pub dnssec_ok: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -188,6 +267,16 @@ fn valid_options(mut rdata: &[u8]) -> bool {
     true
 }
 
+fn outcome(q: &Query<'_>, rcode: u16, apex: Option<usize>, truncated: bool) -> Outcome {
+    Outcome {
+        rcode,
+        qtype: q.qtype,
+        apex,
+        truncated,
+        dnssec_ok: q.edns.is_some_and(|e| e.dnssec_ok),
+    }
+}
+
 fn header(out: &mut Vec<u8>, q: &Query<'_>, aa: bool, tc: bool, rcode: u16, counts: [u16; 4]) {
     let [id0, id1] = q.id.to_be_bytes();
     let flags0 =
@@ -228,12 +317,7 @@ fn bare(out: &mut Vec<u8>, q: &Query<'_>, rcode: u16) -> Outcome {
     );
     out.extend_from_slice(q.question.unwrap_or_default());
     opt(out, &q.edns, rcode);
-    Outcome {
-        rcode,
-        qtype: q.qtype,
-        apex: None,
-        truncated: false,
-    }
+    outcome(q, rcode, None, false)
 }
 
 /// The zone's SOA record, its owner a pointer to the apex's place in the question.
@@ -321,12 +405,7 @@ fn answer(
         out.extend_from_slice(question);
         soa(out, apex_at, zone.serial(), zone.ttl());
         opt(out, &q.edns, rcode);
-        Outcome {
-            rcode,
-            qtype: q.qtype,
-            apex: Some(apex),
-            truncated: false,
-        }
+        outcome(q, rcode, Some(apex), false)
     };
     let Some(entry) = entry else {
         // Before the first full sync a missing name may only be missing from us.
@@ -341,12 +420,7 @@ fn answer(
         answer(out, false, [1, 1, 0, opt_count]);
         soa(out, apex_at, zone.serial(), zone.ttl());
         opt(out, &q.edns, RCODE_NOERROR);
-        return Outcome {
-            rcode: RCODE_NOERROR,
-            qtype: q.qtype,
-            apex: Some(apex),
-            truncated: false,
-        };
+        return outcome(q, RCODE_NOERROR, Some(apex), false);
     }
     let Some(a) = entry.answer(q.qtype) else {
         return negative(out, RCODE_NOERROR);
@@ -370,12 +444,7 @@ fn answer(
     answer(out, tc, [1, an, 0, ar + opt_count]);
     out.extend_from_slice(body);
     opt(out, &q.edns, RCODE_NOERROR);
-    Outcome {
-        rcode: RCODE_NOERROR,
-        qtype: q.qtype,
-        apex: Some(apex),
-        truncated: tc,
-    }
+    outcome(q, RCODE_NOERROR, Some(apex), tc)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -12,8 +12,9 @@ use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::{Transport, respond};
-use crate::metrics::{Metrics, QueryCounters, rcode_label, type_label};
+use super::transfer::{Cidr, transfer};
+use super::{Transport, log_query, logging_queries, respond};
+use crate::metrics::{Answered, Metrics, QueryCounters};
 use crate::zone::Zone;
 
 #[derive(Debug, Clone)]
@@ -22,6 +23,10 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Connections beyond this many are closed as soon as they are accepted.
     pub max_connections: usize,
+    /// Clients allowed zone transfers (AXFR, IXFR); everyone else is refused.
+    pub allow_transfer: Vec<Cidr>,
+    /// `--log-queries`: log every query at info.
+    pub query_log: bool,
 }
 
 /// Accepts connections on `listener` until shutdown.
@@ -51,16 +56,16 @@ pub async fn serve(
             debug!(%src, max = config.max_connections, "TCP connection limit reached; closing the new connection");
             continue;
         };
-        let (zone, counters, shutdown, idle) = (
+        let (zone, counters, shutdown, config) = (
             zone.clone(),
             counters.clone(),
             shutdown.clone(),
-            config.idle_timeout,
+            config.clone(),
         );
         tokio::spawn(async move {
             tokio::select! {
                 _ = shutdown.cancelled() => {}
-                r = connection(stream, src, idle, &zone, &counters) => if let Err(e) = r {
+                r = connection(stream, src, &config, &zone, &counters) => if let Err(e) = r {
                     debug!(%src, error = %e, "TCP connection ended");
                 },
             }
@@ -72,13 +77,17 @@ pub async fn serve(
 async fn connection(
     mut stream: TcpStream,
     src: SocketAddr,
-    idle: Duration,
+    config: &Config,
     zone: &Zone,
     counters: &QueryCounters,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
+    let idle = config.idle_timeout;
+    let may_transfer = config.allow_transfer.iter().any(|c| c.contains(src.ip()));
+    let logging = logging_queries(config.query_log);
     let mut query = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(4096);
+    let mut messages = Vec::new();
     loop {
         // The whole message, length and body, must arrive within the idle timeout: a client
         // trickling bytes is treated like an idle one.
@@ -96,14 +105,53 @@ async fn connection(
         if len == 0 {
             return Ok(());
         }
-        let Some(outcome) = respond(zone, &query, Transport::Tcp, &mut out) else {
-            continue;
+        let start = Instant::now();
+        let outcome = if may_transfer {
+            transfer(zone, &query, &mut messages)
+        } else {
+            None
         };
-        counters.count(&outcome, true, src.is_ipv6());
-        debug!(%src, qtype = type_label(outcome.qtype), rcode = rcode_label(outcome.rcode), "answered over TCP");
-        let mut framed = Vec::with_capacity(out.len() + 2);
-        framed.extend_from_slice(&(out.len() as u16).to_be_bytes());
-        framed.extend_from_slice(&out);
+        let outcome = match outcome {
+            Some(o) => o,
+            None => {
+                messages.clear();
+                let Some(o) = respond(zone, &query, Transport::Tcp, &mut out) else {
+                    continue;
+                };
+                messages.push(std::mem::take(&mut out));
+                o
+            }
+        };
+        let response_len = messages.iter().map(Vec::len).sum();
+        let took = start.elapsed();
+        counters.count(
+            &outcome,
+            Answered {
+                tcp: true,
+                v6: src.is_ipv6(),
+                request_len: query.len(),
+                response_len,
+                took,
+            },
+        );
+        if logging {
+            log_query(
+                config.query_log,
+                src,
+                Transport::Tcp,
+                &messages[0],
+                &outcome,
+                took,
+            );
+        }
+        let mut framed = Vec::with_capacity(response_len + 2 * messages.len());
+        for m in &messages {
+            framed.extend_from_slice(&(m.len() as u16).to_be_bytes());
+            framed.extend_from_slice(m);
+        }
+        if messages.len() == 1 {
+            out = messages.pop().expect("one message");
+        }
         match timeout(idle, stream.write_all(&framed)).await {
             Ok(r) => r?,
             Err(_) => return Ok(()),

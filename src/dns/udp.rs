@@ -10,13 +10,13 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{debug, warn};
 
-use super::{Transport, respond};
-use crate::metrics::{Metrics, QueryCounters};
+use super::{Transport, log_query, logging_queries, respond};
+use crate::metrics::{Answered, Metrics, QueryCounters};
 use crate::zone::Zone;
 
 /// Datagrams taken from the kernel per system call.
@@ -67,6 +67,7 @@ pub fn spawn(
     zone: Arc<Zone>,
     metrics: &Metrics,
     stop: Arc<AtomicBool>,
+    query_log: bool,
 ) -> io::Result<Vec<JoinHandle<()>>> {
     sockets
         .into_iter()
@@ -77,7 +78,7 @@ pub fn spawn(
             let (zone, counters, stop) = (zone.clone(), metrics.counters(), stop.clone());
             std::thread::Builder::new()
                 .name(format!("udp-{i}"))
-                .spawn(move || Worker::new().run(&socket, &zone, &counters, &stop))
+                .spawn(move || Worker::new(query_log).run(&socket, &zone, &counters, &stop))
         })
         .collect()
 }
@@ -89,10 +90,14 @@ struct Worker {
     addrs: Vec<libc::sockaddr_storage>,
     /// Which received datagram each answer goes back to.
     reply_to: Vec<usize>,
+    /// `--log-queries`.
+    query_log: bool,
+    /// Whether any query line is logged (the query log, or debug level).
+    logging: bool,
 }
 
 impl Worker {
-    fn new() -> Self {
+    fn new(query_log: bool) -> Self {
         // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid (empty) value.
         let empty: libc::sockaddr_storage = unsafe { MaybeUninit::zeroed().assume_init() };
         Worker {
@@ -100,6 +105,8 @@ impl Worker {
             answers: (0..BATCH).map(|_| Vec::with_capacity(2048)).collect(),
             addrs: vec![empty; BATCH],
             reply_to: Vec::with_capacity(BATCH),
+            query_log,
+            logging: logging_queries(query_log),
         }
     }
 
@@ -159,6 +166,7 @@ impl Worker {
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
+        let start = Instant::now();
         self.reply_to.clear();
         for (i, msg) in msgs.iter().enumerate().take(n as usize) {
             let addr = &self.addrs[i];
@@ -170,7 +178,30 @@ impl Worker {
             }
             let query = &self.queries[i][..msg.msg_len as usize];
             if let Some(outcome) = respond(zone, query, Transport::Udp, &mut self.answers[i]) {
-                counters.count(&outcome, false, v6);
+                let took = start.elapsed();
+                counters.count(
+                    &outcome,
+                    Answered {
+                        tcp: false,
+                        v6,
+                        request_len: query.len(),
+                        response_len: self.answers[i].len(),
+                        took,
+                    },
+                );
+                if self.logging {
+                    if let Some(client) = socket_addr(addr) {
+                        let answer = &self.answers[i];
+                        log_query(
+                            self.query_log,
+                            client,
+                            Transport::Udp,
+                            answer,
+                            &outcome,
+                            took,
+                        );
+                    }
+                }
                 self.reply_to.push(i);
             }
         }
@@ -209,6 +240,25 @@ impl Worker {
             }
         }
         Ok(())
+    }
+}
+
+fn socket_addr(addr: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    // SAFETY: the kernel filled `addr` with a sockaddr of the family it names.
+    unsafe {
+        match addr.ss_family as i32 {
+            libc::AF_INET => {
+                let a = &*(addr as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>();
+                let ip = std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+                Some(SocketAddr::from((ip, u16::from_be(a.sin_port))))
+            }
+            libc::AF_INET6 => {
+                let a = &*(addr as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>();
+                let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
+                Some(SocketAddr::from((ip, u16::from_be(a.sin6_port))))
+            }
+            _ => None,
+        }
     }
 }
 

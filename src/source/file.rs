@@ -25,11 +25,8 @@ pub struct Config {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot read {path}: {error}")]
+    Read { path: String, error: std::io::Error },
     #[error("{path} is not valid YAML or JSON: {message}")]
     Parse { path: String, message: String },
 }
@@ -90,9 +87,9 @@ fn kind_of(v: &Value) -> &'static str {
 pub fn load(path: &Path, metrics: &Metrics) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
     let seen = Instant::now();
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| LoadError::Read {
         path: shown.clone(),
-        source,
+        error,
     })?;
     let mut store = Store::default();
     let mut invalid = Vec::new();

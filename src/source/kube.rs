@@ -267,10 +267,10 @@ impl Core {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot read kubeconfig {path}: {source}")]
+    #[error("cannot read kubeconfig {path}: {error}")]
     Kubeconfig {
         path: String,
-        source: kube::config::KubeconfigError,
+        error: kube::config::KubeconfigError,
     },
     #[error(
         "no Kubernetes configuration found (no --kubeconfig, KUBECONFIG, ~/.kube/config or in-cluster service account): {0}"
@@ -290,10 +290,10 @@ pub async fn client(config: &Config) -> Result<kube::Client, ClientError> {
     };
     let cfg = match (&config.kubeconfig, &config.context) {
         (Some(path), _) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|error| {
                 ClientError::Kubeconfig {
                     path: path.display().to_string(),
-                    source,
+                    error,
                 }
             })?;
             kube::Config::from_custom_kubeconfig(kc, &options)

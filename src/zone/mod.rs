@@ -228,7 +228,7 @@ impl Zone {
     /// and hands both to `f` (while a shard read lock is held: `f` should only copy bytes out).
     /// The deepest apex wins when zones nest.
     pub fn lookup<R>(&self, lname: &[u8], f: impl FnOnce(Lookup<'_>) -> R) -> R {
-        let Some(apex) = self.apex_of(lname) else {
+        let Some(apex) = self.apex_index(lname) else {
             return f(Lookup::Outside);
         };
         match self.names.get(lname) {
@@ -240,7 +240,8 @@ impl Zone {
         }
     }
 
-    fn apex_of(&self, lname: &[u8]) -> Option<usize> {
+    /// The served zone (index into [`Zone::apexes`]) that holds `lname`; the deepest wins.
+    pub fn apex_index(&self, lname: &[u8]) -> Option<usize> {
         let mut i = 0;
         while i < lname.len() {
             let rest = &lname[i..];

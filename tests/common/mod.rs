@@ -39,6 +39,8 @@ pub fn config(file: &Path, zones: &[&str]) -> clusterset_dns::Config {
             tcp: tcp::Config {
                 idle_timeout: Duration::from_secs(5),
                 max_connections: 64,
+                allow_transfer: vec![],
+                query_log: false,
             },
             grace: Duration::from_secs(1),
         },
@@ -218,16 +220,40 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-/// The value of one metric line (exact name and labels as printed), 0 when absent.
-pub async fn metric(addr: SocketAddr, series: &str) -> f64 {
-    let (_, body) = http_get(addr, "/metrics").await.unwrap();
+/// A series as name plus sorted `label="value"` pairs, so label order does not matter.
+fn series_key(series: &str) -> (String, Vec<String>) {
+    match series.split_once('{') {
+        Some((name, labels)) => {
+            let labels = labels.trim_end_matches('}');
+            let mut pairs: Vec<String> = labels
+                .split("\",")
+                .filter(|p| !p.is_empty())
+                .map(|p| p.trim_end_matches('"').to_string())
+                .collect();
+            pairs.sort();
+            (name.to_string(), pairs)
+        }
+        None => (series.to_string(), vec![]),
+    }
+}
+
+/// The value of one series in the text exposition (name and labels, in any label order), 0
+/// when absent.
+pub fn metric_in(body: &str, series: &str) -> f64 {
+    let want = series_key(series);
     body.lines()
+        .filter(|l| !l.starts_with('#'))
         .find_map(|l| {
-            l.strip_prefix(series)
-                .and_then(|rest| rest.strip_prefix(' '))
-                .map(|v| v.trim().parse().unwrap())
+            let (s, v) = l.rsplit_once(' ')?;
+            (series_key(s) == want).then(|| v.trim().parse().unwrap())
         })
         .unwrap_or(0.0)
+}
+
+/// The value of one series on the server's `/metrics`, 0 when absent.
+pub async fn metric(addr: SocketAddr, series: &str) -> f64 {
+    let (_, body) = http_get(addr, "/metrics").await.unwrap();
+    metric_in(&body, series)
 }
 
 /// Polls `check` until it holds, for at most `secs` seconds.

@@ -1,7 +1,8 @@
 //! Prometheus metrics. DNS request metrics use CoreDNS's names and labels so existing CoreDNS
 //! dashboards work; zone and source metrics carry the `clusterset_dns_` prefix.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+pub mod query;
+
 use std::sync::{Arc, Mutex};
 
 use prometheus::{
@@ -9,18 +10,21 @@ use prometheus::{
     TextEncoder,
 };
 
-use crate::dns::Outcome;
-use crate::zone::render::{
-    TYPE_A, TYPE_AAAA, TYPE_ANY, TYPE_AXFR, TYPE_IXFR, TYPE_NS, TYPE_SOA, TYPE_SRV, TYPE_TXT,
-};
+/// Panics of any thread, counted by the panic hook `main` installs (`coredns_panics_total`).
+pub static PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub use query::{Answered, QueryCounters, rcode_label, type_label};
+
+/// Version, git revision and compiler of this build, for `coredns_build_info`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub const REVISION: &str = env!("CLUSTERSET_DNS_REVISION");
+pub const RUSTC: &str = env!("CLUSTERSET_DNS_RUSTC");
 
 pub struct Metrics {
     registry: Registry,
     server: String,
     /// Text of each served zone, for the `zone` label.
     zones: Vec<String>,
-    requests: IntCounterVec,
-    responses: IntCounterVec,
     services: IntGauge,
     endpoints: IntGauge,
     names: IntGauge,
@@ -35,98 +39,8 @@ pub struct Metrics {
     source_last_event: IntGauge,
     source_last_sync: IntGauge,
     programming: Histogram,
-    workers: Mutex<Workers>,
-}
-
-/// Every worker's counters, and the sums already added to the Prometheus counters.
-#[derive(Default)]
-struct Workers {
-    counters: Vec<Arc<QueryCounters>>,
-    requests: Vec<u64>,
-    responses: Vec<u64>,
-}
-
-/// Query types with their own label value; the rest count as `other`, so label values stay
-/// bounded.
-const TYPES: [(u16, &str); 12] = [
-    (TYPE_A, "A"),
-    (TYPE_AAAA, "AAAA"),
-    (TYPE_NS, "NS"),
-    (TYPE_SOA, "SOA"),
-    (5, "CNAME"),
-    (12, "PTR"),
-    (15, "MX"),
-    (TYPE_TXT, "TXT"),
-    (TYPE_SRV, "SRV"),
-    (TYPE_ANY, "ANY"),
-    (TYPE_AXFR, "AXFR"),
-    (TYPE_IXFR, "IXFR"),
-];
-const RCODES: [(u16, &str); 7] = [
-    (0, "NOERROR"),
-    (1, "FORMERR"),
-    (2, "SERVFAIL"),
-    (3, "NXDOMAIN"),
-    (4, "NOTIMP"),
-    (5, "REFUSED"),
-    (16, "BADVERS"),
-];
-const N_TYPES: usize = TYPES.len() + 1;
-const N_RCODES: usize = RCODES.len() + 1;
-
-fn type_index(qtype: u16) -> usize {
-    TYPES
-        .iter()
-        .position(|(t, _)| *t == qtype)
-        .unwrap_or(TYPES.len())
-}
-
-fn rcode_index(rcode: u16) -> usize {
-    RCODES
-        .iter()
-        .position(|(r, _)| *r == rcode)
-        .unwrap_or(RCODES.len())
-}
-
-pub fn type_label(qtype: u16) -> &'static str {
-    TYPES.get(type_index(qtype)).map_or("other", |(_, l)| l)
-}
-
-pub fn rcode_label(rcode: u16) -> &'static str {
-    RCODES.get(rcode_index(rcode)).map_or("other", |(_, l)| l)
-}
-
-/// Query counters of one serving worker. Only that worker writes them (relaxed adds on memory
-/// no other worker touches); [`Metrics::render`] sums all workers' at scrape time.
-pub struct QueryCounters {
-    zones: usize,
-    /// By zone slot (served zones, then "outside"), proto, family, type.
-    requests: Box<[AtomicU64]>,
-    /// By zone slot, rcode.
-    responses: Box<[AtomicU64]>,
-}
-
-impl QueryCounters {
-    fn new(zones: usize) -> Self {
-        let slots = zones + 1;
-        QueryCounters {
-            zones,
-            requests: (0..slots * 4 * N_TYPES)
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-            responses: (0..slots * N_RCODES).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-
-    /// Counts one answered query.
-    #[inline]
-    pub fn count(&self, outcome: &Outcome, tcp: bool, v6: bool) {
-        let slot = outcome.apex.unwrap_or(self.zones);
-        let r = ((slot * 2 + tcp as usize) * 2 + v6 as usize) * N_TYPES + type_index(outcome.qtype);
-        self.requests[r].fetch_add(1, Ordering::Relaxed);
-        self.responses[slot * N_RCODES + rcode_index(outcome.rcode)]
-            .fetch_add(1, Ordering::Relaxed);
-    }
+    /// Every serving worker's query counters, summed at scrape time.
+    workers: Mutex<Vec<Arc<QueryCounters>>>,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -158,19 +72,15 @@ impl Metrics {
     /// zones' texts, in the zone's apex order.
     pub fn new(server: String, zones: Vec<String>) -> Self {
         let r = Registry::new();
+        gauge_vec(
+            &r,
+            "coredns_build_info",
+            "A metric with a constant '1' value labeled by version, revision, and goversion from which CoreDNS was built.",
+            &["version", "revision", "goversion"],
+        )
+        .with_label_values(&[VERSION, REVISION, RUSTC])
+        .set(1);
         Metrics {
-            requests: counter(
-                &r,
-                "coredns_dns_requests_total",
-                "Counter of DNS requests made per zone, protocol and family.",
-                &["server", "zone", "view", "proto", "family", "type"],
-            ),
-            responses: counter(
-                &r,
-                "coredns_dns_responses_total",
-                "Counter of response status codes.",
-                &["server", "zone", "view", "rcode", "plugin"],
-            ),
             services: gauge(&r, "clusterset_dns_services", "ServiceImports in the zone."),
             endpoints: gauge(
                 &r,
@@ -258,61 +168,8 @@ impl Metrics {
     /// Counters for one more serving worker.
     pub fn counters(&self) -> Arc<QueryCounters> {
         let c = Arc::new(QueryCounters::new(self.zones.len()));
-        self.workers
-            .lock()
-            .expect("metrics lock")
-            .counters
-            .push(c.clone());
+        self.workers.lock().expect("metrics lock").push(c.clone());
         c
-    }
-
-    /// Adds what the workers counted since the last scrape to the Prometheus counters.
-    fn collect_workers(&self) {
-        let mut w = self.workers.lock().expect("metrics lock");
-        let zones = self.zones.len();
-        let sum = |get: &dyn Fn(&QueryCounters) -> &[AtomicU64], len: usize| -> Vec<u64> {
-            let mut total = vec![0u64; len];
-            for c in &w.counters {
-                for (t, v) in total.iter_mut().zip(get(c)) {
-                    *t += v.load(Ordering::Relaxed);
-                }
-            }
-            total
-        };
-        let requests = sum(&|c| &c.requests, (zones + 1) * 4 * N_TYPES);
-        let responses = sum(&|c| &c.responses, (zones + 1) * N_RCODES);
-        w.requests.resize(requests.len(), 0);
-        w.responses.resize(responses.len(), 0);
-        let zone = |slot: usize| self.zones.get(slot).map_or(".", String::as_str);
-        for (i, (&now, before)) in requests.iter().zip(w.requests.iter_mut()).enumerate() {
-            if now > *before {
-                let (t, rest) = (i % N_TYPES, i / N_TYPES);
-                let (v6, rest) = (rest % 2 == 1, rest / 2);
-                let (tcp, slot) = (rest % 2 == 1, rest / 2);
-                let qtype = TYPES.get(t).map_or("other", |(_, l)| l);
-                let labels = [
-                    self.server.as_str(),
-                    zone(slot),
-                    "",
-                    if tcp { "tcp" } else { "udp" },
-                    if v6 { "2" } else { "1" },
-                    qtype,
-                ];
-                self.requests
-                    .with_label_values(&labels)
-                    .inc_by(now - *before);
-                *before = now;
-            }
-        }
-        for (i, (&now, before)) in responses.iter().zip(w.responses.iter_mut()).enumerate() {
-            if now > *before {
-                let rcode = RCODES.get(i % N_RCODES).map_or("other", |(_, l)| l);
-                self.responses
-                    .with_label_values(&[self.server.as_str(), zone(i / N_RCODES), "", rcode, ""])
-                    .inc_by(now - *before);
-                *before = now;
-            }
-        }
     }
 
     pub fn zone_state(
@@ -370,11 +227,18 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
-        self.collect_workers();
         let mut buf = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut buf)
             .expect("text encoding cannot fail");
-        String::from_utf8(buf).expect("text exposition is UTF-8")
+        let mut text = String::from_utf8(buf).expect("text exposition is UTF-8");
+        text.push_str(&format!(
+            "# HELP coredns_panics_total A metrics that counts the number of panics.\n\
+             # TYPE coredns_panics_total counter\ncoredns_panics_total {}\n",
+            PANICS.load(std::sync::atomic::Ordering::Relaxed)
+        ));
+        let workers = self.workers.lock().expect("metrics lock").clone();
+        query::render(&mut text, &workers, &self.server, &self.zones);
+        text
     }
 }

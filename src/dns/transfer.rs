@@ -1,0 +1,458 @@
+//! The zone as records: what `clusterset-dns zone` prints (RFC 1035 master-file lines) and what
+//! AXFR sends to clients in `--allow-transfer`. Both are read back from the very answers
+//! [`super::respond`] gives for every name and type the zone holds, so they show exactly what
+//! the server answers.
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+
+use super::{Parsed, Transport, opt, outcome, parse, respond};
+use crate::dns::{Outcome, RCODE_NOERROR};
+use crate::zone::Zone;
+use crate::zone::render::{
+    CLASS_IN, TYPE_A, TYPE_AAAA, TYPE_ANY, TYPE_AXFR, TYPE_IXFR, TYPE_NS, TYPE_SOA, TYPE_SRV,
+    TYPE_TXT,
+};
+
+const TYPE_CNAME: u16 = 5;
+const TYPE_PTR: u16 = 12;
+const TYPE_MX: u16 = 15;
+
+/// An address block, as `--allow-transfer` takes it: `10.0.0.0/8`, `::1/128`, or a bare address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (addr, prefix) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: IpAddr = addr
+            .parse()
+            .map_err(|_| format!("{s:?} is not an address or CIDR block like 10.0.0.0/8"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .filter(|&p| p <= max)
+                .ok_or_else(|| format!("{s:?} has a prefix length outside 0-{max}"))?,
+        };
+        Ok(Cidr { addr, prefix })
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+impl Cidr {
+    /// Whether `ip` is in the block; IPv4-mapped IPv6 clients count as IPv4.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let bits = |a: u128, b: u128, width: u32| {
+            let p = self.prefix as u32;
+            p == 0 || (a ^ b) >> (width - p) == 0
+        };
+        match (self.addr, ip.to_canonical()) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                bits(u32::from(net) as u128, u32::from(ip) as u128, 32)
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => bits(u128::from(net), u128::from(ip), 128),
+            _ => false,
+        }
+    }
+}
+
+/// One resource record, names uncompressed in lower-case wire form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub name: Vec<u8>,
+    pub rtype: u16,
+    pub ttl: u32,
+    /// With any names in it expanded (no compression pointers).
+    pub rdata: Vec<u8>,
+}
+
+/// Reads a possibly compressed name at `i` in `msg`, appending it to `out`; returns the offset
+/// after the name where it started.
+fn read_name(msg: &[u8], mut i: usize, out: &mut Vec<u8>) -> Option<usize> {
+    let mut end = None;
+    for _ in 0..128 {
+        let l = *msg.get(i)?;
+        match l {
+            0 => {
+                out.push(0);
+                return Some(end.unwrap_or(i + 1));
+            }
+            1..=63 => {
+                out.extend_from_slice(msg.get(i..i + 1 + l as usize)?);
+                i += 1 + l as usize;
+            }
+            0xC0..=0xFF => {
+                let target = ((l as usize & 0x3F) << 8) | *msg.get(i + 1)? as usize;
+                end.get_or_insert(i + 2);
+                i = target;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The answer section of a response, names expanded.
+pub fn answers(msg: &[u8]) -> Option<Vec<Record>> {
+    let count = |i: usize| Some(u16::from_be_bytes([*msg.get(i)?, *msg.get(i + 1)?]));
+    let (qd, an) = (count(4)?, count(6)?);
+    let mut i = 12;
+    for _ in 0..qd {
+        i = read_name(msg, i, &mut Vec::new())? + 4;
+    }
+    let mut out = Vec::with_capacity(an as usize);
+    for _ in 0..an {
+        let mut name = Vec::new();
+        i = read_name(msg, i, &mut name)?;
+        let rtype = count(i)?;
+        let ttl = u32::from_be_bytes(msg.get(i + 4..i + 8)?.try_into().ok()?);
+        let len = count(i + 8)? as usize;
+        let start = i + 10;
+        let raw = msg.get(start..start + len)?;
+        let rdata = match rtype {
+            TYPE_NS | TYPE_CNAME | TYPE_PTR => {
+                let mut d = Vec::new();
+                read_name(msg, start, &mut d)?;
+                d
+            }
+            TYPE_SRV | TYPE_MX => {
+                let fixed = if rtype == TYPE_SRV { 6 } else { 2 };
+                let mut d = raw.get(..fixed)?.to_vec();
+                read_name(msg, start + fixed, &mut d)?;
+                d
+            }
+            TYPE_SOA => {
+                let mut d = Vec::new();
+                let after = read_name(msg, start, &mut d)?;
+                let after = read_name(msg, after, &mut d)?;
+                d.extend_from_slice(msg.get(after..after + 20)?);
+                d
+            }
+            _ => raw.to_vec(),
+        };
+        out.push(Record {
+            name,
+            rtype,
+            ttl,
+            rdata,
+        });
+        i = start + len;
+    }
+    Some(out)
+}
+
+/// RFC 4034 §6.1 canonical order: by labels from the right, each compared as lower-case bytes.
+fn canonical_cmp(a: &[u8], b: &[u8]) -> Ordering {
+    let labels = |w: &[u8]| {
+        let mut v = Vec::new();
+        let mut i = 0;
+        while i < w.len() && w[i] != 0 {
+            let l = w[i] as usize;
+            v.push(w[i + 1..(i + 1 + l).min(w.len())].to_vec());
+            i += 1 + l;
+        }
+        v.reverse();
+        v
+    };
+    labels(a).cmp(&labels(b))
+}
+
+/// Every record of served zone `apex` (an index into [`Zone::apexes`]): the SOA first, then the
+/// rest in canonical order of name, then type, then data.
+pub fn records(zone: &Zone, apex: usize) -> Vec<Record> {
+    let apex_name = &zone.apexes()[apex];
+    let mut all = Vec::new();
+    let mut out = Vec::new();
+    let mut query = Vec::with_capacity(300);
+    let mut ask = |name: &[u8], qtype: u16, all: &mut Vec<Record>| {
+        query.clear();
+        query.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+        query.extend_from_slice(name);
+        query.extend_from_slice(&qtype.to_be_bytes());
+        query.extend_from_slice(&CLASS_IN.to_be_bytes());
+        if respond(zone, &query, Transport::Tcp, &mut out)
+            .is_some_and(|o| o.rcode == RCODE_NOERROR && o.apex == Some(apex))
+        {
+            all.extend(answers(&out).unwrap_or_default());
+        }
+    };
+    ask(apex_name, TYPE_SOA, &mut all);
+    for entry in zone.snapshot() {
+        // Names of a zone nested inside this one belong to that zone.
+        if zone.apex_index(entry.name()) != Some(apex) {
+            continue;
+        }
+        for qtype in entry.types().filter(|&t| t != TYPE_ANY && t != TYPE_SOA) {
+            ask(entry.name(), qtype, &mut all);
+        }
+    }
+    let first = all.len().min(1);
+    all[first..].sort_by(|a, b| {
+        canonical_cmp(&a.name, &b.name)
+            .then(a.rtype.cmp(&b.rtype))
+            .then(a.rdata.cmp(&b.rdata))
+    });
+    all.dedup();
+    all
+}
+
+fn name_text(out: &mut String, wire: &[u8]) {
+    out.push_str(&super::QName(&name_message(wire)).to_string());
+}
+
+/// A minimal message whose question is `wire`, so [`super::QName`] can print it.
+fn name_message(wire: &[u8]) -> Vec<u8> {
+    let mut m = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+    m.extend_from_slice(wire);
+    m
+}
+
+/// Splits the names off the front of `rdata`.
+fn take_name(rdata: &[u8]) -> (&[u8], &[u8]) {
+    let mut i = 0;
+    while i < rdata.len() && rdata[i] != 0 {
+        i += 1 + rdata[i] as usize;
+    }
+    let end = (i + 1).min(rdata.len());
+    rdata.split_at(end)
+}
+
+fn type_text(rtype: u16) -> String {
+    match rtype {
+        TYPE_A => "A".into(),
+        TYPE_NS => "NS".into(),
+        TYPE_CNAME => "CNAME".into(),
+        TYPE_SOA => "SOA".into(),
+        TYPE_PTR => "PTR".into(),
+        TYPE_MX => "MX".into(),
+        TYPE_TXT => "TXT".into(),
+        TYPE_AAAA => "AAAA".into(),
+        TYPE_SRV => "SRV".into(),
+        t => format!("TYPE{t}"),
+    }
+}
+
+/// One record as a master-file line (the layout `dig` prints): `name TTL IN TYPE data`.
+pub fn record_line(r: &Record) -> String {
+    let mut s = String::new();
+    name_text(&mut s, &r.name);
+    let _ = write!(s, "\t{}\tIN\t{}\t", r.ttl, type_text(r.rtype));
+    let d = &r.rdata[..];
+    let u16_at = |i: usize| u16::from_be_bytes([d[i], d[i + 1]]);
+    match r.rtype {
+        TYPE_A if d.len() == 4 => {
+            let _ = write!(s, "{}", Ipv4Addr::new(d[0], d[1], d[2], d[3]));
+        }
+        TYPE_AAAA if d.len() == 16 => {
+            let a: [u8; 16] = d.try_into().expect("16 bytes");
+            let _ = write!(s, "{}", Ipv6Addr::from(a));
+        }
+        TYPE_NS | TYPE_CNAME | TYPE_PTR => name_text(&mut s, d),
+        TYPE_SRV if d.len() > 6 => {
+            let _ = write!(s, "{} {} {} ", u16_at(0), u16_at(2), u16_at(4));
+            name_text(&mut s, &d[6..]);
+        }
+        TYPE_MX if d.len() > 2 => {
+            let _ = write!(s, "{} ", u16_at(0));
+            name_text(&mut s, &d[2..]);
+        }
+        TYPE_SOA => {
+            let (mname, rest) = take_name(d);
+            let (rname, nums) = take_name(rest);
+            name_text(&mut s, mname);
+            s.push(' ');
+            name_text(&mut s, rname);
+            for n in nums.chunks_exact(4) {
+                let _ = write!(s, " {}", u32::from_be_bytes(n.try_into().expect("4 bytes")));
+            }
+        }
+        TYPE_TXT => {
+            let mut i = 0;
+            while i < d.len() {
+                let l = d[i] as usize;
+                if i > 0 {
+                    s.push(' ');
+                }
+                s.push('"');
+                for &b in d.get(i + 1..i + 1 + l).unwrap_or_default() {
+                    match b {
+                        b'"' | b'\\' => {
+                            s.push('\\');
+                            s.push(b as char);
+                        }
+                        0x20..=0x7E => s.push(b as char),
+                        _ => {
+                            let _ = write!(s, "\\{b:03}");
+                        }
+                    }
+                }
+                s.push('"');
+                i += 1 + l;
+            }
+        }
+        _ => {
+            // RFC 3597 generic form.
+            let _ = write!(s, "\\# {}", d.len());
+            if !d.is_empty() {
+                s.push(' ');
+                d.iter().for_each(|b| {
+                    let _ = write!(s, "{b:02x}");
+                });
+            }
+        }
+    }
+    s
+}
+
+/// Every served zone in master-file form, each starting with a comment naming it.
+pub fn zone_text(zone: &Zone) -> String {
+    let mut out = String::new();
+    for apex in 0..zone.apexes().len() {
+        let mut origin = String::new();
+        name_text(&mut origin, &zone.apexes()[apex]);
+        let recs = records(zone, apex);
+        let _ = writeln!(
+            out,
+            "; zone {origin} serial {} ({} records)",
+            zone.serial(),
+            recs.len()
+        );
+        for r in &recs {
+            out.push_str(&record_line(r));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Most bytes of records per transfer message (well under the 64 KiB a TCP message can hold).
+const MESSAGE_BUDGET: usize = 16 * 1024;
+
+/// When `packet` asks for a transfer (AXFR, or IXFR, answered with the full zone as RFC 1995
+/// §4 allows) of exactly a served zone's apex, writes the transfer's messages into `messages`
+/// (unframed) and returns its outcome. `None`: not a transfer this function serves; answer it
+/// through [`respond`] (which refuses transfers).
+pub fn transfer(zone: &Zone, packet: &[u8], messages: &mut Vec<Vec<u8>>) -> Option<Outcome> {
+    messages.clear();
+    let mut name = [0u8; 255];
+    let Parsed::Query(q) = parse(packet, &mut name) else {
+        return None;
+    };
+    if q.opcode != 0
+        || q.qclass != CLASS_IN
+        || !(q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR)
+        || q.edns.is_some_and(|e| e.version > 0)
+    {
+        return None;
+    }
+    let apex = zone.apexes().iter().position(|a| a[..] == *q.lname)?;
+    if !zone.synced() {
+        // Half a zone must not look like the whole one.
+        return None;
+    }
+    let mut recs = records(zone, apex);
+    let soa = recs.first().cloned()?;
+    recs.push(soa);
+    let question = q.question.expect("a parsed query has its question");
+    let mut i = 0;
+    while i < recs.len() {
+        let mut body = Vec::with_capacity(MESSAGE_BUDGET + 512);
+        let mut n = 0u16;
+        while i < recs.len() && (n == 0 || body.len() < MESSAGE_BUDGET) && n < u16::MAX {
+            let r = &recs[i];
+            body.extend_from_slice(&r.name);
+            body.extend_from_slice(&r.rtype.to_be_bytes());
+            body.extend_from_slice(&CLASS_IN.to_be_bytes());
+            body.extend_from_slice(&r.ttl.to_be_bytes());
+            body.extend_from_slice(&(r.rdata.len() as u16).to_be_bytes());
+            body.extend_from_slice(&r.rdata);
+            n += 1;
+            i += 1;
+        }
+        // The question in the first message only (RFC 5936 §2.2.1).
+        let first = messages.is_empty();
+        let mut m = Vec::with_capacity(12 + question.len() + body.len() + 11);
+        super::header(
+            &mut m,
+            &q,
+            true,
+            false,
+            RCODE_NOERROR,
+            [first as u16, n, 0, q.edns.is_some() as u16],
+        );
+        if first {
+            m.extend_from_slice(question);
+        }
+        m.extend_from_slice(&body);
+        opt(&mut m, &q.edns, RCODE_NOERROR);
+        messages.push(m);
+    }
+    Some(outcome(&q, RCODE_NOERROR, Some(apex), false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_parse_and_contains() {
+        let c: Cidr = "10.1.0.0/16".parse().unwrap();
+        assert!(c.contains("10.1.200.3".parse().unwrap()));
+        assert!(!c.contains("10.2.0.1".parse().unwrap()));
+        assert!(c.contains("::ffff:10.1.0.9".parse().unwrap()));
+        assert!(!c.contains("::1".parse().unwrap()));
+        let one: Cidr = "::1".parse().unwrap();
+        assert!(one.contains("::1".parse().unwrap()));
+        assert!(!one.contains("::2".parse().unwrap()));
+        let all: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains("192.0.2.1".parse().unwrap()));
+        assert!("10.0.0.0/33".parse::<Cidr>().unwrap_err().contains("0-32"));
+        assert!("ten".parse::<Cidr>().is_err());
+    }
+
+    #[test]
+    fn canonical_order_is_by_labels_from_the_right() {
+        use crate::zone::render::wire_name;
+        let mut names = [
+            "b.a.example",
+            "a.example",
+            "z.a.example",
+            "example",
+            "c.example",
+        ]
+        .map(|n| wire_name(n).unwrap());
+        names.sort_by(|a, b| canonical_cmp(a, b));
+        let text: Vec<String> = names
+            .iter()
+            .map(|n| crate::zone::render::name_text(n))
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "example.",
+                "a.example.",
+                "b.a.example.",
+                "z.a.example.",
+                "c.example."
+            ]
+        );
+    }
+}

@@ -1,0 +1,395 @@
+//! Per-query metrics with CoreDNS's names, labels and buckets (plugin/metrics in CoreDNS
+//! v1.15.0): counted by each serving worker into its own [`QueryCounters`] with relaxed atomic adds,
+//! and summed over the workers only when `/metrics` is scraped.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::dns::Outcome;
+
+/// Query types with their own `type` label value, as CoreDNS's `monitorType`; the rest are
+/// `other`, so label values stay bounded.
+pub const TYPES: [(u16, &str); 19] = [
+    (1, "A"),
+    (28, "AAAA"),
+    (5, "CNAME"),
+    (48, "DNSKEY"),
+    (43, "DS"),
+    (15, "MX"),
+    (50, "NSEC3"),
+    (47, "NSEC"),
+    (2, "NS"),
+    (12, "PTR"),
+    (46, "RRSIG"),
+    (6, "SOA"),
+    (33, "SRV"),
+    (16, "TXT"),
+    (65, "HTTPS"),
+    (64, "SVCB"),
+    (251, "IXFR"),
+    (252, "AXFR"),
+    (255, "ANY"),
+];
+
+/// Response codes this server sends; anything else would be `RCODE<n>` as in CoreDNS.
+pub const RCODES: [(u16, &str); 7] = [
+    (0, "NOERROR"),
+    (1, "FORMERR"),
+    (2, "SERVFAIL"),
+    (3, "NXDOMAIN"),
+    (4, "NOTIMP"),
+    (5, "REFUSED"),
+    (16, "BADVERS"),
+];
+
+/// CoreDNS's `plugin.TimeBuckets`: 0.25 ms doubling 16 times, to 8.192 s.
+const TIME_BUCKETS: usize = 16;
+const TIME_BASE_NS: u64 = 250_000;
+/// CoreDNS's request and response size buckets, in bytes.
+const SIZE_BUCKETS: [u64; 14] = [
+    0, 100, 200, 300, 400, 511, 1023, 2047, 4095, 8291, 16_000, 32_000, 48_000, 64_000,
+];
+
+const N_TYPES: usize = TYPES.len() + 1;
+const N_RCODES: usize = RCODES.len() + 1;
+const N_TIME: usize = TIME_BUCKETS + 1;
+const N_SIZE: usize = SIZE_BUCKETS.len() + 1;
+
+fn type_index(qtype: u16) -> usize {
+    TYPES
+        .iter()
+        .position(|(t, _)| *t == qtype)
+        .unwrap_or(TYPES.len())
+}
+
+fn rcode_index(rcode: u16) -> usize {
+    RCODES
+        .iter()
+        .position(|(r, _)| *r == rcode)
+        .unwrap_or(RCODES.len())
+}
+
+pub fn type_label(qtype: u16) -> &'static str {
+    TYPES.get(type_index(qtype)).map_or("other", |(_, l)| l)
+}
+
+pub fn rcode_label(rcode: u16) -> String {
+    RCODES
+        .get(rcode_index(rcode))
+        .map_or_else(|| format!("RCODE{rcode}"), |(_, l)| (*l).to_string())
+}
+
+/// Index of the duration bucket (non-cumulative) that `ns` falls in; `TIME_BUCKETS` is +Inf.
+fn time_bucket(ns: u64) -> usize {
+    // Bucket k holds ns <= 250 µs · 2^k, i.e. ceil(ns / 250 µs) <= 2^k.
+    let q = ns.div_ceil(TIME_BASE_NS);
+    let k = if q <= 1 {
+        0
+    } else {
+        (64 - (q - 1).leading_zeros()) as usize
+    };
+    k.min(TIME_BUCKETS)
+}
+
+fn size_bucket(bytes: u64) -> usize {
+    SIZE_BUCKETS
+        .iter()
+        .position(|&b| bytes <= b)
+        .unwrap_or(SIZE_BUCKETS.len())
+}
+
+fn zeros(n: usize) -> Box<[AtomicU64]> {
+    (0..n).map(|_| AtomicU64::new(0)).collect()
+}
+
+#[inline]
+fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Query counters of one serving worker (or of all TCP connections), by zone slot: the served
+/// zones in order, then "dropped" (queries in no served zone, or unreadable).
+pub struct QueryCounters {
+    zones: usize,
+    /// slot × proto × family × type.
+    requests: Box<[AtomicU64]>,
+    /// slot × rcode.
+    responses: Box<[AtomicU64]>,
+    /// slot.
+    do_requests: Box<[AtomicU64]>,
+    /// slot × bucket, then the sums in ns by slot.
+    duration: Box<[AtomicU64]>,
+    duration_ns: Box<[AtomicU64]>,
+    /// slot × proto × bucket, then the sums by slot × proto.
+    request_size: Box<[AtomicU64]>,
+    request_bytes: Box<[AtomicU64]>,
+    response_size: Box<[AtomicU64]>,
+    response_bytes: Box<[AtomicU64]>,
+}
+
+/// One answered query, as the metrics see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Answered {
+    pub tcp: bool,
+    pub v6: bool,
+    pub request_len: usize,
+    pub response_len: usize,
+    pub took: Duration,
+}
+
+impl QueryCounters {
+    pub(super) fn new(zones: usize) -> Self {
+        let slots = zones + 1;
+        QueryCounters {
+            zones,
+            requests: zeros(slots * 4 * N_TYPES),
+            responses: zeros(slots * N_RCODES),
+            do_requests: zeros(slots),
+            duration: zeros(slots * N_TIME),
+            duration_ns: zeros(slots),
+            request_size: zeros(slots * 2 * N_SIZE),
+            request_bytes: zeros(slots * 2),
+            response_size: zeros(slots * 2 * N_SIZE),
+            response_bytes: zeros(slots * 2),
+        }
+    }
+
+    /// Counts one answered query.
+    #[inline]
+    pub fn count(&self, outcome: &Outcome, a: Answered) {
+        let slot = outcome.apex.unwrap_or(self.zones);
+        let proto = slot * 2 + a.tcp as usize;
+        add(
+            &self.requests[(proto * 2 + a.v6 as usize) * N_TYPES + type_index(outcome.qtype)],
+            1,
+        );
+        add(
+            &self.responses[slot * N_RCODES + rcode_index(outcome.rcode)],
+            1,
+        );
+        if outcome.dnssec_ok {
+            add(&self.do_requests[slot], 1);
+        }
+        let ns = a.took.as_nanos().min(u64::MAX as u128) as u64;
+        add(&self.duration[slot * N_TIME + time_bucket(ns)], 1);
+        add(&self.duration_ns[slot], ns);
+        let (req, resp) = (a.request_len as u64, a.response_len as u64);
+        add(&self.request_size[proto * N_SIZE + size_bucket(req)], 1);
+        add(&self.request_bytes[proto], req);
+        add(&self.response_size[proto * N_SIZE + size_bucket(resp)], 1);
+        add(&self.response_bytes[proto], resp);
+    }
+}
+
+/// Sums of every worker's counters at one moment.
+struct Totals {
+    requests: Vec<u64>,
+    responses: Vec<u64>,
+    do_requests: Vec<u64>,
+    duration: Vec<u64>,
+    duration_ns: Vec<u64>,
+    request_size: Vec<u64>,
+    request_bytes: Vec<u64>,
+    response_size: Vec<u64>,
+    response_bytes: Vec<u64>,
+}
+
+fn sum(
+    workers: &[std::sync::Arc<QueryCounters>],
+    get: fn(&QueryCounters) -> &[AtomicU64],
+) -> Vec<u64> {
+    let mut total = Vec::new();
+    for w in workers {
+        let c = get(w);
+        total.resize(c.len(), 0);
+        for (t, v) in total.iter_mut().zip(c) {
+            *t += v.load(Ordering::Relaxed);
+        }
+    }
+    total
+}
+
+/// Prometheus label-value escaping.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Writes one histogram series: `counts` are the non-cumulative bucket counts (last is +Inf).
+fn histogram(
+    out: &mut String,
+    name: &str,
+    labels: &str,
+    bounds: &[String],
+    counts: &[u64],
+    sum: f64,
+) {
+    let mut cumulative = 0;
+    for (bound, c) in bounds.iter().zip(counts) {
+        cumulative += c;
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+    }
+    cumulative += counts[bounds.len()];
+    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
+    let _ = writeln!(out, "{name}_count{{{labels}}} {cumulative}");
+}
+
+/// The text exposition of the query metrics. `server` and `zones` are label values; series
+/// appear once they have counted something, as in CoreDNS.
+pub(super) fn render(
+    out: &mut String,
+    workers: &[std::sync::Arc<QueryCounters>],
+    server: &str,
+    zones: &[String],
+) {
+    let t = Totals {
+        requests: sum(workers, |c| &c.requests),
+        responses: sum(workers, |c| &c.responses),
+        do_requests: sum(workers, |c| &c.do_requests),
+        duration: sum(workers, |c| &c.duration),
+        duration_ns: sum(workers, |c| &c.duration_ns),
+        request_size: sum(workers, |c| &c.request_size),
+        request_bytes: sum(workers, |c| &c.request_bytes),
+        response_size: sum(workers, |c| &c.response_size),
+        response_bytes: sum(workers, |c| &c.response_bytes),
+    };
+    if t.requests.is_empty() {
+        return;
+    }
+    let server = escape(server);
+    let zone = |slot: usize| escape(zones.get(slot).map_or("dropped", String::as_str));
+    let base = |slot: usize| format!("server=\"{server}\",zone=\"{}\",view=\"\"", zone(slot));
+    let proto = |p: usize| if p == 1 { "tcp" } else { "udp" };
+    let slots = zones.len() + 1;
+
+    let name = "coredns_dns_requests_total";
+    header(
+        out,
+        name,
+        "counter",
+        "Counter of DNS requests made per zone, protocol and family.",
+    );
+    for (i, &n) in t.requests.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let (ty, rest) = (i % N_TYPES, i / N_TYPES);
+        let (v6, rest) = (rest % 2, rest / 2);
+        let (p, slot) = (rest % 2, rest / 2);
+        let _ = writeln!(
+            out,
+            "{name}{{{},proto=\"{}\",family=\"{}\",type=\"{}\"}} {n}",
+            base(slot),
+            proto(p),
+            v6 + 1,
+            TYPES.get(ty).map_or("other", |(_, l)| l)
+        );
+    }
+
+    let name = "coredns_dns_responses_total";
+    header(out, name, "counter", "Counter of response status codes.");
+    for (i, &n) in t.responses.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let rcode = RCODES.get(i % N_RCODES).map_or("other", |(_, l)| l);
+        let _ = writeln!(
+            out,
+            "{name}{{{},rcode=\"{rcode}\",plugin=\"\"}} {n}",
+            base(i / N_RCODES)
+        );
+    }
+
+    let name = "coredns_dns_do_requests_total";
+    header(
+        out,
+        name,
+        "counter",
+        "Counter of DNS requests with DO bit set per zone.",
+    );
+    for (slot, &n) in t.do_requests.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let _ = writeln!(out, "{name}{{{}}} {n}", base(slot));
+    }
+
+    let name = "coredns_dns_request_duration_seconds";
+    header(
+        out,
+        name,
+        "histogram",
+        "Histogram of the time (in seconds) each request took per zone.",
+    );
+    let bounds: Vec<String> = (0..TIME_BUCKETS)
+        .map(|k| format!("{}", (TIME_BASE_NS << k) as f64 / 1e9))
+        .collect();
+    for slot in 0..slots {
+        let counts = &t.duration[slot * N_TIME..(slot + 1) * N_TIME];
+        if counts.iter().any(|&c| c > 0) {
+            let secs = t.duration_ns[slot] as f64 / 1e9;
+            histogram(out, name, &base(slot), &bounds, counts, secs);
+        }
+    }
+
+    let bounds: Vec<String> = SIZE_BUCKETS.iter().map(|b| b.to_string()).collect();
+    for (name, help, sizes, bytes) in [
+        (
+            "coredns_dns_request_size_bytes",
+            "Size of the EDNS0 UDP buffer in bytes (64K for TCP) per zone and protocol.",
+            &t.request_size,
+            &t.request_bytes,
+        ),
+        (
+            "coredns_dns_response_size_bytes",
+            "Size of the returned response in bytes.",
+            &t.response_size,
+            &t.response_bytes,
+        ),
+    ] {
+        header(out, name, "histogram", help);
+        for sp in 0..slots * 2 {
+            let counts = &sizes[sp * N_SIZE..(sp + 1) * N_SIZE];
+            if counts.iter().any(|&c| c > 0) {
+                let labels = format!("{},proto=\"{}\"", base(sp / 2), proto(sp % 2));
+                histogram(out, name, &labels, &bounds, counts, bytes[sp] as f64);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_buckets_match_coredns_bounds() {
+        assert_eq!(time_bucket(0), 0);
+        assert_eq!(time_bucket(250_000), 0);
+        assert_eq!(time_bucket(250_001), 1);
+        assert_eq!(time_bucket(500_000), 1);
+        assert_eq!(time_bucket(500_001), 2);
+        assert_eq!(time_bucket(8_192_000_000), 15);
+        assert_eq!(time_bucket(8_192_000_001), 16);
+        assert_eq!(time_bucket(u64::MAX), 16);
+    }
+
+    #[test]
+    fn size_buckets_are_inclusive_upper_bounds() {
+        assert_eq!(size_bucket(0), 0);
+        assert_eq!(size_bucket(1), 1);
+        assert_eq!(size_bucket(100), 1);
+        assert_eq!(size_bucket(511), 5);
+        assert_eq!(size_bucket(512), 6);
+        assert_eq!(size_bucket(64_000), 13);
+        assert_eq!(size_bucket(65_535), 14);
+    }
+
+    #[test]
+    fn labels_stay_bounded() {
+        assert_eq!(type_label(1), "A");
+        assert_eq!(type_label(65), "HTTPS");
+        assert_eq!(type_label(99), "other");
+        assert_eq!(rcode_label(3), "NXDOMAIN");
+        assert_eq!(rcode_label(9), "RCODE9");
+    }
+}

@@ -1,0 +1,601 @@
+//! Operations, with the real tools operators use: `/metrics` passes `promtool check metrics`
+//! and is scraped by a real Prometheus server whose query API must report exactly the queries
+//! sent; `clusterset-dns zone` prints what `dig AXFR` transfers; transfers are refused outside
+//! `--allow-transfer`; `--log-queries` logs one line per query.
+
+mod common;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{BIN, Proto, dig, exchange, http_get, metric_in, query, spawn_binary};
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/clusterset.yaml")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A query with EDNS and the DO bit set.
+fn query_do(name: &str, qtype: RecordType) -> Vec<u8> {
+    let mut q = query(name, qtype, Some(1232));
+    let n = q.len();
+    q[n - 4] = 0x80; // the DO bit, in the OPT record's TTL flags
+    q
+}
+
+/// What `dig` prints for records, one normalized line each (fields split on whitespace), with
+/// the SOA serial blanked: two processes' zones get serials from their own clocks.
+fn record_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
+        .map(|l| {
+            let mut f: Vec<&str> = l.split_whitespace().collect();
+            if f.get(3) == Some(&"SOA") && f.len() > 6 {
+                f[6] = "SERIAL";
+            }
+            f.join(" ")
+        })
+        .collect()
+}
+
+fn zone_command(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(BIN).arg("zone").args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Waits (10 s at most) for `/ready`.
+fn wait_ready(admin: SocketAddr) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ready = rt.block_on(common::eventually(10, || async {
+        http_get(admin, "/ready").await.map(|(s, _)| s) == Some(200)
+    }));
+    assert!(ready, "the server did not become ready");
+}
+
+async fn send_known_queries(dns: SocketAddr) {
+    for _ in 0..5 {
+        let m = exchange(
+            dns,
+            Proto::Udp,
+            &query("db.data.svc.clusterset.local", RecordType::A, None),
+        )
+        .await;
+        assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+    }
+    for _ in 0..3 {
+        let m = exchange(
+            dns,
+            Proto::Udp,
+            &query("nope.data.svc.clusterset.local", RecordType::AAAA, None),
+        )
+        .await;
+        assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
+    }
+    for _ in 0..2 {
+        let m = exchange(
+            dns,
+            Proto::Tcp,
+            &query_do("db.data.svc.clusterset.local", RecordType::SRV),
+        )
+        .await;
+        assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+    }
+    let m = exchange(
+        dns,
+        Proto::Udp,
+        &query("example.com", RecordType::TXT, None),
+    )
+    .await;
+    assert_eq!(m.metadata.response_code, ResponseCode::Refused);
+    // A type without a label of its own.
+    let m = exchange(
+        dns,
+        Proto::Udp,
+        &query("db.data.svc.clusterset.local", RecordType::CAA, None),
+    )
+    .await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+}
+
+#[tokio::test]
+async fn metrics_pass_promtool_and_count_what_was_sent() {
+    let s = spawn_binary(&["--file", example().to_str().unwrap()]);
+    send_known_queries(s.dns).await;
+    let (_, body) = http_get(s.admin, "/metrics").await.unwrap();
+
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs (apt-get install prometheus)");
+    use std::io::Write;
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool has lint findings: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let server = format!("dns://{}", s.dns);
+    let z = "clusterset.local.";
+    let base = |zone: &str| format!("server=\"{server}\",zone=\"{zone}\",view=\"\"");
+    let v = |series: String| metric_in(&body, &series);
+    let req = |zone: &str, proto: &str, ty: &str| {
+        v(format!(
+            "coredns_dns_requests_total{{{},proto=\"{proto}\",family=\"1\",type=\"{ty}\"}}",
+            base(zone)
+        ))
+    };
+    assert_eq!(req(z, "udp", "A"), 5.0);
+    assert_eq!(req(z, "udp", "AAAA"), 3.0);
+    assert_eq!(req(z, "tcp", "SRV"), 2.0);
+    assert_eq!(req(z, "udp", "other"), 1.0);
+    assert_eq!(req("dropped", "udp", "TXT"), 1.0);
+    let rcode = |zone: &str, rc: &str| {
+        v(format!(
+            "coredns_dns_responses_total{{{},rcode=\"{rc}\",plugin=\"\"}}",
+            base(zone)
+        ))
+    };
+    assert_eq!(rcode(z, "NOERROR"), 8.0);
+    assert_eq!(rcode(z, "NXDOMAIN"), 3.0);
+    assert_eq!(rcode("dropped", "REFUSED"), 1.0);
+    assert_eq!(
+        v(format!("coredns_dns_do_requests_total{{{}}}", base(z))),
+        2.0
+    );
+    assert_eq!(
+        v(format!(
+            "coredns_dns_request_duration_seconds_count{{{}}}",
+            base(z)
+        )),
+        11.0
+    );
+    assert_eq!(
+        v(format!(
+            "coredns_dns_request_duration_seconds_bucket{{{},le=\"+Inf\"}}",
+            base(z)
+        )),
+        11.0
+    );
+    // Sizes: every UDP query here is under 100 bytes; the TCP answers (SRV with glue) are not.
+    assert_eq!(
+        v(format!(
+            "coredns_dns_request_size_bytes_bucket{{{},proto=\"udp\",le=\"100\"}}",
+            base(z)
+        )),
+        9.0
+    );
+    assert_eq!(
+        v(format!(
+            "coredns_dns_response_size_bytes_count{{{},proto=\"tcp\"}}",
+            base(z)
+        )),
+        2.0
+    );
+    assert_eq!(
+        v(format!(
+            "coredns_dns_response_size_bytes_bucket{{{},proto=\"tcp\",le=\"100\"}}",
+            base(z)
+        )),
+        0.0
+    );
+    let build = body
+        .lines()
+        .find(|l| l.starts_with("coredns_build_info{"))
+        .expect("coredns_build_info");
+    assert!(build.contains("version=\"0.1.0\""), "{build}");
+    assert!(
+        build.contains("revision=\"") && build.contains("goversion=\"rustc"),
+        "{build}"
+    );
+    assert!(build.ends_with("} 1"), "{build}");
+    assert_eq!(v("coredns_panics_total".into()), 0.0);
+    assert_eq!(v("clusterset_dns_services".into()), 5.0);
+    for family in [
+        "clusterset_dns_endpoints",
+        "clusterset_dns_names",
+        "clusterset_dns_zone_serial",
+        "clusterset_dns_zone_last_change_timestamp_seconds",
+        "clusterset_dns_source_reloads_total",
+        "clusterset_dns_source_last_sync_timestamp_seconds",
+    ] {
+        assert!(
+            body.contains(&format!("# TYPE {family} ")),
+            "{family} missing"
+        );
+    }
+}
+
+/// A Prometheus server on loopback, killed on drop.
+struct Prometheus {
+    child: std::process::Child,
+    api: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    fn start(target: SocketAddr) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+                 scrape_configs:\n  - job_name: clusterset-dns\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address={api}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("prometheus.log")).unwrap())
+            .spawn()
+            .expect("prometheus runs (apt-get install prometheus)");
+        Prometheus {
+            child,
+            api,
+            _dir: dir,
+        }
+    }
+
+    /// The value of an instant PromQL query with one result, if there is exactly one.
+    async fn value(&self, promql: &str) -> Option<f64> {
+        let mut q = String::new();
+        for b in promql.bytes() {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                q.push(b as char);
+            } else {
+                q.push_str(&format!("%{b:02X}"));
+            }
+        }
+        let (status, body) = http_get(self.api, &format!("/api/v1/query?query={q}")).await?;
+        if status != 200 {
+            return None;
+        }
+        let body = body.trim();
+        // The body may come chunked; the JSON object is between the outer braces.
+        let json = &body[body.find('{')?..=body.rfind('}')?];
+        let v: serde_json::Value = serde_json::from_str(json).ok()?;
+        let result = v["data"]["result"].as_array()?;
+        if result.len() != 1 {
+            return None;
+        }
+        result[0]["value"][1].as_str()?.parse().ok()
+    }
+
+    /// Polls until `promql` evaluates to `want` (30 s at most); returns the last value seen.
+    async fn wait_for(&self, promql: &str, want: f64) -> Option<f64> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = None;
+        while Instant::now() < deadline {
+            last = self.value(promql).await;
+            if last == Some(want) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        last
+    }
+}
+
+#[tokio::test]
+async fn a_real_prometheus_scrapes_the_counts() {
+    let s = spawn_binary(&["--file", example().to_str().unwrap()]);
+    let prom = Prometheus::start(s.admin);
+    assert_eq!(
+        prom.wait_for("up{job=\"clusterset-dns\"}", 1.0).await,
+        Some(1.0),
+        "Prometheus never scraped the admin port"
+    );
+    send_known_queries(s.dns).await;
+    let z = "zone=\"clusterset.local.\"";
+    for (promql, want) in [
+        (format!("sum(coredns_dns_requests_total{{{z}}})"), 11.0),
+        (
+            format!("sum(coredns_dns_requests_total{{{z},type=\"A\",proto=\"udp\"}})"),
+            5.0,
+        ),
+        (
+            format!("sum(coredns_dns_requests_total{{{z},type=\"SRV\",proto=\"tcp\"}})"),
+            2.0,
+        ),
+        (
+            format!("sum(coredns_dns_responses_total{{{z},rcode=\"NXDOMAIN\"}})"),
+            3.0,
+        ),
+        (
+            "sum(coredns_dns_responses_total{zone=\"dropped\",rcode=\"REFUSED\"})".into(),
+            1.0,
+        ),
+        (
+            format!("sum(coredns_dns_request_duration_seconds_count{{{z}}})"),
+            11.0,
+        ),
+        (
+            format!("sum(coredns_dns_response_size_bytes_count{{{z}}})"),
+            11.0,
+        ),
+        (format!("sum(coredns_dns_do_requests_total{{{z}}})"), 2.0),
+        ("clusterset_dns_services".into(), 5.0),
+        ("count(coredns_build_info)".into(), 1.0),
+    ] {
+        assert_eq!(prom.wait_for(&promql, want).await, Some(want), "{promql}");
+    }
+    // A histogram quantile over the scraped buckets is a number (dashboards plot it).
+    let p99 = prom
+        .value(
+            "histogram_quantile(0.99, sum by (le) (coredns_dns_request_duration_seconds_bucket))",
+        )
+        .await
+        .expect("a p99");
+    assert!(p99 > 0.0 && p99 <= 8.192, "p99 {p99}");
+}
+
+#[test]
+fn zone_command_prints_what_axfr_transfers() {
+    let (ok, text, err) = zone_command(&["--file", example().to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(text.starts_with("; zone clusterset.local. serial "));
+    let printed = record_lines(&text);
+    assert!(printed[0].starts_with("clusterset.local. 5 IN SOA ns.dns.clusterset.local. hostmaster.clusterset.local. SERIAL 7200 1800 86400 5"), "{}", printed[0]);
+    for line in [
+        "clusterset.local. 5 IN NS ns.dns.clusterset.local.",
+        "dns-version.clusterset.local. 28800 IN TXT \"1.0.0\"",
+        "db.data.svc.clusterset.local. 5 IN A 10.1.0.11",
+        "_postgres._tcp.db.data.svc.clusterset.local. 5 IN SRV 0 33 5432 db-0.east.db.data.svc.clusterset.local.",
+        "workers.batch.svc.clusterset.local. 5 IN AAAA fd00:2::31",
+    ] {
+        assert!(printed.iter().any(|l| l == line), "missing {line}\n{text}");
+    }
+
+    let s = spawn_binary(&[
+        "--file",
+        example().to_str().unwrap(),
+        "--allow-transfer",
+        "127.0.0.0/8",
+    ]);
+    let axfr = dig(s.dns, "AXFR clusterset.local");
+    let mut transferred = record_lines(&axfr);
+    assert!(axfr.contains("XFR size"), "{axfr}");
+    // AXFR ends with the SOA again.
+    assert_eq!(transferred.last(), transferred.first());
+    transferred.pop();
+    assert_eq!(transferred, printed, "zone output and AXFR differ");
+    // Every record printed is what a plain query for it answers.
+    let a = dig(s.dns, "db.data.svc.clusterset.local A +noall +answer");
+    let mut want: Vec<String> = printed
+        .iter()
+        .filter(|l| l.starts_with("db.data.svc.clusterset.local. 5 IN A "))
+        .cloned()
+        .collect();
+    let mut got = record_lines(&a);
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn zone_command_errors_are_one_clear_line() {
+    let (ok, text, err) = zone_command(&["--file", "/nonexistent/objects.yaml"]);
+    assert!(!ok);
+    assert!(text.is_empty());
+    assert!(
+        err.trim_end().ends_with(
+            "cannot read /nonexistent/objects.yaml: No such file or directory (os error 2)"
+        ),
+        "{err}"
+    );
+    let (ok, _, err) = zone_command(&["--file", "x", "--zone", "bad..zone"]);
+    assert!(!ok);
+    assert!(err.contains("bad..zone"), "{err}");
+}
+
+#[test]
+fn transfers_are_refused_outside_allow_transfer() {
+    // No --allow-transfer: refused, over TCP and UDP.
+    let s = spawn_binary(&["--file", example().to_str().unwrap()]);
+    let out = dig(s.dns, "AXFR clusterset.local");
+    assert!(out.contains("Transfer failed"), "{out}");
+    assert!(!out.contains("IN\tSOA"), "{out}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (qtype, proto) in [
+        (RecordType::AXFR, Proto::Udp),
+        (RecordType::IXFR, Proto::Udp),
+        (RecordType::IXFR, Proto::Tcp),
+    ] {
+        let m = rt.block_on(exchange(
+            s.dns,
+            proto,
+            &query("clusterset.local", qtype, None),
+        ));
+        assert_eq!(
+            m.metadata.response_code,
+            ResponseCode::Refused,
+            "{qtype} {proto:?}"
+        );
+        assert!(m.answers.is_empty());
+    }
+    drop(s);
+
+    // Allowed elsewhere only: still refused.
+    let s = spawn_binary(&[
+        "--file",
+        example().to_str().unwrap(),
+        "--allow-transfer",
+        "10.0.0.0/8,::1",
+    ]);
+    let out = dig(s.dns, "AXFR clusterset.local");
+    assert!(out.contains("Transfer failed"), "{out}");
+    drop(s);
+
+    // Allowed: AXFR of the apex only; a name inside the zone is refused.
+    let s = spawn_binary(&[
+        "--file",
+        example().to_str().unwrap(),
+        "--allow-transfer",
+        "127.0.0.1",
+    ]);
+    let out = dig(s.dns, "AXFR clusterset.local");
+    assert!(out.contains("XFR size"), "{out}");
+    let out = dig(s.dns, "AXFR shop.svc.clusterset.local");
+    assert!(out.contains("Transfer failed"), "{out}");
+    // IXFR gets the whole zone (RFC 1995 §4).
+    let out = dig(s.dns, "IXFR=1 clusterset.local");
+    assert!(out.contains("XFR size"), "{out}");
+
+    // A bad CIDR is a start-up error naming it.
+    let out = Command::new(BIN)
+        .args(["--file", "x", "--allow-transfer", "10.0.0.0/40"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("10.0.0.0/40") && err.contains("0-32"), "{err}");
+}
+
+#[test]
+fn large_zone_transfers_in_several_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("big.yaml");
+    let mut yaml = String::new();
+    for i in 0..1500 {
+        yaml.push_str(&format!(
+            "---\napiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\n\
+             metadata: {{name: svc-{i}, namespace: ns-{}}}\n\
+             spec: {{type: ClusterSetIP, ips: [10.{}.{}.{}], ports: [{{name: http, protocol: TCP, port: 80}}]}}\n",
+            i % 7,
+            i / 65536,
+            (i / 256) % 256,
+            i % 256
+        ));
+    }
+    std::fs::write(&file, yaml).unwrap();
+    let (ok, text, err) = zone_command(&["--file", file.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let printed = record_lines(&text);
+    let s = spawn_binary(&[
+        "--file",
+        file.to_str().unwrap(),
+        "--allow-transfer",
+        "127.0.0.1",
+    ]);
+    wait_ready(s.admin);
+    let axfr = dig(s.dns, "AXFR clusterset.local");
+    let messages: usize = axfr
+        .lines()
+        .find_map(|l| l.split("messages ").nth(1))
+        .and_then(|m| m.split(',').next())
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "no XFR size line: {}",
+                &axfr[axfr.len().saturating_sub(400)..]
+            )
+        });
+    assert!(messages > 1, "{messages} messages");
+    let mut transferred = record_lines(&axfr);
+    transferred.pop();
+    assert_eq!(transferred.len(), printed.len());
+    assert_eq!(transferred, printed);
+    // 1500 services: A + SRV + _http._tcp SRV each.
+    assert_eq!(
+        printed.iter().filter(|l| l.contains(" IN A ")).count(),
+        1500
+    );
+}
+
+#[test]
+fn log_queries_logs_one_line_per_query() {
+    let s = spawn_binary(&["--file", example().to_str().unwrap(), "--log-queries"]);
+    dig(s.dns, "Db.Data.svc.clusterset.local A");
+    dig(s.dns, "nope.data.svc.clusterset.local AAAA +tcp");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let lines = loop {
+        let lines: Vec<serde_json::Value> = s
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["target"] == "clusterset_dns::query")
+            .collect();
+        if lines.len() >= 2 || Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let f = &lines[0]["fields"];
+    assert_eq!(lines[0]["level"], "INFO");
+    assert_eq!(f["name"], "Db.Data.svc.clusterset.local.");
+    assert_eq!(f["qtype"], "A");
+    assert_eq!(f["rcode"], "NOERROR");
+    assert_eq!(f["proto"], "udp");
+    assert!(f["client"].as_str().unwrap().starts_with("127.0.0.1:"));
+    assert!(f["size"].as_u64().unwrap() > 12);
+    assert!(f["duration_us"].is_u64());
+    let f = &lines[1]["fields"];
+    assert_eq!(f["rcode"], "NXDOMAIN");
+    assert_eq!(f["proto"], "tcp");
+    assert_eq!(f["qtype"], "AAAA");
+
+    // Without the flag (and at info), no query lines at all.
+    let quiet = spawn_binary(&["--file", example().to_str().unwrap()]);
+    dig(quiet.dns, "db.data.svc.clusterset.local A");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!quiet.logged("clusterset_dns::query"));
+    // The start-up line carries the effective configuration.
+    assert!(quiet.logged("\"message\":\"starting\""));
+    assert!(quiet.logged("udp_workers"));
+}
