@@ -8,7 +8,11 @@ use std::path::Path;
 use std::process::Command;
 
 fn render() -> String {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base");
+    render_dir("deploy/base")
+}
+
+fn render_dir(dir: &str) -> String {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let out = Command::new("kubectl")
         .arg("kustomize")
         .arg(&base)
@@ -28,9 +32,7 @@ fn objects(rendered: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
-#[test]
-fn manifests_render_and_validate() {
-    let rendered = render();
+fn validate(rendered: &str) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("rendered.yaml");
     std::fs::write(&file, &rendered).unwrap();
@@ -45,6 +47,12 @@ fn manifests_render_and_validate() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn manifests_render_and_validate() {
+    let rendered = render();
+    validate(&rendered);
     let kinds: Vec<String> = objects(&rendered)
         .iter()
         .map(|o| o["kind"].as_str().unwrap().to_string())
@@ -166,4 +174,52 @@ fn the_deployment_is_hardened_and_passes_only_real_flags() {
             && ports.contains(&"53/TCP->dns-tcp".to_string()),
         "{ports:?}"
     );
+}
+
+/// The ConfigMap `name` in kube-system that `dir` renders to, and its data.
+fn forwarding_configmap(dir: &str, name: &str) -> serde_json::Value {
+    let rendered = render_dir(dir);
+    validate(&rendered);
+    let objs = objects(&rendered);
+    assert_eq!(objs.len(), 1, "{dir} renders one object");
+    let cm = &objs[0];
+    assert_eq!(cm["kind"], "ConfigMap");
+    assert_eq!(cm["metadata"]["name"], name);
+    assert_eq!(cm["metadata"]["namespace"], "kube-system");
+    cm["data"].clone()
+}
+
+#[test]
+fn forwarding_patches_carry_corefile_example() {
+    let example =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Corefile.example"))
+            .unwrap();
+    // CoreDNS: exactly Corefile.example.
+    let data = forwarding_configmap("deploy/forwarding/coredns", "coredns");
+    assert_eq!(data["Corefile"].as_str().unwrap(), example);
+    // The other two point clusterset.local at the same address as Corefile.example.
+    let upstream = example
+        .lines()
+        .skip_while(|l| !l.starts_with("clusterset.local:53 {"))
+        .find_map(|l| l.trim().strip_prefix("forward . "))
+        .expect("Corefile.example forwards clusterset.local")
+        .trim_end_matches(":53")
+        .to_string();
+    let data = forwarding_configmap("deploy/forwarding/kube-dns", "kube-dns");
+    let stub: serde_json::Value =
+        serde_json::from_str(data["stubDomains"].as_str().unwrap()).unwrap();
+    assert_eq!(stub, serde_json::json!({"clusterset.local": [upstream]}));
+    let data = forwarding_configmap("deploy/forwarding/node-local-dns", "node-local-dns");
+    let corefile = data["Corefile"].as_str().unwrap();
+    let block: Vec<&str> = corefile
+        .lines()
+        .skip_while(|l| !l.starts_with("clusterset.local:53 {"))
+        .take_while(|l| *l != "}")
+        .collect();
+    assert!(
+        block.contains(&format!("    forward . {upstream}:53").as_str()),
+        "{corefile}"
+    );
+    // node-local-dns keeps forwarding cluster.local to the cluster DNS.
+    assert!(corefile.contains("cluster.local:53 {"));
 }
