@@ -35,7 +35,7 @@ fn objects(rendered: &str) -> Vec<serde_json::Value> {
 fn validate(rendered: &str) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("rendered.yaml");
-    std::fs::write(&file, &rendered).unwrap();
+    std::fs::write(&file, rendered).unwrap();
     let out = Command::new("kubernetes-validate")
         .args(["--strict", "--quiet"])
         .arg(&file)
