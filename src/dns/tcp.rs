@@ -38,7 +38,7 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let slots = Arc::new(Semaphore::new(config.max_connections));
-    let counters = metrics.counters();
+    let counters = metrics.shared_counters();
     loop {
         let (stream, src) = tokio::select! {
             _ = shutdown.cancelled() => return,

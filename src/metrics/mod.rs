@@ -165,9 +165,18 @@ impl Metrics {
         }
     }
 
-    /// Counters for one more serving worker.
+    /// Counters for one more serving worker, written by one thread only.
     pub fn counters(&self) -> Arc<QueryCounters> {
-        let c = Arc::new(QueryCounters::new(self.zones.len()));
+        self.new_counters(false)
+    }
+
+    /// Counters that several threads write (the TCP connections).
+    pub fn shared_counters(&self) -> Arc<QueryCounters> {
+        self.new_counters(true)
+    }
+
+    fn new_counters(&self, shared: bool) -> Arc<QueryCounters> {
+        let c = Arc::new(QueryCounters::new(self.zones.len(), shared));
         self.workers.lock().expect("metrics lock").push(c.clone());
         c
     }

@@ -103,15 +103,13 @@ fn zeros(n: usize) -> Box<[AtomicU64]> {
     (0..n).map(|_| AtomicU64::new(0)).collect()
 }
 
-#[inline]
-fn add(c: &AtomicU64, n: u64) {
-    c.fetch_add(n, Ordering::Relaxed);
-}
-
 /// Query counters of one serving worker (or of all TCP connections), by zone slot: the served
 /// zones in order, then "dropped" (queries in no served zone, or unreadable).
 pub struct QueryCounters {
     zones: usize,
+    /// Written by several threads (the TCP tasks): read-modify-write adds. Otherwise one
+    /// thread writes, and a plain load and store (no locked instruction) is enough.
+    shared: bool,
     /// slot × proto × family × type.
     requests: Box<[AtomicU64]>,
     /// slot × rcode.
@@ -139,10 +137,11 @@ pub struct Answered {
 }
 
 impl QueryCounters {
-    pub(super) fn new(zones: usize) -> Self {
+    pub(super) fn new(zones: usize, shared: bool) -> Self {
         let slots = zones + 1;
         QueryCounters {
             zones,
+            shared,
             requests: zeros(slots * 4 * N_TYPES),
             responses: zeros(slots * N_RCODES),
             do_requests: zeros(slots),
@@ -155,30 +154,39 @@ impl QueryCounters {
         }
     }
 
+    #[inline]
+    fn add(&self, c: &AtomicU64, n: u64) {
+        if self.shared {
+            c.fetch_add(n, Ordering::Relaxed);
+        } else {
+            c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        }
+    }
+
     /// Counts one answered query.
     #[inline]
     pub fn count(&self, outcome: &Outcome, a: Answered) {
         let slot = outcome.apex.unwrap_or(self.zones);
         let proto = slot * 2 + a.tcp as usize;
-        add(
+        self.add(
             &self.requests[(proto * 2 + a.v6 as usize) * N_TYPES + type_index(outcome.qtype)],
             1,
         );
-        add(
+        self.add(
             &self.responses[slot * N_RCODES + rcode_index(outcome.rcode)],
             1,
         );
         if outcome.dnssec_ok {
-            add(&self.do_requests[slot], 1);
+            self.add(&self.do_requests[slot], 1);
         }
         let ns = a.took.as_nanos().min(u64::MAX as u128) as u64;
-        add(&self.duration[slot * N_TIME + time_bucket(ns)], 1);
-        add(&self.duration_ns[slot], ns);
+        self.add(&self.duration[slot * N_TIME + time_bucket(ns)], 1);
+        self.add(&self.duration_ns[slot], ns);
         let (req, resp) = (a.request_len as u64, a.response_len as u64);
-        add(&self.request_size[proto * N_SIZE + size_bucket(req)], 1);
-        add(&self.request_bytes[proto], req);
-        add(&self.response_size[proto * N_SIZE + size_bucket(resp)], 1);
-        add(&self.response_bytes[proto], resp);
+        self.add(&self.request_size[proto * N_SIZE + size_bucket(req)], 1);
+        self.add(&self.request_bytes[proto], req);
+        self.add(&self.response_size[proto * N_SIZE + size_bucket(resp)], 1);
+        self.add(&self.response_bytes[proto], resp);
     }
 }
 

@@ -2,6 +2,8 @@
 //! over UDP and TCP with hickory-proto messages.
 #![allow(dead_code)]
 
+pub mod k8s;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

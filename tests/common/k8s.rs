@@ -1,0 +1,269 @@
+//! A real etcd and kube-apiserver on loopback (built once by tests/k8s/setup.sh), with a
+//! static-token admin and a `clusterset-dns` user, for the Kubernetes-source and differential
+//! tests.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn k8s_bin() -> PathBuf {
+    let setup = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/k8s/setup.sh");
+    let out = Command::new("bash")
+        .arg(setup)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("tests/k8s/setup.sh runs");
+    assert!(out.status.success(), "tests/k8s/setup.sh failed");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// etcd and kube-apiserver on loopback, with a static-token admin and a `clusterset-dns` user.
+pub struct Cluster {
+    pub bin: PathBuf,
+    pub dir: tempfile::TempDir,
+    pub etcd: Child,
+    pub api: Option<Child>,
+    pub etcd_port: u16,
+    pub api_port: u16,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(mut a) = self.api.take() {
+            let _ = a.kill();
+            let _ = a.wait();
+        }
+        let _ = self.etcd.kill();
+        let _ = self.etcd.wait();
+    }
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let bin = k8s_bin();
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let run = |cmd: &str| {
+            assert!(
+                Command::new("sh")
+                    .arg("-c")
+                    .arg(cmd)
+                    .current_dir(d)
+                    .status()
+                    .unwrap()
+                    .success(),
+                "{cmd}"
+            )
+        };
+        run(
+            "openssl genrsa -out sa.key 2048 2>/dev/null && openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null",
+        );
+        std::fs::write(
+            d.join("tokens.csv"),
+            "admintoken,admin,admin,system:masters\ndnstoken,clusterset-dns,clusterset-dns\n",
+        )
+        .unwrap();
+        let (etcd_port, peer, api_port) = (free_port(), free_port(), free_port());
+        let etcd = Command::new(bin.join("etcd"))
+            .args(["--data-dir", d.join("etcd").to_str().unwrap()])
+            .args([
+                "--listen-client-urls",
+                &format!("http://127.0.0.1:{etcd_port}"),
+                "--advertise-client-urls",
+                &format!("http://127.0.0.1:{etcd_port}"),
+            ])
+            .args([
+                "--listen-peer-urls",
+                &format!("http://127.0.0.1:{peer}"),
+                "--initial-advertise-peer-urls",
+                &format!("http://127.0.0.1:{peer}"),
+            ])
+            .args([
+                "--initial-cluster",
+                &format!("default=http://127.0.0.1:{peer}"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.join("etcd.log")).unwrap())
+            .spawn()
+            .unwrap();
+        for (user, token) in [("admin", "admintoken"), ("dns", "dnstoken")] {
+            std::fs::write(
+                d.join(format!("{user}.kubeconfig")),
+                format!(
+                    "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster: {{server: \"https://127.0.0.1:{api_port}\", insecure-skip-tls-verify: true}}\n\
+                     users:\n- name: {user}\n  user: {{token: {token}}}\ncontexts:\n- name: test\n  context: {{cluster: test, user: {user}}}\ncurrent-context: test\n"
+                ),
+            )
+            .unwrap();
+        }
+        let mut c = Cluster {
+            bin,
+            dir,
+            etcd,
+            api: None,
+            etcd_port,
+            api_port,
+        };
+        c.start_api();
+        c
+    }
+
+    pub fn start_api(&mut self) {
+        let d = self.dir.path();
+        let api = Command::new(self.bin.join("kube-apiserver"))
+            .args([
+                "--etcd-servers",
+                &format!("http://127.0.0.1:{}", self.etcd_port),
+            ])
+            .args([
+                "--bind-address",
+                "127.0.0.1",
+                "--advertise-address",
+                "127.0.0.1",
+                "--endpoint-reconciler-type",
+                "none",
+            ])
+            .args([
+                "--secure-port",
+                &self.api_port.to_string(),
+                "--cert-dir",
+                d.join("certs").to_str().unwrap(),
+            ])
+            .args([
+                "--service-account-issuer",
+                "https://kubernetes.default.svc",
+                "--service-account-key-file",
+                "sa.pub",
+                "--service-account-signing-key-file",
+                "sa.key",
+            ])
+            .args([
+                "--token-auth-file",
+                "tokens.csv",
+                "--authorization-mode",
+                "RBAC",
+                "--service-cluster-ip-range",
+                "10.96.0.0/16",
+            ])
+            .current_dir(d)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.join("apiserver.log")).unwrap())
+            .spawn()
+            .unwrap();
+        self.api = Some(api);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.kubectl_ok(&["get", "--raw", "/readyz"]) {
+            assert!(
+                Instant::now() < deadline,
+                "kube-apiserver not ready; see {}",
+                d.join("apiserver.log").display()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    pub fn kill_api(&mut self) {
+        let mut a = self.api.take().expect("API server running");
+        a.kill().unwrap();
+        a.wait().unwrap();
+    }
+
+    pub fn kubeconfig(&self, user: &str) -> String {
+        self.dir
+            .path()
+            .join(format!("{user}.kubeconfig"))
+            .to_str()
+            .unwrap()
+            .to_string()
+    }
+
+    pub fn kubectl_ok(&self, args: &[&str]) -> bool {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig("admin"))
+            .args(args)
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    }
+
+    /// `kubectl apply -f -` with `yaml`, retried briefly (a new CRD takes a moment to serve).
+    pub fn apply(&self, yaml: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut child = Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(self.kubeconfig("admin"))
+                .args(["apply", "-f", "-"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(yaml.as_bytes())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            if out.status.success() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "kubectl apply failed: {}\n{yaml}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    pub fn delete(&self, kind: &str, ns: &str, name: &str) {
+        assert!(
+            self.kubectl_ok(&["delete", kind, "-n", ns, name, "--wait=false"]),
+            "delete {kind} {ns}/{name}"
+        );
+    }
+}
+
+pub fn crd(version: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/k8s/crds/serviceimports-{version}.yaml")),
+    )
+    .unwrap()
+}
+
+pub fn rbac() -> String {
+    let role = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"),
+    )
+    .unwrap();
+    // The deployment binds the role to its ServiceAccount; here the binary runs as a user.
+    role + "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: clusterset-dns-test-user}\n\
+            roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: clusterset-dns}\nsubjects:\n- {kind: User, name: clusterset-dns, apiGroup: rbac.authorization.k8s.io}\n"
+}
+
+pub fn import(version: &str, ns: &str, name: &str, spec: &str) -> String {
+    format!(
+        "---\napiVersion: multicluster.x-k8s.io/{version}\nkind: ServiceImport\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {spec}\n"
+    )
+}
+
+pub fn slice(ns: &str, name: &str, service: &str, cluster: &str, endpoints: &str) -> String {
+    format!(
+        "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{multicluster.kubernetes.io/service-name: {service}, multicluster.kubernetes.io/source-cluster: {cluster}}}\n\
+         addressType: IPv4\nports: [{{name: http, protocol: TCP, port: 80}}]\nendpoints: {endpoints}\n"
+    )
+}
