@@ -155,6 +155,14 @@ fn a_real_coredns_forwards_clusterset_local_to_us() {
     let file = objects(dir.path());
     // A longer TTL than the default, so cache countdowns are visible.
     let ours = spawn_binary(&["--file", file.to_str().unwrap(), "--ttl", "20"]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ready = rt.block_on(common::eventually(10, || async {
+        http_get(ours.admin, "/ready").await.map(|(s, _)| s) == Some(200)
+    }));
+    assert!(ready, "clusterset-dns did not become ready");
     let core = start_coredns(ours.dns);
     let both = |args: &str| {
         (

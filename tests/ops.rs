@@ -59,15 +59,20 @@ fn zone_command(args: &[&str]) -> (bool, String, String) {
 }
 
 /// Waits (10 s at most) for `/ready`.
+async fn ready(admin: SocketAddr) {
+    let ready = common::eventually(10, || async {
+        http_get(admin, "/ready").await.map(|(s, _)| s) == Some(200)
+    })
+    .await;
+    assert!(ready, "the server did not become ready");
+}
+
 fn wait_ready(admin: SocketAddr) {
-    let rt = tokio::runtime::Builder::new_current_thread()
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap();
-    let ready = rt.block_on(common::eventually(10, || async {
-        http_get(admin, "/ready").await.map(|(s, _)| s) == Some(200)
-    }));
-    assert!(ready, "the server did not become ready");
+        .unwrap()
+        .block_on(ready(admin));
 }
 
 async fn send_known_queries(dns: SocketAddr) {
@@ -118,6 +123,7 @@ async fn send_known_queries(dns: SocketAddr) {
 #[tokio::test]
 async fn metrics_pass_promtool_and_count_what_was_sent() {
     let s = spawn_binary(&["--file", example().to_str().unwrap()]);
+    ready(s.admin).await;
     send_known_queries(s.dns).await;
     let (_, body) = http_get(s.admin, "/metrics").await.unwrap();
 
@@ -335,6 +341,7 @@ async fn a_real_prometheus_scrapes_the_counts() {
         Some(1.0),
         "Prometheus never scraped the admin port"
     );
+    ready(s.admin).await;
     send_known_queries(s.dns).await;
     let z = "zone=\"clusterset.local.\"";
     for (promql, want) in [
@@ -402,6 +409,7 @@ fn zone_command_prints_what_axfr_transfers() {
         "--allow-transfer",
         "127.0.0.0/8",
     ]);
+    wait_ready(s.admin);
     let axfr = dig(s.dns, "AXFR clusterset.local");
     let mut transferred = record_lines(&axfr);
     assert!(axfr.contains("XFR size"), "{axfr}");
@@ -442,6 +450,7 @@ fn zone_command_errors_are_one_clear_line() {
 fn transfers_are_refused_outside_allow_transfer() {
     // No --allow-transfer: refused, over TCP and UDP.
     let s = spawn_binary(&["--file", example().to_str().unwrap()]);
+    wait_ready(s.admin);
     let out = dig(s.dns, "AXFR clusterset.local");
     assert!(out.contains("Transfer failed"), "{out}");
     assert!(!out.contains("IN\tSOA"), "{out}");
@@ -486,6 +495,7 @@ fn transfers_are_refused_outside_allow_transfer() {
         "--allow-transfer",
         "127.0.0.1",
     ]);
+    wait_ready(s.admin);
     let out = dig(s.dns, "AXFR clusterset.local");
     assert!(out.contains("XFR size"), "{out}");
     let out = dig(s.dns, "AXFR shop.svc.clusterset.local");
@@ -558,6 +568,7 @@ fn large_zone_transfers_in_several_messages() {
 #[test]
 fn log_queries_logs_one_line_per_query() {
     let s = spawn_binary(&["--file", example().to_str().unwrap(), "--log-queries"]);
+    wait_ready(s.admin);
     dig(s.dns, "Db.Data.svc.clusterset.local A");
     dig(s.dns, "nope.data.svc.clusterset.local AAAA +tcp");
     let deadline = Instant::now() + Duration::from_secs(5);
