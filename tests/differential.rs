@@ -1,0 +1,1080 @@
+//! Differential conformance against CoreDNS's built-in multicluster support: a real CoreDNS
+//! v1.15.0 (tests/coredns/setup.sh) with `kubernetes clusterset.local { multicluster
+//! clusterset.local }` and the real binary watch the same real kube-apiserver. A seeded
+//! generator fills it with a varied cluster set and changes it in rounds; after each round both
+//! servers answer the same query corpus (every name form × ten types × mixed case, plus names
+//! that must not exist) and every difference in rcode, flags or any section must be one of the
+//! intentional differences documented in docs/differences.md.
+//!
+//! `CLUSTERSET_DNS_DIFF_SERVICES` and `CLUSTERSET_DNS_DIFF_ROUNDS` scale it up when run by hand.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::k8s::{Cluster, crd, free_port, rbac};
+use common::{Running, dig, http_get, spawn_binary};
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::{RData, Record, RecordType};
+
+const ZONE: &str = "clusterset.local";
+
+// ---- a small deterministic generator ----
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Port {
+    name: Option<String>,
+    protocol: &'static str,
+    port: u16,
+}
+
+#[derive(Debug, Clone)]
+struct Endpoint {
+    ip: IpAddr,
+    hostname: Option<String>,
+    ready: Option<bool>,
+}
+
+#[derive(Debug, Clone)]
+struct Slice {
+    name: String,
+    cluster: String,
+    v6: bool,
+    ports: Vec<Port>,
+    endpoints: Vec<Endpoint>,
+}
+
+#[derive(Debug, Clone)]
+struct Service {
+    ns: String,
+    name: String,
+    headless: bool,
+    ips: Vec<IpAddr>,
+    ports: Vec<Port>,
+    slices: Vec<Slice>,
+}
+
+const NAMESPACES: [&str; 4] = [
+    "shop",
+    "data",
+    "batch",
+    "a-namespace-with-a-rather-long-name",
+];
+const CLUSTERS: [&str; 3] = ["east", "west", "c3"];
+
+struct World {
+    rng: Rng,
+    next_ip: u32,
+    next_id: u32,
+    services: BTreeMap<(String, String), Service>,
+}
+
+impl World {
+    fn new(seed: u64) -> World {
+        World {
+            rng: Rng(seed | 1),
+            next_ip: 1,
+            next_id: 0,
+            services: BTreeMap::new(),
+        }
+    }
+
+    fn v4(&mut self) -> IpAddr {
+        self.next_ip += 1;
+        let n = self.next_ip;
+        IpAddr::V4(Ipv4Addr::new(
+            10,
+            100 + (n >> 16) as u8,
+            (n >> 8) as u8,
+            n as u8,
+        ))
+    }
+
+    fn v6(&mut self) -> IpAddr {
+        self.next_ip += 1;
+        IpAddr::V6(Ipv6Addr::new(
+            0xfd00,
+            0x100,
+            0,
+            0,
+            0,
+            0,
+            (self.next_ip >> 16) as u16,
+            self.next_ip as u16,
+        ))
+    }
+
+    fn ports(&mut self) -> Vec<Port> {
+        let r = &mut self.rng;
+        match r.below(6) {
+            // One unnamed port.
+            0 => vec![Port {
+                name: None,
+                protocol: "TCP",
+                port: 8080,
+            }],
+            // TCP and UDP on the same number (port names are unique per slice, as in kube-dns).
+            1 => vec![
+                Port {
+                    name: Some("dns".into()),
+                    protocol: "UDP",
+                    port: 53,
+                },
+                Port {
+                    name: Some("dns-tcp".into()),
+                    protocol: "TCP",
+                    port: 53,
+                },
+            ],
+            // Two named ports.
+            2 => vec![
+                Port {
+                    name: Some("http".into()),
+                    protocol: "TCP",
+                    port: 80,
+                },
+                Port {
+                    name: Some("metrics".into()),
+                    protocol: "TCP",
+                    port: 9100,
+                },
+            ],
+            // No ports at all.
+            3 => vec![],
+            _ => vec![Port {
+                name: Some("http".into()),
+                protocol: "TCP",
+                port: 80,
+            }],
+        }
+    }
+
+    fn endpoints(&mut self, v6: bool, hostnames: bool) -> Vec<Endpoint> {
+        let n = 1 + self.rng.below(4);
+        (0..n)
+            .map(|i| {
+                let ip = if v6 { self.v6() } else { self.v4() };
+                let ready = match self.rng.below(8) {
+                    0 => Some(false),
+                    1 => Some(true),
+                    _ => None,
+                };
+                Endpoint {
+                    ip,
+                    hostname: hostnames.then(|| format!("pod-{i}")),
+                    ready,
+                }
+            })
+            .collect()
+    }
+
+    fn service(&mut self) -> Service {
+        self.next_id += 1;
+        let id = self.next_id;
+        let ns = self.rng.pick(&NAMESPACES).to_string();
+        let name = if self.rng.chance(8) {
+            // A 63-octet label.
+            format!("long-{id:04}-{}", "x".repeat(63 - 10))
+        } else {
+            format!("svc-{id}")
+        };
+        let headless = self.rng.chance(45);
+        let ports = self.ports();
+        let ips = if headless {
+            vec![]
+        } else {
+            match self.rng.below(5) {
+                0 => vec![self.v6()],
+                1 => vec![self.v4(), self.v6()],
+                2 => vec![], // Submariner-style: no clusterset IP
+                _ => vec![self.v4()],
+            }
+        };
+        let mut slices = Vec::new();
+        let clusters = 1 + self.rng.below(3) as usize;
+        let hostnames = headless && self.rng.chance(50);
+        for c in CLUSTERS.iter().take(clusters) {
+            let v6 = self.rng.chance(20);
+            let endpoints = self.endpoints(v6, hostnames);
+            slices.push(Slice {
+                name: format!("{name}-{c}-{}", if v6 { "v6" } else { "v4" }),
+                cluster: c.to_string(),
+                v6,
+                ports: ports.clone(),
+                endpoints,
+            });
+        }
+        Service {
+            ns,
+            name,
+            headless,
+            ips,
+            ports,
+            slices,
+        }
+    }
+
+    fn add(&mut self, n: usize) {
+        for _ in 0..n {
+            let s = self.service();
+            self.services.insert((s.ns.clone(), s.name.clone()), s);
+        }
+    }
+
+    /// Changes some services (endpoints replaced, ready flipped, ports changed) and deletes some;
+    /// returns the deleted ones.
+    fn churn(&mut self, updates: usize, deletes: usize) -> Vec<Service> {
+        let keys: Vec<(String, String)> = self.services.keys().cloned().collect();
+        for _ in 0..updates {
+            let k = self.rng.pick(&keys).clone();
+            let mut s = self.services[&k].clone();
+            match self.rng.below(4) {
+                0 => {
+                    let hostnames = s
+                        .slices
+                        .iter()
+                        .any(|sl| sl.endpoints.iter().any(|e| e.hostname.is_some()));
+                    for i in 0..s.slices.len() {
+                        let v6 = s.slices[i].v6;
+                        s.slices[i].endpoints = self.endpoints(v6, hostnames);
+                    }
+                }
+                1 => {
+                    for sl in &mut s.slices {
+                        for e in &mut sl.endpoints {
+                            e.ready = Some(e.ready == Some(false));
+                        }
+                    }
+                }
+                2 => {
+                    s.ports = self.ports();
+                    for sl in &mut s.slices {
+                        sl.ports = s.ports.clone();
+                    }
+                }
+                _ => {
+                    if !s.headless {
+                        s.ips = vec![self.v4()];
+                    }
+                }
+            }
+            self.services.insert(k, s);
+        }
+        let mut gone = Vec::new();
+        for _ in 0..deletes {
+            let keys: Vec<(String, String)> = self.services.keys().cloned().collect();
+            if let Some(k) = keys.get(self.rng.below(keys.len() as u64) as usize) {
+                gone.push(self.services.remove(k).unwrap());
+            }
+        }
+        gone
+    }
+}
+
+fn port_yaml(p: &Port) -> String {
+    match &p.name {
+        Some(n) => format!("{{name: {n}, protocol: {}, port: {}}}", p.protocol, p.port),
+        None => format!("{{protocol: {}, port: {}}}", p.protocol, p.port),
+    }
+}
+
+fn yaml(s: &Service) -> String {
+    let ports: Vec<String> = s.ports.iter().map(port_yaml).collect();
+    let ips: Vec<String> = s.ips.iter().map(|i| format!("\"{i}\"")).collect();
+    let mut out = format!(
+        "---\napiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {{name: {}, namespace: {}}}\n\
+         spec: {{type: {}, ips: [{}], ports: [{}]}}\n",
+        s.name,
+        s.ns,
+        if s.headless {
+            "Headless"
+        } else {
+            "ClusterSetIP"
+        },
+        ips.join(", "),
+        ports.join(", ")
+    );
+    for sl in &s.slices {
+        let ports: Vec<String> = sl.ports.iter().map(port_yaml).collect();
+        out.push_str(&format!(
+            "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {}\n  namespace: {}\n  labels: {{multicluster.kubernetes.io/service-name: {}, multicluster.kubernetes.io/source-cluster: {}}}\n\
+             addressType: {}\nports: [{}]\nendpoints:\n",
+            sl.name,
+            s.ns,
+            s.name,
+            sl.cluster,
+            if sl.v6 { "IPv6" } else { "IPv4" },
+            ports.join(", ")
+        ));
+        for e in &sl.endpoints {
+            out.push_str(&format!("- addresses: [\"{}\"]\n", e.ip));
+            if let Some(h) = &e.hostname {
+                out.push_str(&format!("  hostname: {h}\n"));
+            }
+            if let Some(r) = e.ready {
+                out.push_str(&format!("  conditions: {{ready: {r}}}\n"));
+            }
+        }
+        if sl.endpoints.is_empty() {
+            out.push_str("[]\n");
+        }
+    }
+    out
+}
+
+fn delete(k: &Cluster, s: &Service) {
+    let mut args = vec![
+        "delete".to_string(),
+        "-n".into(),
+        s.ns.clone(),
+        "--wait=false".into(),
+    ];
+    args.push(format!("serviceimports.multicluster.x-k8s.io/{}", s.name));
+    for sl in &s.slices {
+        args.push(format!("endpointslices.discovery.k8s.io/{}", sl.name));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert!(k.kubectl_ok(&args), "kubectl {args:?}");
+}
+
+// ---- the query corpus ----
+
+const TYPES: [RecordType; 10] = [
+    RecordType::A,
+    RecordType::AAAA,
+    RecordType::SRV,
+    RecordType::TXT,
+    RecordType::NS,
+    RecordType::SOA,
+    RecordType::CNAME,
+    RecordType::PTR,
+    RecordType::ANY,
+    RecordType::MX,
+];
+
+fn dashed(ip: &IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string().replace('.', "-"),
+        IpAddr::V6(v6) => {
+            let s = v6.to_string().replace(':', "-");
+            if s.ends_with('-') { s + "0" } else { s }
+        }
+    }
+}
+
+fn names(world: &World) -> Vec<String> {
+    let mut names = BTreeSet::new();
+    for n in [
+        ZONE.to_string(),
+        format!("svc.{ZONE}"),
+        format!("dns-version.{ZONE}"),
+        format!("nope.{ZONE}"),
+        format!("nope.svc.{ZONE}"),
+        format!("pod.{ZONE}"),
+    ] {
+        names.insert(n);
+    }
+    for ns in NAMESPACES {
+        names.insert(format!("{ns}.svc.{ZONE}"));
+        names.insert(format!("nope.{ns}.svc.{ZONE}"));
+    }
+    for s in world.services.values() {
+        let base = format!("{}.{}.svc.{ZONE}", s.name, s.ns);
+        names.insert(base.clone());
+        names.insert(format!("x.{base}"));
+        names.insert(format!("{}.nope-ns.svc.{ZONE}", s.name));
+        names.insert(format!("_nope._tcp.{base}"));
+        for p in &s.ports {
+            if let Some(n) = &p.name {
+                names.insert(format!("_{n}._{}.{base}", p.protocol.to_lowercase()));
+            }
+        }
+        for sl in &s.slices {
+            names.insert(format!("{}.{base}", sl.cluster));
+            for e in &sl.endpoints {
+                let host = e.hostname.clone().unwrap_or_else(|| dashed(&e.ip));
+                names.insert(format!("{host}.{}.{base}", sl.cluster));
+            }
+        }
+    }
+    names.into_iter().collect()
+}
+
+/// Every other letter upper-cased, starting at an offset, so both servers must echo the case.
+fn mixed(name: &str, offset: usize) -> String {
+    name.chars()
+        .enumerate()
+        .map(|(i, c)| {
+            if (i + offset) % 2 == 0 {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+fn query_bytes(id: u16, name: &str, qtype: RecordType) -> Vec<u8> {
+    let mut m = id.to_be_bytes().to_vec();
+    // RD set, as stub resolvers send it; one question, one OPT.
+    m.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1]);
+    for label in name.split('.') {
+        m.push(label.len() as u8);
+        m.extend_from_slice(label.as_bytes());
+    }
+    m.push(0);
+    m.extend_from_slice(&u16::from(qtype).to_be_bytes());
+    m.extend_from_slice(&[0, 1]);
+    m.extend_from_slice(&[0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, 0]);
+    m
+}
+
+fn ask(
+    sock: &UdpSocket,
+    server: SocketAddr,
+    id: u16,
+    name: &str,
+    qtype: RecordType,
+) -> Option<Message> {
+    let q = query_bytes(id, name, qtype);
+    let mut buf = [0u8; 65535];
+    for _ in 0..3 {
+        sock.send_to(&q, server).ok()?;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            match sock.recv_from(&mut buf) {
+                Ok((n, from)) if from == server => {
+                    let m = Message::from_vec(&buf[..n]).ok()?;
+                    if m.metadata.id == id {
+                        return Some(m);
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    }
+    None
+}
+
+fn ask_tcp(server: SocketAddr, id: u16, name: &str, qtype: RecordType) -> Option<Message> {
+    use std::io::{Read, Write};
+    let q = query_bytes(id, name, qtype);
+    let mut s = std::net::TcpStream::connect(server).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    s.write_all(&framed).ok()?;
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).ok()?;
+    let mut buf = vec![0u8; u16::from_be_bytes(len) as usize];
+    s.read_exact(&mut buf).ok()?;
+    Message::from_vec(&buf).ok()
+}
+
+/// A response reduced to what is compared: rcode, AA, TC, the question as echoed, and each
+/// section as a sorted list of normalized records (SOA serials blanked).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Answer {
+    rcode: ResponseCode,
+    aa: bool,
+    tc: bool,
+    question: String,
+    answers: Vec<String>,
+    authority: Vec<String>,
+    additional: Vec<String>,
+}
+
+fn record_text(r: &Record) -> String {
+    let data = match &r.data {
+        RData::SOA(soa) => format!(
+            "{} {} SERIAL {} {} {} {}",
+            soa.mname, soa.rname, soa.refresh, soa.retry, soa.expire, soa.minimum
+        ),
+        other => other.to_string(),
+    };
+    format!(
+        "{} {} {} {}",
+        r.name.to_ascii().to_lowercase(),
+        r.ttl,
+        r.record_type(),
+        data.to_lowercase()
+    )
+}
+
+fn reduce(m: &Message) -> Answer {
+    let sorted = |rs: &[Record]| {
+        let mut v: Vec<String> = rs
+            .iter()
+            .filter(|r| r.record_type() != RecordType::OPT)
+            .map(record_text)
+            .collect();
+        v.sort();
+        v
+    };
+    Answer {
+        rcode: m.metadata.response_code,
+        aa: m.metadata.authoritative,
+        tc: m.metadata.truncation,
+        question: m
+            .queries
+            .first()
+            .map(|q| format!("{} {}", q.name().to_ascii(), q.query_type()))
+            .unwrap_or_default(),
+        answers: sorted(&m.answers),
+        authority: sorted(&m.authorities),
+        additional: sorted(&m.additionals),
+    }
+}
+
+// ---- the servers ----
+
+struct CoreDns {
+    child: Child,
+    addr: SocketAddr,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for CoreDns {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn coredns_binary() -> std::path::PathBuf {
+    let setup = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/coredns/setup.sh");
+    let out = Command::new(&setup)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("tests/coredns/setup.sh runs");
+    assert!(out.status.success(), "tests/coredns/setup.sh failed");
+    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+fn start_coredns(k: &Cluster) -> CoreDns {
+    let dir = tempfile::tempdir().unwrap();
+    let port = loop {
+        let p = free_port();
+        if UdpSocket::bind(("127.0.0.1", p)).is_ok() {
+            break p;
+        }
+    };
+    let corefile = format!(
+        "{ZONE}:{port} {{\n    bind 127.0.0.1\n    kubernetes {ZONE} {{\n        kubeconfig {} test\n        multicluster {ZONE}\n    }}\n}}\n",
+        k.kubeconfig("admin")
+    );
+    std::fs::write(dir.path().join("Corefile"), &corefile).unwrap();
+    let child = Command::new(coredns_binary())
+        .args(["-conf", "Corefile"])
+        .current_dir(dir.path())
+        .stdout(std::fs::File::create(dir.path().join("coredns.log")).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let c = CoreDns { child, addr, dir };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dig(addr, &format!("dns-version.{ZONE} TXT +short")).contains('"') {
+        assert!(
+            Instant::now() < deadline,
+            "CoreDNS did not answer; log:\n{}",
+            std::fs::read_to_string(c.dir.path().join("coredns.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    c
+}
+
+fn ours_ready(s: &Running) -> bool {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(http_get(s.admin, "/ready"))
+        .map(|(c, _)| c)
+        == Some(200)
+}
+
+/// Applies a sentinel ServiceImport and waits until both servers answer it, so both have
+/// caught up with everything applied before it (each watch delivers in order).
+fn converge(k: &Cluster, round: usize, servers: &[SocketAddr]) {
+    let ip = format!("10.255.0.{}", round + 1);
+    k.apply(&format!(
+        "---\napiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {{name: sentinel, namespace: shop}}\n\
+         spec: {{type: ClusterSetIP, ips: [\"{ip}\"], ports: [{{name: http, protocol: TCP, port: 80}}]}}\n"
+    ));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for s in servers {
+        while dig(*s, &format!("sentinel.shop.svc.{ZONE} A +short")).trim() != ip {
+            assert!(
+                Instant::now() < deadline,
+                "{s} did not catch up with round {round}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    // Slices travel on their own watch; give it the same chance.
+    std::thread::sleep(Duration::from_millis(500));
+}
+
+// ---- intentional differences ----
+
+/// The kind of service a name belongs to, for grouping differences.
+fn kind(s: &Service) -> &'static str {
+    if s.headless {
+        if s.slices
+            .iter()
+            .any(|sl| sl.endpoints.iter().any(|e| e.hostname.is_some()))
+        {
+            "headless+hostnames"
+        } else {
+            "headless"
+        }
+    } else {
+        match (
+            s.ips.iter().any(IpAddr::is_ipv4),
+            s.ips.iter().any(IpAddr::is_ipv6),
+        ) {
+            (true, true) => "clustersetip-dual",
+            (true, false) => "clustersetip-v4",
+            (false, true) => "clustersetip-v6",
+            (false, false) => "clustersetip-no-ips",
+        }
+    }
+}
+
+/// The form of a (lower-case) query name in the behaviour document's terms.
+fn form(world: &World, lname: &str) -> String {
+    let Some(rel) = lname.strip_suffix(ZONE) else {
+        return "outside".into();
+    };
+    let labels: Vec<&str> = rel
+        .trim_end_matches('.')
+        .split('.')
+        .filter(|l| !l.is_empty())
+        .collect();
+    let service = |ns: &str, name: &str| world.services.get(&(ns.to_string(), name.to_string()));
+    match labels.as_slice() {
+        [] => "apex".into(),
+        ["svc"] => "svc.Z".into(),
+        ["dns-version"] => "dns-version".into(),
+        [ns, "svc"] => {
+            if NAMESPACES.contains(ns) {
+                "ns.svc.Z".into()
+            } else {
+                "missing-ns.svc.Z".into()
+            }
+        }
+        [name, ns, "svc"] => match service(ns, name) {
+            Some(s) => format!("svc[{}]", kind(s)),
+            None => "missing-svc".into(),
+        },
+        [x, name, ns, "svc"] => match service(ns, name) {
+            Some(s) if CLUSTERS.contains(x) => format!("cluster.svc[{}]", kind(s)),
+            Some(s) => format!("other.svc[{}]", kind(s)),
+            None => "x.missing-svc".into(),
+        },
+        [p, proto, name, ns, "svc"] if p.starts_with('_') && proto.starts_with('_') => {
+            match service(ns, name) {
+                Some(s)
+                    if s.ports.iter().any(|pt| {
+                        pt.name.as_deref() == Some(&p[1..])
+                            && pt.protocol.eq_ignore_ascii_case(&proto[1..])
+                    }) =>
+                {
+                    format!("port.svc[{}]", kind(s))
+                }
+                Some(s) => format!("unknown-port.svc[{}]", kind(s)),
+                None => "port.missing-svc".into(),
+            }
+        }
+        [host, cluster, name, ns, "svc"] => match service(ns, name) {
+            Some(s) => {
+                let ep = s
+                    .slices
+                    .iter()
+                    .filter(|sl| sl.cluster == *cluster)
+                    .flat_map(|sl| &sl.endpoints)
+                    .find(|e| e.hostname.clone().unwrap_or_else(|| dashed(&e.ip)) == *host);
+                let state = match ep {
+                    Some(e) if e.ready == Some(false) => "not-ready",
+                    Some(_) => "ready",
+                    None => "missing",
+                };
+                format!("endpoint-{state}[{}]", kind(s))
+            }
+            None => "endpoint.missing-svc".into(),
+        },
+        _ => format!("other-{}-labels", labels.len()),
+    }
+}
+
+/// The service a name belongs to (the name itself, a port name, or an endpoint below it).
+fn service_of<'a>(world: &'a World, lname: &str) -> Option<&'a Service> {
+    let rel = lname.strip_suffix(ZONE)?.trim_end_matches('.');
+    let labels: Vec<&str> = rel.split('.').collect();
+    let n = labels.len();
+    if n < 3 || labels[n - 1] != "svc" {
+        return None;
+    }
+    world
+        .services
+        .get(&(labels[n - 2].to_string(), labels[n - 3].to_string()))
+}
+
+/// The ready endpoint addresses of `s` of one family, as our answers would list them.
+fn ready_addresses(s: &Service, v6: bool) -> BTreeSet<String> {
+    s.slices
+        .iter()
+        .filter(|sl| sl.v6 == v6)
+        .flat_map(|sl| &sl.endpoints)
+        .filter(|e| e.ready != Some(false))
+        .map(|e| e.ip.to_string())
+        .collect()
+}
+
+fn rdata_of(records: &[String], rtype: &str) -> BTreeSet<String> {
+    records
+        .iter()
+        .filter_map(|r| {
+            let f: Vec<&str> = r.splitn(4, ' ').collect();
+            (f.len() == 4 && f[2] == rtype).then(|| f[3].to_string())
+        })
+        .collect()
+}
+
+fn nodata(a: &Answer) -> bool {
+    a.rcode == ResponseCode::NoError && a.answers.is_empty() && a.authority.len() == 1
+}
+
+fn nxdomain(a: &Answer) -> bool {
+    a.rcode == ResponseCode::NXDomain && a.answers.is_empty() && a.authority.len() == 1
+}
+
+/// Which intentional difference (docs/differences.md) explains `ours` vs `theirs` for
+/// `name`/`qtype`, if any. Each rule checks the exact shape of both answers (and, where ours
+/// carries data, that the data is what the objects say), so a real bug is not waved through.
+fn explain(
+    world: &World,
+    name: &str,
+    qtype: RecordType,
+    ours: &Answer,
+    theirs: &Answer,
+) -> Option<&'static str> {
+    let lname = name.to_lowercase();
+    let same_shape =
+        ours.aa == theirs.aa && ours.tc == theirs.tc && ours.question == theirs.question;
+    if !same_shape {
+        return None;
+    }
+    // 1. The MCS DNS schema version.
+    if lname == format!("dns-version.{ZONE}")
+        && qtype == RecordType::TXT
+        && ours.answers == [format!("dns-version.{ZONE}. 28800 TXT 1.0.0")]
+        && theirs.answers.len() == 1
+        && theirs.answers[0].ends_with("TXT 1.1.0")
+    {
+        return Some("dns-version 1.0.0");
+    }
+    // 2. SOA asked at a name that does not exist: NXDOMAIN (CoreDNS: NODATA for any name).
+    if qtype == RecordType::SOA
+        && lname != ZONE
+        && nxdomain(ours)
+        && nodata(theirs)
+        && ours.authority == theirs.authority
+    {
+        return Some("SOA at a missing name is NXDOMAIN");
+    }
+    // 3. TXT at a name that exists: NODATA (CoreDNS: NXDOMAIN for names without TXT).
+    if qtype == RecordType::TXT
+        && nodata(ours)
+        && nxdomain(theirs)
+        && ours.authority == theirs.authority
+    {
+        return Some("existing name, missing type: NODATA");
+    }
+    // 3b. dns-version exists (it has its TXT record): other types are NODATA (CoreDNS:
+    //     NXDOMAIN).
+    if lname == format!("dns-version.{ZONE}")
+        && qtype != RecordType::TXT
+        && nodata(ours)
+        && nxdomain(theirs)
+        && ours.authority == theirs.authority
+    {
+        return Some("existing name, missing type: NODATA");
+    }
+    // 4. The apex NS record.
+    if lname == ZONE
+        && qtype == RecordType::NS
+        && ours.answers == [format!("{ZONE}. 5 NS ns.dns.{ZONE}.")]
+        && nodata(theirs)
+    {
+        return Some("apex NS");
+    }
+    // 5. No pod subtree in the clusterset zone.
+    if lname == format!("pod.{ZONE}") && nxdomain(ours) && nodata(theirs) {
+        return Some("no pod.Z");
+    }
+    let form = form(world, &lname);
+    // 6. A/AAAA at a port name: NODATA (CoreDNS answers the service's addresses there).
+    if form.starts_with("port.svc[")
+        && matches!(qtype, RecordType::A | RecordType::AAAA)
+        && nodata(ours)
+        && theirs.rcode == ResponseCode::NoError
+        && !theirs.answers.is_empty()
+        && theirs
+            .answers
+            .iter()
+            .all(|r| r.starts_with(&format!("{lname}. ")))
+    {
+        return Some("A/AAAA at a port name is NODATA");
+    }
+    let service = service_of(world, &lname)?;
+    // 7. A ClusterSetIP import without ports still has its name (CoreDNS: NXDOMAIN for all).
+    if !service.headless
+        && service.ports.is_empty()
+        && form.starts_with("svc[")
+        && ours.rcode == ResponseCode::NoError
+        && nxdomain(theirs)
+    {
+        let v6 = qtype == RecordType::AAAA;
+        let expect: BTreeSet<String> = if service.ips.is_empty() {
+            ready_addresses(service, v6)
+        } else {
+            service
+                .ips
+                .iter()
+                .filter(|i| i.is_ipv6() == v6)
+                .map(|i| i.to_string())
+                .collect()
+        };
+        let got = match qtype {
+            RecordType::A => rdata_of(&ours.answers, "A"),
+            RecordType::AAAA => rdata_of(&ours.answers, "AAAA"),
+            _ => BTreeSet::new(),
+        };
+        let want = if matches!(qtype, RecordType::A | RecordType::AAAA) {
+            expect
+        } else {
+            BTreeSet::new()
+        };
+        if got == want && (got.is_empty() == ours.answers.is_empty()) {
+            return Some("ClusterSetIP import without ports");
+        }
+    }
+    // 8. beyond: a ClusterSetIP import without `ips` answers its ready endpoint addresses
+    //    (CoreDNS: NODATA), and SRV for it points at the service name.
+    if !service.headless
+        && service.ips.is_empty()
+        && theirs.rcode == ResponseCode::NoError
+        && theirs.answers.is_empty()
+    {
+        let ok = match qtype {
+            RecordType::A | RecordType::AAAA => {
+                let v6 = qtype == RecordType::AAAA;
+                let rtype = if v6 { "AAAA" } else { "A" };
+                form.starts_with("svc[")
+                    && rdata_of(&ours.answers, rtype) == ready_addresses(service, v6)
+                    && !ours.answers.is_empty()
+            }
+            RecordType::SRV => {
+                let target = format!("{}.{}.svc.{ZONE}.", service.name, service.ns);
+                let srv = rdata_of(&ours.answers, "SRV");
+                !srv.is_empty() && srv.iter().all(|d| d.ends_with(&format!(" {target}")))
+            }
+            _ => false,
+        };
+        if ok {
+            return Some("ClusterSetIP import without ips (beyond)");
+        }
+    }
+    None
+}
+
+#[derive(Default)]
+struct Tally {
+    compared: usize,
+    /// Truncated over UDP by both servers, then compared over TCP.
+    truncated: usize,
+    equal: usize,
+    explained: BTreeMap<&'static str, usize>,
+    unexplained: Vec<String>,
+    /// Unexplained differences by (form, type, our rcode, CoreDNS's rcode, sections differing).
+    groups: BTreeMap<String, (usize, String)>,
+}
+
+fn compare_round(
+    world: &World,
+    round: usize,
+    ours: SocketAddr,
+    theirs: SocketAddr,
+    tally: &mut Tally,
+) {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut id: u16 = (round as u16).wrapping_mul(7919);
+    for (i, name) in names(world).iter().enumerate() {
+        for qtype in TYPES {
+            id = id.wrapping_add(1);
+            let spelled = mixed(name, i + round);
+            let (Some(a), Some(b)) = (
+                ask(&sock, ours, id, &spelled, qtype),
+                ask(&sock, theirs, id, &spelled, qtype),
+            ) else {
+                tally.unexplained.push(format!(
+                    "round {round}: {spelled} {qtype}: no answer from one server"
+                ));
+                continue;
+            };
+            tally.compared += 1;
+            let (mut a, mut b) = (reduce(&a), reduce(&b));
+            if a.tc && b.tc {
+                // Both truncated over UDP (CoreDNS keeps what fits, we keep nothing: both
+                // valid, RFC 2181 §9): compare the full answers over TCP, as clients retry.
+                let (Some(x), Some(y)) = (
+                    ask_tcp(ours, id, &spelled, qtype),
+                    ask_tcp(theirs, id, &spelled, qtype),
+                ) else {
+                    tally
+                        .unexplained
+                        .push(format!("round {round}: {spelled} {qtype}: no TCP answer"));
+                    continue;
+                };
+                a = reduce(&x);
+                b = reduce(&y);
+                tally.truncated += 1;
+            }
+            if a == b {
+                tally.equal += 1;
+            } else if let Some(why) = explain(world, name, qtype, &a, &b) {
+                *tally.explained.entry(why).or_default() += 1;
+            } else {
+                let mut sections = Vec::new();
+                for (what, same) in [
+                    ("flags", (a.aa, a.tc) == (b.aa, b.tc)),
+                    ("question", a.question == b.question),
+                    ("answer", a.answers == b.answers),
+                    ("authority", a.authority == b.authority),
+                    ("additional", a.additional == b.additional),
+                ] {
+                    if !same {
+                        sections.push(what);
+                    }
+                }
+                let key = format!(
+                    "{} {qtype} ours={:?} coredns={:?} differ={sections:?}",
+                    form(world, &name.to_lowercase()),
+                    a.rcode,
+                    b.rcode
+                );
+                let example =
+                    format!("round {round}: {spelled} {qtype}\n  ours:    {a:?}\n  coredns: {b:?}");
+                let g = tally.groups.entry(key).or_insert((0, example.clone()));
+                g.0 += 1;
+                tally.unexplained.push(example);
+            }
+        }
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn same_answers_as_coredns_multicluster() {
+    let services = env_usize("CLUSTERSET_DNS_DIFF_SERVICES", 50);
+    let rounds = env_usize("CLUSTERSET_DNS_DIFF_ROUNDS", 3);
+    let k = Cluster::start();
+    k.apply(&crd("v1alpha1"));
+    k.apply(&rbac());
+    for ns in NAMESPACES {
+        k.apply(&format!(
+            "---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n"
+        ));
+    }
+    let mut world = World::new(0x5eed_2026);
+    world.add(services);
+    let all: String = world.services.values().map(yaml).collect();
+    k.apply(&all);
+
+    let ours = spawn_binary(&["--kubeconfig", &k.kubeconfig("dns")]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ours_ready(&ours) {
+        assert!(
+            Instant::now() < deadline,
+            "clusterset-dns did not become ready"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let coredns = start_coredns(&k);
+    let servers = [ours.dns, coredns.addr];
+
+    let mut tally = Tally::default();
+    for round in 0..=rounds {
+        if round > 0 {
+            let gone = world.churn(services / 5, services / 10);
+            for s in &gone {
+                delete(&k, s);
+            }
+            world.add(services / 10);
+            let all: String = world.services.values().map(yaml).collect();
+            k.apply(&all);
+        }
+        converge(&k, round, &servers);
+        compare_round(&world, round, ours.dns, coredns.addr, &mut tally);
+    }
+    eprintln!(
+        "differential: {} queries compared over {} rounds ({} services at the end; {} truncated over UDP by both and compared over TCP): {} equal, explained {:?}, {} unexplained",
+        tally.compared,
+        rounds + 1,
+        world.services.len(),
+        tally.truncated,
+        tally.equal,
+        tally.explained,
+        tally.unexplained.len()
+    );
+    for (g, (n, example)) in &tally.groups {
+        eprintln!("{n:6} {g}\n{example}");
+    }
+    assert!(
+        tally.compared >= 10_000 || services < 50,
+        "only {} queries compared",
+        tally.compared
+    );
+    assert!(
+        tally.unexplained.is_empty(),
+        "{} unexplained differences",
+        tally.unexplained.len()
+    );
+}
