@@ -138,6 +138,58 @@ fn kubernetes_source_against_a_real_api_server() {
         short(s.dns, "bad.shop.svc.clusterset.local") == ["10.0.0.30"]
     });
 
+    // `clusterset-dns zone` lists the same cluster with the same flags and prints what the
+    // server answers, record for record.
+    let out = Command::new(common::BIN)
+        .args(["zone", "--kubeconfig", &dns_kubeconfig])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<String> = printed
+        .lines()
+        .filter(|l| !l.starts_with(';'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    for want in [
+        "web.shop.svc.clusterset.local. 5 IN A 10.0.0.2",
+        "bad.shop.svc.clusterset.local. 5 IN A 10.0.0.30",
+        "db.data.svc.clusterset.local. 5 IN A 10.2.0.1",
+        "db-1.west.db.data.svc.clusterset.local. 5 IN A 10.2.0.1",
+        "_http._tcp.db.data.svc.clusterset.local. 5 IN SRV 0 100 80 db-1.west.db.data.svc.clusterset.local.",
+    ] {
+        assert!(
+            lines.iter().any(|l| l == want),
+            "missing {want}:\n{printed}"
+        );
+    }
+    assert!(!printed.contains("api.shop"), "{printed}");
+    assert!(!printed.contains("db-0.east"), "{printed}");
+    // An API server that cannot be reached: a clear error once --timeout is over.
+    let dead = k
+        .kubeconfig("dns")
+        .replace("dns.kubeconfig", "dead.kubeconfig");
+    std::fs::write(
+        &dead,
+        std::fs::read_to_string(&dns_kubeconfig)
+            .unwrap()
+            .replace(&format!("127.0.0.1:{}", k.api_port), "127.0.0.1:9"),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let out = Command::new(common::BIN)
+        .args(["zone", "--kubeconfig", &dead, "--timeout", "2s"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("within 2s"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+
     // The API server dies: answers go on from the last known zone; it comes back: changes flow.
     k.kill_api();
     for _ in 0..20 {

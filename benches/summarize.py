@@ -1,0 +1,24 @@
+#!/usr/bin/env python3
+"""Summarises the per-round tables of benches/kit/compare.sh: per server, the median and the
+spread (min-max) of CPU per answered query and of the ratio against the first server (Knot),
+and the medians of qps, lost queries and RSS.
+
+usage: summarize.py FILE   (the tables of every round, concatenated)
+"""
+import statistics as st
+import sys
+
+rows = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) == 7 and f[0] != "server":
+        rows.setdefault(f[0], []).append([float(x) for x in f[1:]])
+if not rows:
+    sys.exit("no result rows")
+print(f"\nsummary over {len(next(iter(rows.values())))} rounds: median [min-max]")
+print(f"{'server':<16} {'cpu_us/q':>22} {'ratio_vs_knot':>20} {'qps':>10} {'lost_pct':>9} {'rss_mb':>7}")
+for name, rs in rows.items():
+    col = lambda i: [r[i] for r in rs]
+    cpu, ratio = col(1), col(2)
+    print(f"{name:<16} {st.median(cpu):8.2f} [{min(cpu):.2f}-{max(cpu):.2f}]   {st.median(ratio):6.2f} [{min(ratio):.2f}-{max(ratio):.2f}] "
+          f"{st.median(col(0)):10.0f} {st.median(col(4)):9.2f} {st.median(col(5)):7.1f}")
