@@ -130,7 +130,7 @@ pub struct Args {
     #[arg(long, env = "CLUSTERSET_DNS_TCP_IDLE_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub tcp_idle_timeout: Duration,
 
-    /// Most TCP connections open at once; more are closed on accept.
+    /// Most TCP connections open at once; a new one beyond it replaces the connection idle longest.
     #[arg(long, env = "CLUSTERSET_DNS_TCP_MAX_CONNECTIONS", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     pub tcp_max_connections: u32,
 

@@ -14,6 +14,8 @@
 pub mod admin;
 pub mod cli;
 pub mod dns;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod metrics;
 pub mod model;
 pub mod server;

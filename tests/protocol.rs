@@ -264,52 +264,43 @@ async fn tcp_carries_several_queries_per_connection_in_order() {
 #[tokio::test]
 async fn tcp_idle_connections_are_closed_and_capped() {
     let s = start_with(ONE, |c| {
-        c.server.tcp.idle_timeout = Duration::from_millis(300);
+        c.server.tcp.idle_timeout = Duration::from_millis(600);
         c.server.tcp.max_connections = 2;
     })
     .await;
-    let mut idle1 = tokio::net::TcpStream::connect(s.dns).await.unwrap();
-    let mut idle2 = tokio::net::TcpStream::connect(s.dns).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    // A third connection beyond the cap is closed at once.
-    let mut third = tokio::net::TcpStream::connect(s.dns).await.unwrap();
+    let web = || query("web.shop.svc.clusterset.local", RecordType::A, None);
     let mut buf = [0u8; 2];
-    let n = tokio::time::timeout(Duration::from_millis(200), third.read(&mut buf))
-        .await
-        .expect("closed promptly")
-        .unwrap_or(0);
-    assert_eq!(n, 0);
-    // UDP is unaffected.
-    assert_eq!(
-        exchange(
-            s.dns,
-            Proto::Udp,
-            &query("web.shop.svc.clusterset.local", RecordType::A, None)
-        )
-        .await
-        .answers
-        .len(),
-        1
-    );
-    // Idle ones are closed after the idle timeout, which frees their slots.
-    for c in [&mut idle1, &mut idle2] {
-        let n = tokio::time::timeout(Duration::from_secs(2), c.read(&mut buf))
+    let closed = |mut c: tokio::net::TcpStream, within: u64| async move {
+        let mut buf = [0u8; 2];
+        let n = tokio::time::timeout(Duration::from_millis(within), c.read(&mut buf))
             .await
-            .expect("idle connection closed")
+            .expect("closed in time")
             .unwrap_or(0);
         assert_eq!(n, 0);
-    }
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let idle1 = tokio::net::TcpStream::connect(s.dns).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut busy = tokio::net::TcpStream::connect(s.dns).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // The busy one asks a query: now the first is the one idle longest.
+    let q = web();
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    busy.write_all(&framed).await.unwrap();
+    busy.read_exact(&mut buf).await.unwrap();
+    let mut answer = vec![0u8; u16::from_be_bytes(buf) as usize];
+    busy.read_exact(&mut answer).await.unwrap();
+    // A third client at the cap of two is served; the longest-idle connection makes room.
+    let r = exchange(s.dns, Proto::Tcp, &web()).await;
+    assert_eq!(r.answers.len(), 1);
+    closed(idle1, 300).await;
+    // UDP is unaffected.
+    assert_eq!(exchange(s.dns, Proto::Udp, &web()).await.answers.len(), 1);
+    // Idle connections are closed after the idle timeout.
+    closed(busy, 2000).await;
     assert_eq!(
-        exchange(
-            s.dns,
-            Proto::Tcp,
-            &query("web.shop.svc.clusterset.local", RecordType::A, None)
-        )
-        .await
-        .answers
-        .len(),
-        1
+        common::metric(s.admin, "clusterset_dns_tcp_connections_evicted_total").await,
+        1.0
     );
 }
 

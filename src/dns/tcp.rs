@@ -1,13 +1,16 @@
 //! DNS over TCP (RFC 7766): length-prefixed messages, several queries per connection answered in
-//! order, an idle timeout, and a cap on open connections so idle clients cannot crowd out others.
+//! order, an idle timeout (a query must arrive whole within it, so trickling clients count as
+//! idle), and a cap on open connections. At the cap a new client takes the place of the
+//! connection that has gone longest without a query (RFC 7766 §6.2.3), so a crowd of idle or
+//! slowloris connections cannot lock new clients out.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -21,12 +24,46 @@ use crate::zone::Zone;
 pub struct Config {
     /// A connection with no complete query for this long is closed.
     pub idle_timeout: Duration,
-    /// Connections beyond this many are closed as soon as they are accepted.
+    /// Most connections open at once; a new one beyond it replaces the longest-idle one.
     pub max_connections: usize,
     /// Clients allowed zone transfers (AXFR, IXFR); everyone else is refused.
     pub allow_transfer: Vec<Cidr>,
     /// `--log-queries`: log every query at info.
     pub query_log: bool,
+}
+
+/// The open connections: when each last finished a query (or opened), and how to close it.
+#[derive(Default)]
+struct Open {
+    next: u64,
+    conns: HashMap<u64, (Instant, CancellationToken)>,
+}
+
+impl Open {
+    /// Registers a new connection; at `max`, first closes the one idle longest.
+    fn admit(&mut self, max: usize) -> (u64, CancellationToken, bool) {
+        let mut evicted = false;
+        while self.conns.len() >= max.max(1) {
+            let Some((&oldest, _)) = self.conns.iter().min_by_key(|(_, (last, _))| *last) else {
+                break;
+            };
+            if let Some((_, stop)) = self.conns.remove(&oldest) {
+                stop.cancel();
+                evicted = true;
+            }
+        }
+        let id = self.next;
+        self.next += 1;
+        let stop = CancellationToken::new();
+        self.conns.insert(id, (Instant::now(), stop.clone()));
+        (id, stop, evicted)
+    }
+
+    fn touch(&mut self, id: u64) {
+        if let Some((last, _)) = self.conns.get_mut(&id) {
+            *last = Instant::now();
+        }
+    }
 }
 
 /// Accepts connections on `listener` until shutdown.
@@ -37,7 +74,7 @@ pub async fn serve(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
-    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let open = Arc::new(Mutex::new(Open::default()));
     let counters = metrics.shared_counters();
     loop {
         let (stream, src) = tokio::select! {
@@ -52,24 +89,34 @@ pub async fn serve(
                 }
             },
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            debug!(%src, max = config.max_connections, "TCP connection limit reached; closing the new connection");
-            continue;
-        };
-        let (zone, counters, shutdown, config) = (
+        let (id, stop, evicted) = open
+            .lock()
+            .expect("connections lock")
+            .admit(config.max_connections);
+        if evicted {
+            debug!(%src, max = config.max_connections, "TCP connection limit reached; closed the longest-idle connection");
+            metrics.tcp_evicted();
+        }
+        let (zone, counters, shutdown, config, open, metrics) = (
             zone.clone(),
             counters.clone(),
             shutdown.clone(),
             config.clone(),
+            open.clone(),
+            metrics.clone(),
         );
+        metrics.tcp_open(1);
         tokio::spawn(async move {
+            let touch = || open.lock().expect("connections lock").touch(id);
             tokio::select! {
                 _ = shutdown.cancelled() => {}
-                r = connection(stream, src, &config, &zone, &counters) => if let Err(e) = r {
+                _ = stop.cancelled() => {}
+                r = connection(stream, src, &config, &zone, &counters, &touch) => if let Err(e) = r {
                     debug!(%src, error = %e, "TCP connection ended");
                 },
             }
-            drop(slot);
+            open.lock().expect("connections lock").conns.remove(&id);
+            metrics.tcp_open(-1);
         });
     }
 }
@@ -80,6 +127,7 @@ async fn connection(
     config: &Config,
     zone: &Zone,
     counters: &QueryCounters,
+    touch: &(dyn Fn() + Send + Sync),
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     let idle = config.idle_timeout;
@@ -106,6 +154,7 @@ async fn connection(
             return Ok(());
         }
         let start = Instant::now();
+        touch();
         let outcome = if may_transfer {
             transfer(zone, &query, &mut messages)
         } else {

@@ -39,6 +39,8 @@ pub struct Metrics {
     source_last_event: IntGauge,
     source_last_sync: IntGauge,
     programming: Histogram,
+    tcp_connections: IntGauge,
+    tcp_evicted: prometheus::IntCounter,
     /// Every serving worker's query counters, summed at scrape time.
     workers: Mutex<Vec<Arc<QueryCounters>>>,
 }
@@ -158,6 +160,21 @@ impl Metrics {
                     .expect("metric registered once");
                 h
             },
+            tcp_connections: gauge(
+                &r,
+                "clusterset_dns_tcp_connections",
+                "DNS-over-TCP connections open now.",
+            ),
+            tcp_evicted: {
+                let c = prometheus::IntCounter::new(
+                    "clusterset_dns_tcp_connections_evicted_total",
+                    "TCP connections closed at the connection cap to make room for a new one (the longest-idle goes).",
+                )
+                .expect("valid metric");
+                r.register(Box::new(c.clone()))
+                    .expect("metric registered once");
+                c
+            },
             registry: r,
             server,
             zones,
@@ -221,6 +238,14 @@ impl Metrics {
 
     pub fn source_synced(&self) {
         self.source_last_sync.set(crate::zone::now_secs() as i64);
+    }
+
+    pub fn tcp_open(&self, delta: i64) {
+        self.tcp_connections.add(delta);
+    }
+
+    pub fn tcp_evicted(&self) {
+        self.tcp_evicted.inc();
     }
 
     /// Records the time from an object change being seen to the zone answering it.

@@ -1,0 +1,107 @@
+//! Fuzzing entry points, shared by the `cargo fuzz` targets in `fuzz/` and by the test that
+//! replays their committed corpus (`tests/fuzz_corpus.rs`), so both check the same properties.
+//! Not part of the server's API.
+
+use std::sync::{Arc, OnceLock};
+
+use crate::dns::transfer::{answers, transfer};
+use crate::dns::{Transport, UDP_PAYLOAD, respond};
+use crate::metrics::Metrics;
+use crate::model::Update;
+use crate::source::file::parse_text;
+use crate::source::objects::{Classified, Store, classify};
+use crate::zone::Zone;
+use crate::zone::build::Builder;
+use crate::zone::render::wire_name;
+
+const EXAMPLE: &str = include_str!("../examples/clusterset.yaml");
+
+/// Builds a synced zone from the objects in `text` (the example cluster set when `None`).
+fn zone_from(text: &str) -> Arc<Zone> {
+    let metrics = Arc::new(Metrics::new(
+        "dns://fuzz".into(),
+        vec!["clusterset.local.".into()],
+    ));
+    let zone = Arc::new(Zone::new(
+        vec![wire_name("clusterset.local").expect("a valid zone")],
+        5,
+    ));
+    let mut builder = Builder::new(zone.clone(), &[], metrics);
+    let mut store = Store::default();
+    let _ = parse_text(text, &mut |v| {
+        if let Classified::Object(o) = classify(&v) {
+            store.insert(o);
+        }
+    });
+    builder.apply(Update::Reset(store.services()));
+    zone
+}
+
+fn example_zone() -> &'static Arc<Zone> {
+    static ZONE: OnceLock<Arc<Zone>> = OnceLock::new();
+    ZONE.get_or_init(|| zone_from(EXAMPLE))
+}
+
+/// Query bytes → response bytes over both transports, and the transfer path. Panics when a
+/// property a client relies on does not hold: a response echoes the ID, has QR set, parses,
+/// and over UDP fits the client's size (512 without EDNS, at most 1232).
+pub fn query(data: &[u8]) {
+    let zone = example_zone();
+    let mut out = Vec::new();
+    for transport in [Transport::Udp, Transport::Tcp] {
+        let Some(outcome) = respond(zone, data, transport, &mut out) else {
+            continue;
+        };
+        assert!(out.len() >= 12, "short response");
+        assert_eq!(out[..2], data[..2], "the response echoes the ID");
+        assert!(out[2] & 0x80 != 0, "QR is set");
+        assert_eq!(
+            (out[3] & 0x0F) as u16,
+            outcome.rcode & 0x0F,
+            "the header carries the rcode"
+        );
+        assert!(answers(&out).is_some(), "the response parses: {out:?}");
+        if transport == Transport::Udp {
+            // Without an OPT record (ARCOUNT 0) the client's limit is 512 bytes.
+            let limit = if data.get(10..12) == Some(&[0, 0]) {
+                512
+            } else {
+                UDP_PAYLOAD as usize
+            };
+            assert!(
+                out.len() <= limit,
+                "UDP response of {} bytes over {limit}",
+                out.len()
+            );
+        }
+    }
+    let mut messages = Vec::new();
+    if transfer(zone, data, &mut messages).is_some() {
+        assert!(!messages.is_empty());
+        for m in &messages {
+            assert!(m.len() <= u16::MAX as usize);
+            assert!(answers(m).is_some(), "a transfer message parses");
+        }
+    }
+}
+
+/// A file's bytes → objects → zone → a few answers: any input may be rejected, none may panic.
+pub fn objects(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let zone = zone_from(text);
+    let mut out = Vec::new();
+    for snapshot in zone.snapshot() {
+        let mut q = vec![0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        q.extend_from_slice(snapshot.name());
+        q.extend_from_slice(&[0, 255, 0, 1]);
+        for qtype in snapshot.types() {
+            let n = q.len();
+            q[n - 4..n - 2].copy_from_slice(&qtype.to_be_bytes());
+            let outcome = respond(&zone, &q, Transport::Tcp, &mut out).expect("an answer");
+            assert_eq!(outcome.apex, Some(0));
+            assert!(answers(&out).is_some(), "the response parses");
+        }
+    }
+}

@@ -1,0 +1,405 @@
+//! Abuse: malformed packets of every shape over UDP and TCP while normal queries go on, TCP
+//! frames of zero and 64 KiB, a thousand idle and trickling TCP connections (slowloris) that
+//! must not stop UDP or new TCP clients, and no amplification through ANY.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::{Proto, exchange, exchange_raw, query, start_with};
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::RecordType;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const OBJECTS: &str = "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\nspec: {type: ClusterSetIP, ips: [10.0.0.1, fd00::1], ports: [{name: http, port: 80}, {name: https, port: 443}]}\n";
+const WEB: &str = "web.shop.svc.clusterset.local";
+
+/// Every malformed shape, with the rcode it must get (`None`: dropped, no answer at all).
+fn malformed() -> Vec<(&'static str, Vec<u8>, Option<ResponseCode>)> {
+    let base = query(WEB, RecordType::A, Some(1232));
+    let n = base.len();
+    let head = base[..12].to_vec();
+    let with = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut p = base.clone();
+        f(&mut p);
+        p
+    };
+    let question = |name: &[u8]| {
+        let mut p = head.clone();
+        p[11] = 0; // no OPT
+        p.extend_from_slice(name);
+        p.extend_from_slice(&[0, 1, 0, 1]);
+        p
+    };
+    let mut long_name = Vec::new();
+    for _ in 0..5 {
+        long_name.push(63);
+        long_name.extend_from_slice(&[b'a'; 63]);
+    }
+    long_name.push(0);
+    vec![
+        ("11-byte header", base[..11].to_vec(), None),
+        (
+            "header only, QDCOUNT 1",
+            head.clone(),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "QDCOUNT 0",
+            with(&|p| p[5] = 0),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "QDCOUNT 2",
+            with(&|p| p[5] = 2),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "ANCOUNT lies",
+            with(&|p| p[7] = 5),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "ARCOUNT lies",
+            with(&|p| p[11] = 3),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "question cut short",
+            base[..n - 14].to_vec(),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "compression pointer loop",
+            question(&[0xC0, 12]),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "forward compression pointer",
+            question(&[3, b'w', b'e', b'b', 0xC0, 40]),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "label over 63",
+            question(&[&[64u8][..], &[b'a'; 64], &[0]].concat()),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "name over 255",
+            question(&long_name),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "reserved label type 0x40",
+            question(&[0x41, b'a', 0]),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "class CH",
+            with(&|p| {
+                let q = p.len() - 11 - 1;
+                p[q] = 3
+            }),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "class ANY",
+            with(&|p| {
+                let q = p.len() - 11 - 1;
+                p[q] = 255
+            }),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "OPT in the answer section",
+            with(&|p| {
+                p[7] = 1;
+                p[11] = 0
+            }),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "two OPTs",
+            with(&|p| {
+                p.extend_from_slice(&base[n - 11..]);
+                p[11] = 2
+            }),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "OPT with a name",
+            {
+                let mut p = base[..n - 11].to_vec();
+                p.extend_from_slice(&[1, b'x', 0, 0, 41, 4, 0xD0, 0, 0, 0, 0, 0, 0]);
+                p
+            },
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "OPT option overrunning its record",
+            with(&|p| {
+                let l = p.len();
+                p[l - 1] = 4;
+                p.extend_from_slice(&[0, 10, 0, 50]);
+            }),
+            Some(ResponseCode::FormErr),
+        ),
+        (
+            "EDNS version 1",
+            with(&|p| p[n - 5] = 1),
+            Some(ResponseCode::BADVERS),
+        ),
+        ("a response (QR = 1)", with(&|p| p[2] |= 0x80), None),
+        (
+            "opcode IQUERY",
+            with(&|p| p[2] = 1 << 3),
+            Some(ResponseCode::NotImp),
+        ),
+        (
+            "opcode STATUS",
+            with(&|p| p[2] = 2 << 3),
+            Some(ResponseCode::NotImp),
+        ),
+        (
+            "opcode 15",
+            with(&|p| p[2] = 15 << 3),
+            Some(ResponseCode::NotImp),
+        ),
+        (
+            "opcode UPDATE",
+            with(&|p| p[2] = 5 << 3),
+            Some(ResponseCode::NotImp),
+        ),
+    ]
+}
+
+async fn expect(
+    server: SocketAddr,
+    proto: Proto,
+    what: &str,
+    packet: &[u8],
+    rcode: Option<ResponseCode>,
+) {
+    let raw = exchange_raw(server, proto, packet, Duration::from_millis(700)).await;
+    match (rcode, raw) {
+        (None, None) => {}
+        (None, Some(r)) => panic!("{what} over {proto:?}: answered {r:?}, should be dropped"),
+        (Some(_), None) => panic!("{what} over {proto:?}: no answer"),
+        (Some(rc), Some(raw)) => {
+            let m = Message::from_vec(&raw).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(
+                u16::from(m.metadata.response_code),
+                u16::from(rc),
+                "{what} over {proto:?}"
+            );
+            assert_eq!(
+                m.metadata.id,
+                u16::from_be_bytes([packet[0], packet[1]]),
+                "{what}"
+            );
+            assert!(m.answers.is_empty(), "{what}: {m:?}");
+        }
+    }
+}
+
+async fn web_answers(server: SocketAddr, proto: Proto) -> bool {
+    let q = query(WEB, RecordType::A, None);
+    match exchange_raw(server, proto, &q, Duration::from_secs(1)).await {
+        Some(raw) => Message::from_vec(&raw).is_ok_and(|m| m.answers.len() == 1),
+        None => false,
+    }
+}
+
+#[tokio::test]
+async fn malformed_packets_get_the_right_answer_while_serving_goes_on() {
+    let s = start_with(OBJECTS, |_| {}).await;
+    let cases = malformed();
+    // Normal queries keep being answered while the malformed ones arrive (bounded: 20 rounds).
+    let dns = s.dns;
+    let normal = tokio::spawn(async move {
+        let mut answered = 0;
+        for _ in 0..200 {
+            assert!(
+                web_answers(dns, Proto::Udp).await,
+                "a normal query went unanswered"
+            );
+            answered += 1;
+        }
+        answered
+    });
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    for round in 0..20 {
+        for (what, packet, rcode) in &cases {
+            if round > 0 && rcode.is_none() {
+                // Checked once to get no answer; after that only sent (waiting is slow).
+                sock.send_to(packet, s.dns).await.unwrap();
+                continue;
+            }
+            expect(s.dns, Proto::Udp, what, packet, *rcode).await;
+        }
+    }
+    for (what, packet, rcode) in &cases {
+        expect(s.dns, Proto::Tcp, what, packet, *rcode).await;
+    }
+    assert_eq!(normal.await.unwrap(), 200);
+    assert!(web_answers(s.dns, Proto::Udp).await && web_answers(s.dns, Proto::Tcp).await);
+}
+
+#[tokio::test]
+async fn zero_and_64k_tcp_frames() {
+    let s = start_with(OBJECTS, |_| {}).await;
+    // A zero-length frame ends the connection.
+    let mut c = tokio::net::TcpStream::connect(s.dns).await.unwrap();
+    c.write_all(&[0, 0]).await.unwrap();
+    let mut buf = [0u8; 2];
+    let n = tokio::time::timeout(Duration::from_secs(2), c.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap_or(0);
+    assert_eq!(n, 0, "closed after a zero-length frame");
+    // A 65,535-byte frame: a valid query padded with junk additional bytes is FORMERR (its
+    // counts do not cover them), and the connection goes on serving.
+    let mut big = query(WEB, RecordType::A, None);
+    big[11] = 1;
+    big.resize(65_535, 0xAB);
+    let mut c = tokio::net::TcpStream::connect(s.dns).await.unwrap();
+    let mut framed = (big.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&big);
+    c.write_all(&framed).await.unwrap();
+    c.read_exact(&mut buf).await.unwrap();
+    let mut answer = vec![0u8; u16::from_be_bytes(buf) as usize];
+    c.read_exact(&mut answer).await.unwrap();
+    let m = Message::from_vec(&answer).unwrap();
+    assert_eq!(m.metadata.response_code, ResponseCode::FormErr);
+    let q = query(WEB, RecordType::A, None);
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    c.write_all(&framed).await.unwrap();
+    c.read_exact(&mut buf).await.unwrap();
+    let mut answer = vec![0u8; u16::from_be_bytes(buf) as usize];
+    c.read_exact(&mut answer).await.unwrap();
+    assert_eq!(Message::from_vec(&answer).unwrap().answers.len(), 1);
+    assert!(web_answers(s.dns, Proto::Udp).await);
+}
+
+#[tokio::test]
+async fn any_is_never_an_amplifier() {
+    let s = start_with(OBJECTS, |_| {}).await;
+    for name in [
+        WEB,
+        "_http._tcp.web.shop.svc.clusterset.local",
+        "clusterset.local",
+        "shop.svc.clusterset.local",
+    ] {
+        let q = query(name, RecordType::ANY, Some(4096));
+        for proto in [Proto::Udp, Proto::Tcp] {
+            let m = exchange(s.dns, proto, &q).await;
+            assert_eq!(m.metadata.response_code, ResponseCode::NoError, "{name}");
+            let types: std::collections::BTreeSet<RecordType> =
+                m.answers.iter().map(|r| r.record_type()).collect();
+            assert!(
+                types.len() <= 1,
+                "ANY {name} gave {types:?} (RFC 8482: one RRset at most)"
+            );
+            assert!(!m.metadata.recursion_available);
+        }
+    }
+    // Outside the zone: REFUSED, nothing else.
+    let m = exchange(
+        s.dns,
+        Proto::Udp,
+        &query("example.com", RecordType::ANY, None),
+    )
+    .await;
+    assert_eq!(m.metadata.response_code, ResponseCode::Refused);
+    assert!(m.answers.is_empty() && m.authorities.is_empty());
+}
+
+/// Raises the open-file limit to its hard limit: the test holds a thousand sockets, and so
+/// does the in-process server.
+fn more_files() {
+    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
+    unsafe {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max.min(65_536);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slowloris_does_not_stop_udp_or_new_tcp_clients() {
+    more_files();
+    let s = start_with(OBJECTS, |c| {
+        c.server.tcp.idle_timeout = Duration::from_secs(3);
+        c.server.tcp.max_connections = 100;
+    })
+    .await;
+    // 500 idle connections and 500 that trickle a query one byte at a time, never finishing.
+    let mut idle = Vec::new();
+    for _ in 0..500 {
+        idle.push(tokio::net::TcpStream::connect(s.dns).await.unwrap());
+    }
+    let dns = s.dns;
+    let tricklers = tokio::spawn(async move {
+        let mut conns = Vec::new();
+        for _ in 0..500 {
+            if let Ok(c) = tokio::net::TcpStream::connect(dns).await {
+                conns.push(c);
+            }
+        }
+        // Two bytes of length, then one byte every 200 ms, for at most 5 s.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut sent = 0u64;
+        while Instant::now() < deadline {
+            for c in &mut conns {
+                if c.write_all(&[0]).await.is_ok() {
+                    sent += 1;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        sent
+    });
+    // Meanwhile: every UDP query is answered, and every new TCP client is served.
+    let started = Instant::now();
+    let (mut udp_ok, mut tcp_ok) = (0, 0);
+    while started.elapsed() < Duration::from_secs(4) {
+        let t = Instant::now();
+        assert!(
+            web_answers(s.dns, Proto::Udp).await,
+            "UDP query unanswered under slowloris"
+        );
+        assert!(t.elapsed() < Duration::from_secs(1));
+        udp_ok += 1;
+        let t = Instant::now();
+        assert!(
+            web_answers(s.dns, Proto::Tcp).await,
+            "new TCP client not served under slowloris"
+        );
+        assert!(t.elapsed() < Duration::from_secs(1));
+        tcp_ok += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(udp_ok >= 20 && tcp_ok >= 20, "{udp_ok} UDP, {tcp_ok} TCP");
+    tricklers.await.unwrap();
+    // The cap held: at most 100 open, and the crowd was evicted or timed out.
+    let open = common::metric(s.admin, "clusterset_dns_tcp_connections").await;
+    assert!(open <= 100.0, "{open} connections open over a cap of 100");
+    let evicted = common::metric(s.admin, "clusterset_dns_tcp_connections_evicted_total").await;
+    assert!(evicted >= 900.0, "only {evicted} evicted");
+    // Every idle connection was closed by the server.
+    let mut buf = [0u8; 1];
+    for c in &mut idle {
+        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+            .await
+            .expect("the server closes idle connections")
+            .unwrap_or(0);
+        assert_eq!(n, 0);
+    }
+}
