@@ -6,12 +6,12 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::k8s::{Cluster, crd, import, rbac, slice};
+use common::k8s::{Cluster, Proxy, admin_client, crd, dynamic_api, etcd_post, import, rbac, slice};
 use common::{Running, dig, http_get, metric, spawn_binary};
 
 /// `dig +short` lines, sorted.
@@ -250,24 +250,6 @@ fn kubernetes_source_against_a_real_api_server() {
 }
 
 /// A kube-rs client as the admin, for creating objects quickly.
-async fn admin_client(k: &Cluster) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(k.kubeconfig("admin")).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(cfg).unwrap()
-}
-
-fn dynamic_api(client: &kube::Client, ns: &str, kind: &str) -> kube::Api<kube::api::DynamicObject> {
-    use clusterset_dns::source::kube::{import_resource, slice_resource};
-    let ar = if kind == "ServiceImport" {
-        import_resource("v1beta1")
-    } else {
-        slice_resource()
-    };
-    kube::Api::namespaced_with(client.clone(), ns, &ar)
-}
-
 /// A raw A query for `name`; returns the first A record's address.
 fn query_a(dns: SocketAddr, sock: &std::net::UdpSocket, name: &str) -> Option<std::net::Ipv4Addr> {
     let mut q = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
@@ -394,105 +376,6 @@ fn measure_programming_latency_and_memory() {
 
 /// A TCP proxy between the server and the API server that can drop every connection, stall
 /// them (stop forwarding bytes), or refuse new ones.
-struct Proxy {
-    addr: SocketAddr,
-    stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    refusing: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    conns: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
-}
-
-impl Proxy {
-    fn start(upstream: SocketAddr) -> Proxy {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::{Arc, Mutex};
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stalled = Arc::new(AtomicBool::new(false));
-        let refusing = Arc::new(AtomicBool::new(false));
-        let conns: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
-        let (st, rf, cs) = (stalled.clone(), refusing.clone(), conns.clone());
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { continue };
-                if rf.load(Ordering::SeqCst) {
-                    drop(client);
-                    continue;
-                }
-                let Ok(server) = std::net::TcpStream::connect(upstream) else {
-                    continue;
-                };
-                cs.lock()
-                    .unwrap()
-                    .extend([client.try_clone().unwrap(), server.try_clone().unwrap()]);
-                for (mut from, mut to) in [
-                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
-                    (server, client),
-                ] {
-                    let st = st.clone();
-                    std::thread::spawn(move || {
-                        use std::io::{Read, Write};
-                        let mut buf = [0u8; 16384];
-                        loop {
-                            let n = match from.read(&mut buf) {
-                                Ok(0) | Err(_) => break,
-                                Ok(n) => n,
-                            };
-                            while st.load(Ordering::SeqCst) {
-                                std::thread::sleep(Duration::from_millis(20));
-                            }
-                            if to.write_all(&buf[..n]).is_err() {
-                                break;
-                            }
-                        }
-                        let _ = to.shutdown(std::net::Shutdown::Both);
-                    });
-                }
-            }
-        });
-        Proxy {
-            addr,
-            stalled,
-            refusing,
-            conns,
-        }
-    }
-
-    fn drop_all(&self) {
-        for c in self.conns.lock().unwrap().drain(..) {
-            let _ = c.shutdown(std::net::Shutdown::Both);
-        }
-    }
-
-    fn stall(&self, on: bool) {
-        self.stalled.store(on, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    fn refuse(&self, on: bool) {
-        self.refusing.store(on, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-/// etcd's current revision, through its JSON gateway.
-fn etcd_post(k: &Cluster, path: &str, body: &str) -> serde_json::Value {
-    let out = Command::new("curl")
-        .args([
-            "-sf",
-            "-X",
-            "POST",
-            &format!("http://127.0.0.1:{}{path}", k.etcd_port),
-            "-d",
-            body,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "etcd {path}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 #[test]
 fn api_faults_keep_answers_and_converge() {
     let mut k = Cluster::start();

@@ -2,7 +2,7 @@
 //! static-token admin and a `clusterset-dns` user, for the Kubernetes-source and differential
 //! tests.
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -75,6 +75,8 @@ impl Cluster {
         let (etcd_port, peer, api_port) = (free_port(), free_port(), free_port());
         let etcd = Command::new(bin.join("etcd"))
             .args(["--data-dir", d.join("etcd").to_str().unwrap()])
+            // Test data: no fsync per write (a VM disk makes each one cost milliseconds).
+            .arg("--unsafe-no-fsync")
             .args([
                 "--listen-client-urls",
                 &format!("http://127.0.0.1:{etcd_port}"),
@@ -266,4 +268,126 @@ pub fn slice(ns: &str, name: &str, service: &str, cluster: &str, endpoints: &str
         "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{multicluster.kubernetes.io/service-name: {service}, multicluster.kubernetes.io/source-cluster: {cluster}}}\n\
          addressType: IPv4\nports: [{{name: http, protocol: TCP, port: 80}}]\nendpoints: {endpoints}\n"
     )
+}
+
+pub async fn admin_client(k: &Cluster) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(k.kubeconfig("admin")).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
+
+pub fn dynamic_api(
+    client: &kube::Client,
+    ns: &str,
+    kind: &str,
+) -> kube::Api<kube::api::DynamicObject> {
+    use clusterset_dns::source::kube::{import_resource, slice_resource};
+    let ar = if kind == "ServiceImport" {
+        import_resource("v1beta1")
+    } else {
+        slice_resource()
+    };
+    kube::Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+/// A TCP proxy in front of the API server that can drop, stall and refuse connections.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    refusing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    conns: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    pub fn start(upstream: SocketAddr) -> Proxy {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stalled = Arc::new(AtomicBool::new(false));
+        let refusing = Arc::new(AtomicBool::new(false));
+        let conns: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+        let (st, rf, cs) = (stalled.clone(), refusing.clone(), conns.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if rf.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = std::net::TcpStream::connect(upstream) else {
+                    continue;
+                };
+                cs.lock()
+                    .unwrap()
+                    .extend([client.try_clone().unwrap(), server.try_clone().unwrap()]);
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let st = st.clone();
+                    std::thread::spawn(move || {
+                        use std::io::{Read, Write};
+                        let mut buf = [0u8; 16384];
+                        loop {
+                            let n = match from.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            while st.load(Ordering::SeqCst) {
+                                std::thread::sleep(Duration::from_millis(20));
+                            }
+                            if to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy {
+            addr,
+            stalled,
+            refusing,
+            conns,
+        }
+    }
+
+    pub fn drop_all(&self) {
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    pub fn stall(&self, on: bool) {
+        self.stalled.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn refuse(&self, on: bool) {
+        self.refusing.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// etcd's current revision, through its JSON gateway.
+pub fn etcd_post(k: &Cluster, path: &str, body: &str) -> serde_json::Value {
+    let out = Command::new("curl")
+        .args([
+            "-sf",
+            "-X",
+            "POST",
+            &format!("http://127.0.0.1:{}{path}", k.etcd_port),
+            "-d",
+            body,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "etcd {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
