@@ -12,11 +12,10 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::k8s::{Cluster, crd, free_port, rbac};
+use common::coredns::CoreDns;
+use common::k8s::{Cluster, crd, rbac};
 use common::{Running, dig, http_get, spawn_binary};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{RData, Record, RecordType};
@@ -554,61 +553,18 @@ fn reduce(m: &Message) -> Answer {
 
 // ---- the servers ----
 
-struct CoreDns {
-    child: Child,
-    addr: SocketAddr,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for CoreDns {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn coredns_binary() -> std::path::PathBuf {
-    let setup = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/coredns/setup.sh");
-    let out = Command::new(&setup)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("tests/coredns/setup.sh runs");
-    assert!(out.status.success(), "tests/coredns/setup.sh failed");
-    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
-
 fn start_coredns(k: &Cluster) -> CoreDns {
-    let dir = tempfile::tempdir().unwrap();
-    let port = loop {
-        let p = free_port();
-        if UdpSocket::bind(("127.0.0.1", p)).is_ok() {
-            break p;
-        }
-    };
-    let corefile = format!(
-        "{ZONE}:{port} {{\n    bind 127.0.0.1\n    kubernetes {ZONE} {{\n        kubeconfig {} test\n        multicluster {ZONE}\n    }}\n}}\n",
-        k.kubeconfig("admin")
-    );
-    std::fs::write(dir.path().join("Corefile"), &corefile).unwrap();
-    let child = Command::new(coredns_binary())
-        .args(["-conf", "Corefile"])
-        .current_dir(dir.path())
-        .stdout(std::fs::File::create(dir.path().join("coredns.log")).unwrap())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let c = CoreDns { child, addr, dir };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !dig(addr, &format!("dns-version.{ZONE} TXT +short")).contains('"') {
-        assert!(
-            Instant::now() < deadline,
-            "CoreDNS did not answer; log:\n{}",
-            std::fs::read_to_string(c.dir.path().join("coredns.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    c
+    let kubeconfig = k.kubeconfig("admin");
+    CoreDns::start(
+        |port| {
+            format!(
+                "{ZONE}:{port} {{\n    bind 127.0.0.1\n    kubernetes {ZONE} {{\n        kubeconfig {kubeconfig} test\n        multicluster {ZONE}\n    }}\n}}\n"
+            )
+        },
+        &format!("dns-version.{ZONE} TXT +short"),
+        "\"",
+        60,
+    )
 }
 
 fn ours_ready(s: &Running) -> bool {

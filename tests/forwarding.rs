@@ -5,22 +5,12 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::coredns::CoreDns;
 use common::{Running, dig, http_get, metric_in, spawn_binary};
-
-fn coredns_binary() -> PathBuf {
-    let setup = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/coredns/setup.sh");
-    let out = Command::new(&setup)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("tests/coredns/setup.sh runs");
-    assert!(out.status.success(), "tests/coredns/setup.sh failed");
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
 
 /// The `clusterset.local:53 { … }` block of Corefile.example, as written there.
 pub fn clusterset_block() -> String {
@@ -39,67 +29,25 @@ pub fn clusterset_block() -> String {
     lines[..=end].join("\n") + "\n"
 }
 
-/// A port free for both UDP and TCP on 127.0.0.1.
-fn free_port() -> u16 {
-    loop {
-        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = udp.local_addr().unwrap().port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
-
-struct CoreDns {
-    child: Child,
-    addr: SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for CoreDns {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Runs CoreDNS with Corefile.example's block, its listen port and upstream address changed to
 /// the test's loopback ones (and bound to loopback only).
 fn start_coredns(upstream: SocketAddr) -> CoreDns {
     let block = clusterset_block();
     assert!(block.contains("forward . 10.96.0.53:53"), "{block}");
-    let port = free_port();
-    let corefile = block
-        .replacen(
-            "clusterset.local:53 {",
-            &format!("clusterset.local:{port} {{\n    bind 127.0.0.1"),
-            1,
-        )
-        .replace("10.96.0.53:53", &upstream.to_string());
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("Corefile"), &corefile).unwrap();
-    let child = Command::new(coredns_binary())
-        .args(["-conf", "Corefile"])
-        .current_dir(dir.path())
-        .stdout(std::fs::File::create(dir.path().join("coredns.log")).unwrap())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !dig(addr, "dns-version.clusterset.local TXT +short").contains("1.0.0") {
-        assert!(
-            Instant::now() < deadline,
-            "CoreDNS did not answer; Corefile:\n{corefile}\nlog:\n{}",
-            std::fs::read_to_string(dir.path().join("coredns.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    CoreDns {
-        child,
-        addr,
-        _dir: dir,
-    }
+    CoreDns::start(
+        |port| {
+            block
+                .replacen(
+                    "clusterset.local:53 {",
+                    &format!("clusterset.local:{port} {{\n    bind 127.0.0.1"),
+                    1,
+                )
+                .replace("10.96.0.53:53", &upstream.to_string())
+        },
+        "dns-version.clusterset.local TXT +short",
+        "1.0.0",
+        20,
+    )
 }
 
 /// The example data plus a headless service whose A answer (40 addresses) needs more than 512

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::k8s::{Cluster, Proxy, admin_client, crd, dynamic_api, etcd_post, import, rbac, slice};
+use common::k8s::{Cluster, Proxy, admin_client, crd, dynamic_api, import, rbac, slice};
 use common::{Running, dig, http_get, metric, spawn_binary};
 
 /// `dig +short` lines, sorted.
@@ -494,16 +494,7 @@ fn api_faults_keep_answers_and_converge() {
         "{type: ClusterSetIP, ips: [10.0.0.5], ports: [{port: 80}]}",
     ));
     k.delete("serviceimport", "shop", "gone");
-    let revision = etcd_post(&k, "/v3/kv/range", r#"{"key":"AA==","range_end":"AA=="}"#)["header"]
-        ["revision"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    etcd_post(
-        &k,
-        "/v3/kv/compaction",
-        &format!(r#"{{"revision":"{revision}","physical":true}}"#),
-    );
+    k.compact();
     k.kill_api();
     k.start_api();
     proxy.refuse(false);

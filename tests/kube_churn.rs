@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::k8s::{Cluster, Proxy, admin_client, crd, dynamic_api, etcd_post, rbac};
+use common::k8s::{Cluster, Proxy, admin_client, crd, dynamic_api, rbac};
 use common::{dig, http_get, spawn_binary};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RData;
@@ -79,19 +79,9 @@ fn ask(
     }
 }
 
-/// The records of a master-file text, normalized, SOA serial blanked, sorted.
+/// The records of master-file text, sorted, duplicates (AXFR's closing SOA) dropped.
 fn records(text: &str) -> Vec<String> {
-    let mut v: Vec<String> = text
-        .lines()
-        .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
-        .map(|l| {
-            let mut f: Vec<&str> = l.split_whitespace().collect();
-            if f.get(3) == Some(&"SOA") && f.len() > 6 {
-                f[6] = "SERIAL";
-            }
-            f.join(" ")
-        })
-        .collect();
+    let mut v = common::master_records(text);
     v.sort();
     v.dedup();
     v
@@ -299,17 +289,7 @@ fn churn_with_random_api_faults_converges() {
                 k.start_api();
             }
             _ => {
-                let revision =
-                    etcd_post(&k, "/v3/kv/range", r#"{"key":"AA==","range_end":"AA=="}"#)["header"]
-                        ["revision"]
-                        .as_str()
-                        .unwrap()
-                        .to_string();
-                etcd_post(
-                    &k,
-                    "/v3/kv/compaction",
-                    &format!(r#"{{"revision":"{revision}","physical":true}}"#),
-                );
+                k.compact();
                 proxy.drop_all();
             }
         }

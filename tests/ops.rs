@@ -5,25 +5,17 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Proto, dig, exchange, http_get, metric_in, query, spawn_binary};
+use common::{BIN, Proto, dig, exchange, http_get, master_records, metric_in, query, spawn_binary};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/clusterset.yaml")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A query with EDNS and the DO bit set.
@@ -32,21 +24,6 @@ fn query_do(name: &str, qtype: RecordType) -> Vec<u8> {
     let n = q.len();
     q[n - 4] = 0x80; // the DO bit, in the OPT record's TTL flags
     q
-}
-
-/// What `dig` prints for records, one normalized line each (fields split on whitespace), with
-/// the SOA serial blanked: two processes' zones get serials from their own clocks.
-fn record_lines(text: &str) -> Vec<String> {
-    text.lines()
-        .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
-        .map(|l| {
-            let mut f: Vec<&str> = l.split_whitespace().collect();
-            if f.get(3) == Some(&"SOA") && f.len() > 6 {
-                f[6] = "SERIAL";
-            }
-            f.join(" ")
-        })
-        .collect()
 }
 
 fn zone_command(args: &[&str]) -> (bool, String, String) {
@@ -272,7 +249,9 @@ impl Prometheus {
             ),
         )
         .unwrap();
-        let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let api: SocketAddr = format!("127.0.0.1:{}", common::k8s::free_port())
+            .parse()
+            .unwrap();
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(
@@ -391,7 +370,7 @@ fn zone_command_prints_what_axfr_transfers() {
     let (ok, text, err) = zone_command(&["--file", example().to_str().unwrap()]);
     assert!(ok, "{err}");
     assert!(text.starts_with("; zone clusterset.local. serial "));
-    let printed = record_lines(&text);
+    let printed = master_records(&text);
     assert!(printed[0].starts_with("clusterset.local. 5 IN SOA ns.dns.clusterset.local. hostmaster.clusterset.local. SERIAL 7200 1800 86400 5"), "{}", printed[0]);
     for line in [
         "clusterset.local. 5 IN NS ns.dns.clusterset.local.",
@@ -411,7 +390,7 @@ fn zone_command_prints_what_axfr_transfers() {
     ]);
     wait_ready(s.admin);
     let axfr = dig(s.dns, "AXFR clusterset.local");
-    let mut transferred = record_lines(&axfr);
+    let mut transferred = master_records(&axfr);
     assert!(axfr.contains("XFR size"), "{axfr}");
     // AXFR ends with the SOA again.
     assert_eq!(transferred.last(), transferred.first());
@@ -424,7 +403,7 @@ fn zone_command_prints_what_axfr_transfers() {
         .filter(|l| l.starts_with("db.data.svc.clusterset.local. 5 IN A "))
         .cloned()
         .collect();
-    let mut got = record_lines(&a);
+    let mut got = master_records(&a);
     want.sort();
     got.sort();
     assert_eq!(got, want);
@@ -533,7 +512,7 @@ fn large_zone_transfers_in_several_messages() {
     std::fs::write(&file, yaml).unwrap();
     let (ok, text, err) = zone_command(&["--file", file.to_str().unwrap()]);
     assert!(ok, "{err}");
-    let printed = record_lines(&text);
+    let printed = master_records(&text);
     let s = spawn_binary(&[
         "--file",
         file.to_str().unwrap(),
@@ -554,7 +533,7 @@ fn large_zone_transfers_in_several_messages() {
             )
         });
     assert!(messages > 1, "{messages} messages");
-    let mut transferred = record_lines(&axfr);
+    let mut transferred = master_records(&axfr);
     transferred.pop();
     assert_eq!(transferred.len(), printed.len());
     assert_eq!(transferred, printed);

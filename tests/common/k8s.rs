@@ -292,6 +292,23 @@ pub fn dynamic_api(
     kube::Api::namespaced_with(client.clone(), ns, &ar)
 }
 
+impl Cluster {
+    /// Compacts etcd up to its current revision, so that watches resuming from before it get
+    /// 410 Gone.
+    pub fn compact(&self) {
+        let revision = etcd_post(self, "/v3/kv/range", r#"{"key":"AA==","range_end":"AA=="}"#)
+            ["header"]["revision"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        etcd_post(
+            self,
+            "/v3/kv/compaction",
+            &format!(r#"{{"revision":"{revision}","physical":true}}"#),
+        );
+    }
+}
+
 /// A TCP proxy in front of the API server that can drop, stall and refuse connections.
 pub struct Proxy {
     pub addr: SocketAddr,

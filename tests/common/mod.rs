@@ -2,6 +2,7 @@
 //! over UDP and TCP with hickory-proto messages.
 #![allow(dead_code)]
 
+pub mod coredns;
 pub mod k8s;
 
 use std::net::SocketAddr;
@@ -375,4 +376,31 @@ pub fn dig(dns: SocketAddr, args: &str) -> String {
         .output()
         .expect("dig runs (apt-get install bind9-dnsutils)");
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// A loopback port free for both UDP and TCP.
+pub fn free_udp_tcp_port() -> u16 {
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// The records of master-file text (`dig` output, `clusterset-dns zone`), one normalized line
+/// each (fields joined by one space), comments dropped, SOA serials blanked: two processes'
+/// zones number their serials from their own clocks.
+pub fn master_records(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
+        .map(|l| {
+            let mut f: Vec<&str> = l.split_whitespace().collect();
+            if f.get(3) == Some(&"SOA") && f.len() > 6 {
+                f[6] = "SERIAL";
+            }
+            f.join(" ")
+        })
+        .collect()
 }

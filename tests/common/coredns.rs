@@ -1,0 +1,70 @@
+//! A real CoreDNS (built once by tests/coredns/setup.sh) on a loopback port, killed on drop.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct CoreDns {
+    child: Child,
+    pub addr: SocketAddr,
+    pub corefile: String,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for CoreDns {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn binary() -> PathBuf {
+    let setup = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/coredns/setup.sh");
+    let out = Command::new(&setup)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("tests/coredns/setup.sh runs");
+    assert!(out.status.success(), "tests/coredns/setup.sh failed");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+impl CoreDns {
+    /// Runs CoreDNS with the Corefile `corefile(port)` for a free loopback port, and waits
+    /// (`wait_secs` at most) until `dig <probe>` through it prints a line containing `expect`.
+    pub fn start(
+        corefile: impl Fn(u16) -> String,
+        probe: &str,
+        expect: &str,
+        wait_secs: u64,
+    ) -> CoreDns {
+        let port = super::free_udp_tcp_port();
+        let corefile = corefile(port);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Corefile"), &corefile).unwrap();
+        let child = Command::new(binary())
+            .args(["-conf", "Corefile"])
+            .current_dir(dir.path())
+            .stdout(std::fs::File::create(dir.path().join("coredns.log")).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let c = CoreDns {
+            child,
+            addr: format!("127.0.0.1:{port}").parse().unwrap(),
+            corefile,
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(wait_secs);
+        while !super::dig(c.addr, probe).contains(expect) {
+            assert!(
+                Instant::now() < deadline,
+                "CoreDNS did not answer {probe}; Corefile:\n{}\nlog:\n{}",
+                c.corefile,
+                std::fs::read_to_string(c.dir.path().join("coredns.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        c
+    }
+}
