@@ -23,7 +23,7 @@ use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RData;
 
 const STABLE: usize = 5;
-const CHURN: usize = 20;
+const CHURN: usize = 48;
 /// How stale an answer may be when no fault is in the way.
 const LAG: Duration = Duration::from_secs(3);
 
@@ -142,7 +142,7 @@ fn churn_with_random_api_faults_converges() {
     // The writer: as fast as the API server takes them, upsert or delete a random churned
     // import (the state recorded before the write is sent: it cannot be served earlier).
     let client = rt.block_on(admin_client(&k));
-    const WRITERS: usize = 4;
+    const WRITERS: usize = 16;
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
             let (history, stop, client) = (history.clone(), stop.clone(), client.clone());
