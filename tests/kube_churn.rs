@@ -24,11 +24,13 @@ use hickory_proto::rr::RData;
 
 const STABLE: usize = 5;
 const CHURN: usize = 48;
+/// Headless imports whose EndpointSlice is churned (created, changed, deleted).
+const HEADLESS: usize = 16;
 /// How stale an answer may be when no fault is in the way.
 const LAG: Duration = Duration::from_secs(3);
 
-/// What a churned name holds: `None` absent (NXDOMAIN), else its address.
-type State = Option<Ipv4Addr>;
+/// What a churned name holds: `None` absent (NXDOMAIN), else its addresses, sorted.
+type State = Option<Vec<Ipv4Addr>>;
 
 /// Per churned name, every state in the order the writes were sent.
 #[derive(Default)]
@@ -40,6 +42,10 @@ struct History {
 
 fn churn_name(j: usize) -> String {
     format!("churn-{j}.churn.svc.clusterset.local")
+}
+
+fn headless_name(h: usize) -> String {
+    format!("hl-{h}.churn.svc.clusterset.local")
 }
 
 fn stable_name(i: usize) -> String {
@@ -104,6 +110,12 @@ fn churn_with_random_api_faults_converges() {
              spec: {{type: ClusterSetIP, ips: [10.1.0.{i}], ports: [{{name: http, port: 80}}]}}\n"
         );
     }
+    for h in 0..HEADLESS {
+        stable += &format!(
+            "---\napiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {{name: hl-{h}, namespace: churn}}\n\
+             spec: {{type: Headless, ports: [{{name: http, port: 80}}]}}\n"
+        );
+    }
     k.apply(&stable);
 
     let proxy = Proxy::start(format!("127.0.0.1:{}", k.api_port).parse().unwrap());
@@ -148,6 +160,7 @@ fn churn_with_random_api_faults_converges() {
             let (history, stop, client) = (history.clone(), stop.clone(), client.clone());
             rt.spawn(async move {
                 let imports = dynamic_api(&client, "churn", "ServiceImport");
+                let slices = dynamic_api(&client, "churn", "EndpointSlice");
                 let mut rng = 0x2545_F491_u64 + w as u64;
                 let (mut ok, mut failed) = (0u64, 0u64);
                 let mut n = 0u32;
@@ -156,12 +169,53 @@ fn churn_with_random_api_faults_converges() {
                     rng ^= rng >> 7;
                     rng ^= rng << 17;
                     // Each writer owns its own names, so each name's writes stay in order.
-                    let j = w + WRITERS * (rng % (CHURN / WRITERS) as u64) as usize;
-                    let name = format!("churn-{j}");
+                    let j = w + WRITERS * (rng % ((CHURN + HEADLESS) / WRITERS) as u64) as usize;
                     let delete = rng % 5 == 0;
                     n += 1;
+                    if j >= CHURN {
+                        // An EndpointSlice of a headless import: 1-3 endpoints, or none at all.
+                        let h = j - CHURN;
+                        let name = format!("hl-{h}-east");
+                        let ips: Vec<Ipv4Addr> = (0..1 + rng % 3)
+                            .map(|e| Ipv4Addr::new(10, 3, h as u8, ((n * 3 + e as u32) % 250) as u8 + 1))
+                            .collect();
+                        let mut sorted = ips.clone();
+                        sorted.sort();
+                        sorted.dedup();
+                        let state: State = if delete { None } else { Some(sorted) };
+                        history.lock().unwrap().states.entry(j).or_default().push((Instant::now(), state));
+                        let r = if delete {
+                            slices.delete(&name, &Default::default()).await.map(|_| ())
+                        } else {
+                            let endpoints: Vec<serde_json::Value> =
+                                ips.iter().map(|ip| serde_json::json!({"addresses": [ip.to_string()]})).collect();
+                            let obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                                "metadata": {"name": name, "namespace": "churn", "labels": {
+                                    "multicluster.kubernetes.io/service-name": format!("hl-{h}"),
+                                    "multicluster.kubernetes.io/source-cluster": "east"}},
+                                "addressType": "IPv4",
+                                "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
+                                "endpoints": endpoints,
+                            }))
+                            .unwrap();
+                            slices
+                                .patch(&name, &kube::api::PatchParams::apply("churn").force(), &kube::api::Patch::Apply(&obj))
+                                .await
+                                .map(|_| ())
+                        };
+                        match r {
+                            Ok(()) => ok += 1,
+                            Err(_) => {
+                                failed += 1;
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            }
+                        }
+                        continue;
+                    }
+                    let name = format!("churn-{j}");
                     let ip = Ipv4Addr::new(10, 2 + w as u8, (n >> 8) as u8, n as u8);
-                    let state: State = if delete { None } else { Some(ip) };
+                    let state: State = if delete { None } else { Some(vec![ip]) };
                     history.lock().unwrap().states.entry(j).or_default().push((Instant::now(), state));
                     let r = if delete {
                         imports.delete(&name, &Default::default()).await.map(|_| ())
@@ -202,21 +256,27 @@ fn churn_with_random_api_faults_converges() {
             let (mut checked, mut wrong, mut id) = (0u64, Vec::new(), 0u16);
             while !stop.load(Ordering::Relaxed) {
                 id = id.wrapping_add(1);
-                let i = id as usize % (STABLE + CHURN);
+                let i = id as usize % (STABLE + CHURN + HEADLESS);
                 let ts = Instant::now();
                 let (name, churned) = if i < STABLE {
                     (stable_name(i), None)
-                } else {
+                } else if i < STABLE + CHURN {
                     (churn_name(i - STABLE), Some(i - STABLE))
+                } else {
+                    (headless_name(i - STABLE - CHURN), Some(i - STABLE))
                 };
                 let Some((rcode, ips)) = ask(&sock, dns, id, &name) else {
                     wrong.push(format!("{name}: no answer"));
                     continue;
                 };
                 let tr = Instant::now();
-                let got: Option<State> = match (rcode, ips.as_slice()) {
-                    (ResponseCode::NXDomain, []) => Some(None),
-                    (ResponseCode::NoError, [ip]) => Some(Some(*ip)),
+                let got: Option<State> = match (rcode, ips.is_empty()) {
+                    (ResponseCode::NXDomain, true) => Some(None),
+                    (ResponseCode::NoError, false) => {
+                        let mut ips = ips.clone();
+                        ips.sort();
+                        Some(Some(ips))
+                    }
                     _ => None,
                 };
                 checked += 1;
@@ -225,7 +285,7 @@ fn churn_with_random_api_faults_converges() {
                     continue;
                 };
                 let Some(j) = churned else {
-                    if got != Some(Ipv4Addr::new(10, 1, 0, i as u8)) {
+                    if got != Some(vec![Ipv4Addr::new(10, 1, 0, i as u8)]) {
                         wrong.push(format!("{name}: {got:?}"));
                     }
                     continue;
