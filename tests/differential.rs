@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use common::coredns::CoreDns;
 use common::k8s::{Cluster, crd, rbac};
-use common::{Running, dig, http_get, spawn_binary};
+use common::{
+    Running, dig, http_get, query, spawn_binary, tcp_exchange_blocking, udp_exchange_blocking,
+};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{RData, Record, RecordType};
 
@@ -438,62 +440,9 @@ fn mixed(name: &str, offset: usize) -> String {
         .collect()
 }
 
-fn query_bytes(id: u16, name: &str, qtype: RecordType) -> Vec<u8> {
-    let mut m = id.to_be_bytes().to_vec();
-    // RD set, as stub resolvers send it; one question, one OPT.
-    m.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1]);
-    for label in name.split('.') {
-        m.push(label.len() as u8);
-        m.extend_from_slice(label.as_bytes());
-    }
-    m.push(0);
-    m.extend_from_slice(&u16::from(qtype).to_be_bytes());
-    m.extend_from_slice(&[0, 1]);
-    m.extend_from_slice(&[0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, 0]);
-    m
-}
-
-fn ask(
-    sock: &UdpSocket,
-    server: SocketAddr,
-    id: u16,
-    name: &str,
-    qtype: RecordType,
-) -> Option<Message> {
-    let q = query_bytes(id, name, qtype);
-    let mut buf = [0u8; 65535];
-    for _ in 0..3 {
-        sock.send_to(&q, server).ok()?;
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            match sock.recv_from(&mut buf) {
-                Ok((n, from)) if from == server => {
-                    let m = Message::from_vec(&buf[..n]).ok()?;
-                    if m.metadata.id == id {
-                        return Some(m);
-                    }
-                }
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-    }
-    None
-}
-
-fn ask_tcp(server: SocketAddr, id: u16, name: &str, qtype: RecordType) -> Option<Message> {
-    use std::io::{Read, Write};
-    let q = query_bytes(id, name, qtype);
-    let mut s = std::net::TcpStream::connect(server).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
-    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
-    framed.extend_from_slice(&q);
-    s.write_all(&framed).ok()?;
-    let mut len = [0u8; 2];
-    s.read_exact(&mut len).ok()?;
-    let mut buf = vec![0u8; u16::from_be_bytes(len) as usize];
-    s.read_exact(&mut buf).ok()?;
-    Message::from_vec(&buf).ok()
+/// UDP, with up to three tries (the socket waits 500 ms for each).
+fn ask(sock: &UdpSocket, server: SocketAddr, q: &[u8]) -> Option<Message> {
+    (0..3).find_map(|_| udp_exchange_blocking(sock, server, q))
 }
 
 /// A response reduced to what is compared: rcode, AA, TC, the question as echoed, and each
@@ -895,15 +844,13 @@ fn compare_round(
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
-    let mut id: u16 = (round as u16).wrapping_mul(7919);
     for (i, name) in names(world).iter().enumerate() {
         for qtype in TYPES {
-            id = id.wrapping_add(1);
             let spelled = mixed(name, i + round);
-            let (Some(a), Some(b)) = (
-                ask(&sock, ours, id, &spelled, qtype),
-                ask(&sock, theirs, id, &spelled, qtype),
-            ) else {
+            // RD set, as stub resolvers send it, and EDNS with 1232 bytes; the same bytes go
+            // to both servers.
+            let q = query(&spelled, qtype, Some(1232));
+            let (Some(a), Some(b)) = (ask(&sock, ours, &q), ask(&sock, theirs, &q)) else {
                 tally.unexplained.push(format!(
                     "round {round}: {spelled} {qtype}: no answer from one server"
                 ));
@@ -915,8 +862,8 @@ fn compare_round(
                 // Both truncated over UDP (CoreDNS keeps what fits, we keep nothing: both
                 // valid, RFC 2181 §9): compare the full answers over TCP, as clients retry.
                 let (Some(x), Some(y)) = (
-                    ask_tcp(ours, id, &spelled, qtype),
-                    ask_tcp(theirs, id, &spelled, qtype),
+                    tcp_exchange_blocking(ours, &q),
+                    tcp_exchange_blocking(theirs, &q),
                 ) else {
                     tally
                         .unexplained

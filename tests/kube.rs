@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::k8s::{Cluster, Proxy, admin_client, crd, dynamic_api, import, rbac, slice};
 use common::{Running, dig, http_get, metric, spawn_binary};
+use hickory_proto::rr::RecordType;
 
 /// `dig +short` lines, sorted.
 fn short(dns: SocketAddr, name: &str) -> Vec<String> {
@@ -249,23 +250,10 @@ fn kubernetes_source_against_a_real_api_server() {
     assert_eq!(status(s2.dns, "web.shop.svc.clusterset.local"), "NXDOMAIN");
 }
 
-/// A kube-rs client as the admin, for creating objects quickly.
-/// A raw A query for `name`; returns the first A record's address.
+/// An A query for `name`; the first A record's address.
 fn query_a(dns: SocketAddr, sock: &std::net::UdpSocket, name: &str) -> Option<std::net::Ipv4Addr> {
-    let mut q = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
-    for l in name.split('.') {
-        q.push(l.len() as u8);
-        q.extend_from_slice(l.as_bytes());
-    }
-    q.extend_from_slice(&[0, 0, 1, 0, 1]);
-    sock.send_to(&q, dns).ok()?;
-    let mut buf = [0u8; 512];
-    let n = sock.recv(&mut buf).ok()?;
-    let m = hickory_proto::op::Message::from_vec(&buf[..n]).ok()?;
-    m.answers.iter().find_map(|r| match r.data {
-        hickory_proto::rr::RData::A(a) => Some(a.0),
-        _ => None,
-    })
+    let m = common::udp_exchange_blocking(sock, dns, &common::query(name, RecordType::A, None))?;
+    common::a_records(&m).first().copied()
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use common::k8s::{Cluster, Proxy, admin_client, crd, dynamic_api, rbac};
 use common::{dig, http_get, spawn_binary};
-use hickory_proto::op::{Message, ResponseCode};
-use hickory_proto::rr::RData;
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
 
 const STABLE: usize = 5;
 const CHURN: usize = 48;
@@ -52,37 +52,10 @@ fn stable_name(i: usize) -> String {
     format!("stable-{i}.churn.svc.clusterset.local")
 }
 
-fn ask(
-    sock: &UdpSocket,
-    dns: SocketAddr,
-    id: u16,
-    name: &str,
-) -> Option<(ResponseCode, Vec<Ipv4Addr>)> {
-    let mut q = id.to_be_bytes().to_vec();
-    q.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
-    for l in name.split('.') {
-        q.push(l.len() as u8);
-        q.extend_from_slice(l.as_bytes());
-    }
-    q.extend_from_slice(&[0, 0, 1, 0, 1]);
-    sock.send_to(&q, dns).ok()?;
-    let mut buf = [0u8; 1500];
-    loop {
-        let n = sock.recv(&mut buf).ok()?;
-        if buf[..2] != id.to_be_bytes() {
-            continue;
-        }
-        let m = Message::from_vec(&buf[..n]).ok()?;
-        let ips = m
-            .answers
-            .iter()
-            .filter_map(|r| match r.data {
-                RData::A(a) => Some(a.0),
-                _ => None,
-            })
-            .collect();
-        return Some((m.metadata.response_code, ips));
-    }
+/// An A query for `name`: the rcode and the A addresses.
+fn ask(sock: &UdpSocket, dns: SocketAddr, name: &str) -> Option<(ResponseCode, Vec<Ipv4Addr>)> {
+    let m = common::udp_exchange_blocking(sock, dns, &common::query(name, RecordType::A, None))?;
+    Some((m.metadata.response_code, common::a_records(&m)))
 }
 
 /// The records of master-file text, sorted, duplicates (AXFR's closing SOA) dropped.
@@ -265,7 +238,7 @@ fn churn_with_random_api_faults_converges() {
                 } else {
                     (headless_name(i - STABLE - CHURN), Some(i - STABLE))
                 };
-                let Some((rcode, ips)) = ask(&sock, dns, id, &name) else {
+                let Some((rcode, ips)) = ask(&sock, dns, &name) else {
                     wrong.push(format!("{name}: no answer"));
                     continue;
                 };

@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{http_get, spawn_binary};
-use hickory_proto::op::{Message, ResponseCode};
-use hickory_proto::rr::{RData, RecordType};
+use common::{a_records, http_get, spawn_binary, udp_exchange_blocking};
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
 
 const STABLE: usize = 40;
 const CHURN: usize = 40;
@@ -129,17 +129,6 @@ fn rss_kb(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn query(id: u16, name: &str) -> Vec<u8> {
-    let mut m = id.to_be_bytes().to_vec();
-    m.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
-    for l in name.split('.') {
-        m.push(l.len() as u8);
-        m.extend_from_slice(l.as_bytes());
-    }
-    m.extend_from_slice(&[0, 0, 1, 0, 1]);
-    m
-}
-
 #[test]
 fn answers_stay_right_under_churn_and_memory_stays_flat() {
     let secs: u64 = std::env::var("CLUSTERSET_DNS_SOAK_SECS")
@@ -197,8 +186,7 @@ fn answers_stay_right_under_churn_and_memory_stays_flat() {
     let (mut checked, mut wrong, mut lost) = (0u64, Vec::new(), 0u64);
     let mut rss_at_cycle = Vec::new();
     let mut cycle = 0;
-    let mut buf = [0u8; 4096];
-    let mut id = 0u16;
+    let mut next = 0usize;
     while started.elapsed() < Duration::from_secs(secs) {
         // One sample each time the writer starts a new cycle of states.
         let latest = history.lock().unwrap().last().map_or(0, |(_, v)| *v);
@@ -206,32 +194,25 @@ fn answers_stay_right_under_churn_and_memory_stays_flat() {
             cycle = latest / CYCLE;
             rss_at_cycle.push(rss_kb(pid));
         }
-        let name = names[id as usize % names.len()];
-        id = id.wrapping_add(1);
+        let name = names[next % names.len()];
+        next += 1;
         let ts = Instant::now();
-        sock.send_to(&query(id, &name.text()), dns).unwrap();
-        let n = loop {
-            match sock.recv_from(&mut buf) {
-                Ok((n, _)) if buf[..2] == id.to_be_bytes() => break Some(n),
-                Ok(_) => continue,
-                Err(_) => break None,
-            }
-        };
+        let m = udp_exchange_blocking(
+            &sock,
+            dns,
+            &common::query(&name.text(), RecordType::A, None),
+        );
         let tr = Instant::now();
-        let Some(n) = n else {
+        let Some(m) = m else {
             lost += 1;
             continue;
         };
-        let m = Message::from_vec(&buf[..n]).unwrap();
         let got = match m.metadata.response_code {
             ResponseCode::NXDomain => None,
             ResponseCode::NoError => Some(
-                m.answers
+                a_records(&m)
                     .iter()
-                    .filter_map(|r| match &r.data {
-                        RData::A(a) => Some(a.0.to_string()),
-                        _ => None,
-                    })
+                    .map(|a| a.to_string())
                     .collect::<BTreeSet<String>>(),
             ),
             other => {

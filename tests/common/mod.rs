@@ -189,6 +189,49 @@ pub async fn exchange(server: SocketAddr, proto: Proto, q: &[u8]) -> Message {
     m
 }
 
+/// Blocking UDP exchange: sends `packet` from `sock` and returns the answer from `server` that
+/// carries the packet's ID, or `None` once the socket's read timeout passes without one.
+pub fn udp_exchange_blocking(
+    sock: &std::net::UdpSocket,
+    server: SocketAddr,
+    packet: &[u8],
+) -> Option<Message> {
+    sock.send_to(packet, server).ok()?;
+    let mut buf = vec![0u8; 65535];
+    loop {
+        let (n, from) = sock.recv_from(&mut buf).ok()?;
+        if from == server && n >= 2 && buf[..2] == packet[..2] {
+            return Message::from_vec(&buf[..n]).ok();
+        }
+    }
+}
+
+/// Blocking TCP exchange of one query on a new connection (3 s read timeout).
+pub fn tcp_exchange_blocking(server: SocketAddr, packet: &[u8]) -> Option<Message> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(server).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+    let mut framed = (packet.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(packet);
+    s.write_all(&framed).ok()?;
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).ok()?;
+    let mut buf = vec![0u8; u16::from_be_bytes(len) as usize];
+    s.read_exact(&mut buf).ok()?;
+    Message::from_vec(&buf).ok()
+}
+
+/// The addresses of the A records in an answer, in answer order.
+pub fn a_records(m: &Message) -> Vec<std::net::Ipv4Addr> {
+    m.answers
+        .iter()
+        .filter_map(|r| match r.data {
+            hickory_proto::rr::RData::A(a) => Some(a.0),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Flips the case of every other letter, to check that 0x20 spelling survives.
 pub fn mixed_case(name: &str) -> String {
     name.chars()
