@@ -124,8 +124,8 @@ fn churn_with_random_api_faults_converges() {
     let epoch = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
 
-    // The writer: as fast as the API server takes them, upsert or delete a random churned
-    // import (the state recorded before the write is sent: it cannot be served earlier).
+    // The writers: as fast as the API server takes them, apply or delete a random churned
+    // import or slice.
     let client = rt.block_on(admin_client(&k));
     const WRITERS: usize = 16;
     let writers: Vec<_> = (0..WRITERS)
@@ -145,63 +145,50 @@ fn churn_with_random_api_faults_converges() {
                     let j = w + WRITERS * (rng % ((CHURN + HEADLESS) / WRITERS) as u64) as usize;
                     let delete = rng % 5 == 0;
                     n += 1;
-                    if j >= CHURN {
-                        // An EndpointSlice of a headless import: 1-3 endpoints, or none at all.
+                    // Names below CHURN are ClusterSetIP imports; the rest are the EndpointSlices
+                    // (1-3 endpoints) of headless imports.
+                    let (api, name, ips, object) = if j < CHURN {
+                        let name = format!("churn-{j}");
+                        let ip = Ipv4Addr::new(10, 2 + w as u8, (n >> 8) as u8, n as u8);
+                        let object = serde_json::json!({
+                            "apiVersion": "multicluster.x-k8s.io/v1beta1",
+                            "kind": "ServiceImport",
+                            "metadata": {"name": name, "namespace": "churn"},
+                            "spec": {"type": "ClusterSetIP", "ips": [ip.to_string()], "ports": [{"name": "http", "port": 80}]},
+                        });
+                        (&imports, name, vec![ip], object)
+                    } else {
                         let h = j - CHURN;
                         let name = format!("hl-{h}-east");
                         let ips: Vec<Ipv4Addr> = (0..1 + rng % 3)
                             .map(|e| Ipv4Addr::new(10, 3, h as u8, ((n * 3 + e as u32) % 250) as u8 + 1))
                             .collect();
-                        let mut sorted = ips.clone();
+                        let endpoints: Vec<serde_json::Value> =
+                            ips.iter().map(|ip| serde_json::json!({"addresses": [ip.to_string()]})).collect();
+                        let object = serde_json::json!({
+                            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                            "metadata": {"name": name, "namespace": "churn", "labels": {
+                                "multicluster.kubernetes.io/service-name": format!("hl-{h}"),
+                                "multicluster.kubernetes.io/source-cluster": "east"}},
+                            "addressType": "IPv4",
+                            "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
+                            "endpoints": endpoints,
+                        });
+                        (&slices, name, ips, object)
+                    };
+                    let state: State = (!delete).then(|| {
+                        let mut sorted = ips;
                         sorted.sort();
                         sorted.dedup();
-                        let state: State = if delete { None } else { Some(sorted) };
-                        history.lock().unwrap().states.entry(j).or_default().push((Instant::now(), state));
-                        let r = if delete {
-                            slices.delete(&name, &Default::default()).await.map(|_| ())
-                        } else {
-                            let endpoints: Vec<serde_json::Value> =
-                                ips.iter().map(|ip| serde_json::json!({"addresses": [ip.to_string()]})).collect();
-                            let obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
-                                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                                "metadata": {"name": name, "namespace": "churn", "labels": {
-                                    "multicluster.kubernetes.io/service-name": format!("hl-{h}"),
-                                    "multicluster.kubernetes.io/source-cluster": "east"}},
-                                "addressType": "IPv4",
-                                "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
-                                "endpoints": endpoints,
-                            }))
-                            .unwrap();
-                            slices
-                                .patch(&name, &kube::api::PatchParams::apply("churn").force(), &kube::api::Patch::Apply(&obj))
-                                .await
-                                .map(|_| ())
-                        };
-                        match r {
-                            Ok(()) => ok += 1,
-                            Err(_) => {
-                                failed += 1;
-                                tokio::time::sleep(Duration::from_millis(20)).await;
-                            }
-                        }
-                        continue;
-                    }
-                    let name = format!("churn-{j}");
-                    let ip = Ipv4Addr::new(10, 2 + w as u8, (n >> 8) as u8, n as u8);
-                    let state: State = if delete { None } else { Some(vec![ip]) };
+                        sorted
+                    });
+                    // Recorded before the write is sent: it cannot be served earlier.
                     history.lock().unwrap().states.entry(j).or_default().push((Instant::now(), state));
                     let r = if delete {
-                        imports.delete(&name, &Default::default()).await.map(|_| ())
+                        api.delete(&name, &Default::default()).await.map(|_| ())
                     } else {
-                        let obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
-                            "apiVersion": "multicluster.x-k8s.io/v1beta1",
-                            "kind": "ServiceImport",
-                            "metadata": {"name": name, "namespace": "churn"},
-                            "spec": {"type": "ClusterSetIP", "ips": [ip.to_string()], "ports": [{"name": "http", "port": 80}]},
-                        }))
-                        .unwrap();
-                        imports
-                            .patch(&name, &kube::api::PatchParams::apply("churn").force(), &kube::api::Patch::Apply(&obj))
+                        let object: kube::api::DynamicObject = serde_json::from_value(object).unwrap();
+                        api.patch(&name, &kube::api::PatchParams::apply("churn").force(), &kube::api::Patch::Apply(&object))
                             .await
                             .map(|_| ())
                     };
