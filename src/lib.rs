@@ -84,14 +84,24 @@ pub fn apexes(zones: &[String]) -> Result<Vec<Vec<u8>>, ConfigError> {
     Ok(out)
 }
 
+/// The empty zone for `config`, its metrics (`server` is their `server` label) and its one
+/// writer.
+fn new_zone(
+    config: &Config,
+    server: String,
+) -> Result<(Arc<Metrics>, Arc<Zone>, Builder), ConfigError> {
+    let apexes = apexes(&config.zones)?;
+    let zone_texts = apexes.iter().map(|a| zone::render::name_text(a)).collect();
+    let metrics = Arc::new(Metrics::new(server, zone_texts));
+    let zone = Arc::new(Zone::new(apexes, config.ttl));
+    let builder = Builder::new(zone.clone(), &config.ns_addresses, metrics.clone());
+    Ok((metrics, zone, builder))
+}
+
 /// The zone the server would serve with `config`, in master-file form: the file loaded once, or
 /// the Kubernetes API listed once (waiting at most `wait` for the first full list).
 pub async fn zone_text(config: &Config, wait: std::time::Duration) -> anyhow::Result<String> {
-    let apexes = apexes(&config.zones)?;
-    let zone_texts = apexes.iter().map(|a| zone::render::name_text(a)).collect();
-    let metrics = Arc::new(Metrics::new("dns://zone".into(), zone_texts));
-    let zone = Arc::new(Zone::new(apexes, config.ttl));
-    let mut builder = Builder::new(zone.clone(), &config.ns_addresses, metrics.clone());
+    let (metrics, zone, mut builder) = new_zone(config, "dns://zone".into())?;
     let services = match &config.source {
         SourceConfig::File(fc) => file::initial(fc, &metrics)?.services,
         SourceConfig::Kube(kc) => {
@@ -128,14 +138,7 @@ pub async fn run(
     listeners: Listeners,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let apexes = apexes(&config.zones)?;
-    let zone_texts = apexes.iter().map(|a| zone::render::name_text(a)).collect();
-    let metrics = Arc::new(Metrics::new(
-        format!("dns://{}", listeners.dns_addr()),
-        zone_texts,
-    ));
-    let zone = Arc::new(Zone::new(apexes, config.ttl));
-    let builder = Builder::new(zone.clone(), &config.ns_addresses, metrics.clone());
+    let (metrics, zone, builder) = new_zone(&config, format!("dns://{}", listeners.dns_addr()))?;
     let (tx, rx) = mpsc::channel(1024);
     match &config.source {
         SourceConfig::File(fc) => {

@@ -22,16 +22,14 @@ pub const RCODE_NOTIMP: u16 = 4;
 pub const RCODE_REFUSED: u16 = 5;
 pub const RCODE_BADVERS: u16 = 16;
 
-/// The question name of a response (or query) for logs, read only when formatted.
-pub struct QName<'a>(pub &'a [u8]);
+/// An uncompressed wire name as master-file text: absolute, with dots and odd bytes escaped so
+/// the text is unambiguous.
+pub struct WireName<'a>(pub &'a [u8]);
 
-impl std::fmt::Display for QName<'_> {
+impl std::fmt::Display for WireName<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let p = self.0;
-        if u16_at(p, 4).unwrap_or(0) == 0 {
-            return f.write_str("-");
-        }
-        let mut i = 12;
+        let mut i = 0;
         let mut any = false;
         while let Some(&l) = p.get(i) {
             if l == 0 || l > 63 {
@@ -41,7 +39,6 @@ impl std::fmt::Display for QName<'_> {
                 break;
             };
             for &b in label {
-                // Dots and odd bytes escaped as in master files, so the text is unambiguous.
                 match b {
                     b'.' | b'\\' => write!(f, "\\{}", b as char)?,
                     0x21..=0x7E => write!(f, "{}", b as char)?,
@@ -56,6 +53,19 @@ impl std::fmt::Display for QName<'_> {
             f.write_str(".")?;
         }
         Ok(())
+    }
+}
+
+/// The question name of a response (or query) for logs, read only when formatted; `-` when
+/// there is no question.
+pub struct QName<'a>(pub &'a [u8]);
+
+impl std::fmt::Display for QName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.get(12..) {
+            Some(name) if u16_at(self.0, 4).unwrap_or(0) > 0 => WireName(name).fmt(f),
+            _ => f.write_str("-"),
+        }
     }
 }
 

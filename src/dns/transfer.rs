@@ -215,14 +215,7 @@ pub fn records(zone: &Zone, apex: usize) -> Vec<Record> {
 }
 
 fn name_text(out: &mut String, wire: &[u8]) {
-    out.push_str(&super::QName(&name_message(wire)).to_string());
-}
-
-/// A minimal message whose question is `wire`, so [`super::QName`] can print it.
-fn name_message(wire: &[u8]) -> Vec<u8> {
-    let mut m = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
-    m.extend_from_slice(wire);
-    m
+    let _ = write!(out, "{}", super::WireName(wire));
 }
 
 /// Splits the names off the front of `rdata`.

@@ -169,11 +169,12 @@ impl Worker {
         let start = Instant::now();
         self.reply_to.clear();
         for (i, msg) in msgs.iter().enumerate().take(n as usize) {
-            let addr = &self.addrs[i];
-            let v6 = addr.ss_family as i32 == libc::AF_INET6;
             // A source port of 0 cannot be answered (and is a classic reflection trick); a
             // truncated datagram cannot be read.
-            if source_port(addr) == 0 || msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+            let Some(client) = socket_addr(&self.addrs[i]).filter(|a| a.port() != 0) else {
+                continue;
+            };
+            if msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
                 continue;
             }
             let query = &self.queries[i][..msg.msg_len as usize];
@@ -183,24 +184,22 @@ impl Worker {
                     &outcome,
                     Answered {
                         tcp: false,
-                        v6,
+                        v6: client.is_ipv6(),
                         request_len: query.len(),
                         response_len: self.answers[i].len(),
                         took,
                     },
                 );
                 if self.logging {
-                    if let Some(client) = socket_addr(addr) {
-                        let answer = &self.answers[i];
-                        log_query(
-                            self.query_log,
-                            client,
-                            Transport::Udp,
-                            answer,
-                            &outcome,
-                            took,
-                        );
-                    }
+                    let answer = &self.answers[i];
+                    log_query(
+                        self.query_log,
+                        client,
+                        Transport::Udp,
+                        answer,
+                        &outcome,
+                        took,
+                    );
                 }
                 self.reply_to.push(i);
             }
@@ -258,21 +257,6 @@ fn socket_addr(addr: &libc::sockaddr_storage) -> Option<SocketAddr> {
                 Some(SocketAddr::from((ip, u16::from_be(a.sin6_port))))
             }
             _ => None,
-        }
-    }
-}
-
-fn source_port(addr: &libc::sockaddr_storage) -> u16 {
-    // SAFETY: the kernel filled `addr` with a sockaddr of the family it names.
-    unsafe {
-        match addr.ss_family as i32 {
-            libc::AF_INET => u16::from_be(
-                (*(addr as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port,
-            ),
-            libc::AF_INET6 => u16::from_be(
-                (*(addr as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()).sin6_port,
-            ),
-            _ => 0,
         }
     }
 }
