@@ -4,3 +4,4 @@
 pub mod file;
 pub mod kube;
 pub mod objects;
+pub mod packed;

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
+use super::packed::Packed;
 use crate::model::{Endpoint, Kind, Port, Protocol, Service, ServiceKey, Slice};
 
 pub const LABEL_SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
@@ -464,8 +465,8 @@ pub type ObjectId = (String, String);
 #[derive(Debug, Default)]
 pub struct Store {
     imports: HashMap<ServiceKey, Import>,
-    /// Slices by the service they belong to, then by slice name.
-    slices: HashMap<ServiceKey, BTreeMap<String, Slice>>,
+    /// Slices by the service they belong to, packed and sorted by slice name.
+    slices: HashMap<ServiceKey, Vec<Packed>>,
     /// The service each slice is filed under, so a delete (or a relabel) finds it.
     slice_owner: HashMap<ObjectId, ServiceKey>,
 }
@@ -488,10 +489,12 @@ impl Store {
                         affected.push(old);
                     }
                 }
-                self.slices
-                    .entry(s.service.clone())
-                    .or_default()
-                    .insert(s.slice.name.clone(), s.slice);
+                let packed = Packed::new(&s.slice);
+                let list = self.slices.entry(s.service.clone()).or_default();
+                match list.binary_search_by(|p| p.name().cmp(&s.slice.name)) {
+                    Ok(i) => list[i] = packed,
+                    Err(i) => list.insert(i, packed),
+                }
                 affected.push(s.service);
                 affected
             }
@@ -500,7 +503,9 @@ impl Store {
 
     fn detach_slice(&mut self, owner: &ServiceKey, name: &str) {
         if let Some(m) = self.slices.get_mut(owner) {
-            m.remove(name);
+            if let Ok(i) = m.binary_search_by(|p| p.name().cmp(name)) {
+                m.remove(i);
+            }
             if m.is_empty() {
                 self.slices.remove(owner);
             }
@@ -555,7 +560,7 @@ impl Store {
         let slices = self
             .slices
             .get(key)
-            .map(|m| m.values().cloned().collect())
+            .map(|m| m.iter().map(Packed::unpack).collect())
             .unwrap_or_default();
         Some(Service {
             key: key.clone(),

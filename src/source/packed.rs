@@ -1,0 +1,268 @@
+//! A compact byte form of [`Slice`] for the source's store. A source must keep every slice it
+//! watches so that a change to one object can be turned back into the whole service, but the
+//! model's form (a `Vec` and a `String` per endpoint, about 110 bytes and two allocations each)
+//! would make that copy larger than the zone itself. Packed, a slice is one allocation and
+//! about 12 bytes per endpoint; it is unpacked only for the service being re-rendered.
+//!
+//! Layout (lengths and counts are LEB128 varints; "optional" lengths are stored plus one, with
+//! zero for none):
+//!
+//! ```text
+//! name_len name | cluster_len+1 cluster
+//! port_count   { name_len+1 name  protocol(1)  port(2) }
+//! endpoint_count { hostname_len+1 hostname  address_count { family(1: 4|6) octets(4|16) } }
+//! ```
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::model::{Endpoint, Port, Protocol, Slice};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packed(Box<[u8]>);
+
+fn varint(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn text(out: &mut Vec<u8>, s: &str) {
+    varint(out, s.len());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn optional(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        None => varint(out, 0),
+        Some(s) => {
+            varint(out, s.len() + 1);
+            out.extend_from_slice(s.as_bytes());
+        }
+    }
+}
+
+/// Reads what [`Packed::new`] wrote. The bytes are only ever our own, so running past the end
+/// would be a bug in this file, not bad input.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> &'a [u8] {
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        head
+    }
+
+    fn byte(&mut self) -> u8 {
+        self.take(1)[0]
+    }
+
+    fn varint(&mut self) -> usize {
+        let (mut n, mut shift) = (0usize, 0);
+        loop {
+            let b = self.byte();
+            n |= ((b & 0x7F) as usize) << shift;
+            if b & 0x80 == 0 {
+                return n;
+            }
+            shift += 7;
+        }
+    }
+
+    fn text(&mut self) -> String {
+        let n = self.varint();
+        String::from_utf8_lossy(self.take(n)).into_owned()
+    }
+
+    fn optional(&mut self) -> Option<String> {
+        match self.varint() {
+            0 => None,
+            n => Some(String::from_utf8_lossy(self.take(n - 1)).into_owned()),
+        }
+    }
+}
+
+impl Packed {
+    pub fn new(slice: &Slice) -> Self {
+        let mut out = Vec::with_capacity(16 + slice.endpoints.len() * 12);
+        text(&mut out, &slice.name);
+        optional(&mut out, slice.cluster.as_deref());
+        varint(&mut out, slice.ports.len());
+        for p in &slice.ports {
+            optional(&mut out, p.name.as_deref());
+            out.push(match p.protocol {
+                Protocol::Tcp => 0,
+                Protocol::Udp => 1,
+                Protocol::Sctp => 2,
+            });
+            out.extend_from_slice(&p.port.to_be_bytes());
+        }
+        varint(&mut out, slice.endpoints.len());
+        for e in &slice.endpoints {
+            optional(&mut out, e.hostname.as_deref());
+            varint(&mut out, e.addresses.len());
+            for a in &e.addresses {
+                match a {
+                    IpAddr::V4(v4) => {
+                        out.push(4);
+                        out.extend_from_slice(&v4.octets());
+                    }
+                    IpAddr::V6(v6) => {
+                        out.push(6);
+                        out.extend_from_slice(&v6.octets());
+                    }
+                }
+            }
+        }
+        Packed(out.into_boxed_slice())
+    }
+
+    /// The slice's object name, without unpacking the rest.
+    pub fn name(&self) -> &str {
+        let mut r = Reader(&self.0);
+        let n = r.varint();
+        std::str::from_utf8(r.take(n)).unwrap_or("")
+    }
+
+    pub fn unpack(&self) -> Slice {
+        let mut r = Reader(&self.0);
+        let name = r.text();
+        let cluster = r.optional();
+        let ports = (0..r.varint())
+            .map(|_| {
+                let name = r.optional();
+                let protocol = match r.byte() {
+                    0 => Protocol::Tcp,
+                    1 => Protocol::Udp,
+                    _ => Protocol::Sctp,
+                };
+                let port = u16::from_be_bytes([r.byte(), r.byte()]);
+                Port {
+                    name,
+                    protocol,
+                    port,
+                }
+            })
+            .collect();
+        let endpoints = (0..r.varint())
+            .map(|_| {
+                let hostname = r.optional();
+                let addresses = (0..r.varint())
+                    .map(|_| match r.byte() {
+                        4 => IpAddr::V4(Ipv4Addr::from(
+                            <[u8; 4]>::try_from(r.take(4)).expect("4 octets"),
+                        )),
+                        _ => IpAddr::V6(Ipv6Addr::from(
+                            <[u8; 16]>::try_from(r.take(16)).expect("16 octets"),
+                        )),
+                    })
+                    .collect();
+                Endpoint {
+                    addresses,
+                    hostname,
+                }
+            })
+            .collect();
+        Slice {
+            name,
+            cluster,
+            ports,
+            endpoints,
+        }
+    }
+
+    /// Bytes held, for tests and estimates.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(s: Slice) {
+        let p = Packed::new(&s);
+        assert_eq!(p.name(), s.name);
+        assert_eq!(p.unpack(), s);
+    }
+
+    #[test]
+    fn every_shape_round_trips() {
+        round_trip(Slice {
+            name: String::new(),
+            cluster: None,
+            ports: vec![],
+            endpoints: vec![],
+        });
+        let long = "x".repeat(300);
+        for cluster in [None, Some(String::new()), Some("east.eu".into())] {
+            round_trip(Slice {
+                name: format!("web-{long}"),
+                cluster,
+                ports: vec![
+                    Port {
+                        name: None,
+                        protocol: Protocol::Tcp,
+                        port: 1,
+                    },
+                    Port {
+                        name: Some("http".into()),
+                        protocol: Protocol::Udp,
+                        port: 65535,
+                    },
+                    Port {
+                        name: Some(String::new()),
+                        protocol: Protocol::Sctp,
+                        port: 443,
+                    },
+                ],
+                endpoints: (0..300u32)
+                    .map(|i| Endpoint {
+                        addresses: (0..i % 4)
+                            .map(|k| {
+                                if (i + k) % 2 == 0 {
+                                    IpAddr::from([10, (i >> 8) as u8, i as u8, k as u8])
+                                } else {
+                                    IpAddr::from([0xfd00, 0, 0, 0, 0, 0, i as u16, k as u16])
+                                }
+                            })
+                            .collect(),
+                        hostname: match i % 3 {
+                            0 => None,
+                            1 => Some(format!("pod-{i}")),
+                            _ => Some("h".repeat(63)),
+                        },
+                    })
+                    .collect(),
+            });
+        }
+    }
+
+    #[test]
+    fn an_endpoint_costs_a_few_bytes() {
+        let s = Slice {
+            name: "web-east-abcde".into(),
+            cluster: Some("east".into()),
+            ports: vec![Port {
+                name: Some("http".into()),
+                protocol: Protocol::Tcp,
+                port: 80,
+            }],
+            endpoints: (0..100u8)
+                .map(|i| Endpoint {
+                    addresses: vec![IpAddr::from([10, 0, 0, i])],
+                    hostname: Some(format!("pod-{i}")),
+                })
+                .collect(),
+        };
+        let p = Packed::new(&s);
+        assert!(p.len() < 100 * 14, "{} bytes", p.len());
+        assert_eq!(p.unpack(), s);
+    }
+}
