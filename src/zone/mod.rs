@@ -35,14 +35,16 @@ pub struct AnswerRef<'a> {
 /// answer touch the same few cache lines:
 ///
 /// ```text
-/// flags(1) types(1) name_len(1) | per type: qtype(2) ancount(2) arcount(2) additional_at(4) start(4) len(4) | name | bodies
+/// flags(1) types(1) name_len(1) | per type: qtype(2) ancount(2) arcount(2) additional_at(2) len(2) | name | bodies
 /// ```
 ///
+/// Bodies follow the name in descriptor order, so each starts where the one before ended. A body
+/// is at most 64 KiB (it must fit in a message), so 16-bit lengths and offsets suffice.
 /// A type without an answer gets NODATA.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Entry(Arc<[u8]>);
 
-const DESCRIPTOR: usize = 18;
+const DESCRIPTOR: usize = 10;
 const APEX: u8 = 1;
 
 impl Entry {
@@ -57,15 +59,13 @@ impl Entry {
             answers.len() as u8,
             name.len() as u8,
         ]);
-        let mut start = (head + name.len()) as u32;
         for (qtype, a) in answers {
+            let len = u16::try_from(a.bytes.len()).expect("an answer body fits in a message");
             blob.extend_from_slice(&qtype.to_be_bytes());
             blob.extend_from_slice(&a.ancount.to_be_bytes());
             blob.extend_from_slice(&a.arcount.to_be_bytes());
-            blob.extend_from_slice(&a.additional_at.to_be_bytes());
-            blob.extend_from_slice(&start.to_be_bytes());
-            blob.extend_from_slice(&(a.bytes.len() as u32).to_be_bytes());
-            start += a.bytes.len() as u32;
+            blob.extend_from_slice(&(a.additional_at as u16).to_be_bytes());
+            blob.extend_from_slice(&len.to_be_bytes());
         }
         blob.extend_from_slice(name);
         for (_, a) in answers {
@@ -92,19 +92,21 @@ impl Entry {
     pub fn answer(&self, qtype: u16) -> Option<AnswerRef<'_>> {
         let b = &self.0[..];
         let u16_at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
-        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]) as usize;
-        (0..b[1] as usize)
-            .map(|t| 3 + t * DESCRIPTOR)
-            .find(|&d| u16_at(d) == qtype)
-            .map(|d| {
-                let (start, len) = (u32_at(d + 10), u32_at(d + 14));
-                AnswerRef {
+        let types = b[1] as usize;
+        let mut start = 3 + types * DESCRIPTOR + b[2] as usize;
+        for d in (0..types).map(|t| 3 + t * DESCRIPTOR) {
+            let len = u16_at(d + 8) as usize;
+            if u16_at(d) == qtype {
+                return Some(AnswerRef {
                     ancount: u16_at(d + 2),
                     arcount: u16_at(d + 4),
-                    additional_at: u32_at(d + 6),
+                    additional_at: u16_at(d + 6) as usize,
                     bytes: &b[start..start + len],
-                }
-            })
+                });
+            }
+            start += len;
+        }
+        None
     }
 
     /// The query types this name has answers for.
