@@ -443,16 +443,17 @@ fn answer(
     // TC so the client retries over TCP.
     let opt_len = if q.edns.is_some() { OPT_LEN } else { 0 };
     let fixed = 12 + question.len() + opt_len;
-    let add = a.additional_at;
-    let (tc, an, ar, body) = if fixed + a.bytes.len() <= limit {
-        (false, a.ancount, a.arcount, a.bytes)
-    } else if fixed + add <= limit {
-        (false, a.ancount, 0, &a.bytes[..add])
+    let (tc, an, ar, additional) = if fixed + a.len <= limit {
+        (false, a.ancount, a.arcount, true)
+    } else if fixed + a.additional_at <= limit {
+        (false, a.ancount, 0, false)
     } else {
-        (true, 0, 0, &a.bytes[..0])
+        (true, 0, 0, false)
     };
     answer(out, tc, [1, an, 0, ar + opt_count]);
-    out.extend_from_slice(body);
+    if !tc {
+        a.write(out, additional);
+    }
     opt(out, &q.edns, RCODE_NOERROR);
     outcome(q, RCODE_NOERROR, Some(apex), tc)
 }

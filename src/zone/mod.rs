@@ -20,22 +20,92 @@ pub struct Answer {
     /// Where the additional section starts in `bytes`, so UDP can drop it when it does not fit.
     pub additional_at: u32,
     pub bytes: Box<[u8]>,
+    /// Where each SRV target starts in `bytes` (written in full on the wire, RFC 2782).
+    pub targets: Vec<u16>,
 }
 
-/// An answer as stored in an [`Entry`].
+/// An answer as stored in an [`Entry`]. SRV targets are kept compressed (a target repeats the
+/// question name or one of its suffixes, so an endpoint name's SRV answer would otherwise hold its
+/// own 40-odd-octet name twice); [`AnswerRef::write`] spells them out again, giving exactly the
+/// bytes the builder rendered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AnswerRef<'a> {
     pub ancount: u16,
     pub arcount: u16,
+    /// Where the additional section starts in the answer as written.
     pub additional_at: usize,
-    pub bytes: &'a [u8],
+    /// Length of the answer as written.
+    pub len: usize,
+    /// The stored bytes, SRV targets compressed.
+    stored: &'a [u8],
+    stored_additional_at: usize,
+    /// Big-endian offsets in `stored` of the compressed targets, ascending.
+    expand: &'a [u8],
+    /// The owner name (lower-case wire form), which the question spells.
+    name: &'a [u8],
+}
+
+impl AnswerRef<'_> {
+    /// Appends the answer, from its first record through the answer and authority sections and,
+    /// with `additional`, the additional section. `out` must hold the message from its first
+    /// byte: header, then the question for [`AnswerRef::name`].
+    pub fn write(&self, out: &mut Vec<u8>, additional: bool) {
+        let end = if additional {
+            self.stored.len()
+        } else {
+            self.stored_additional_at
+        };
+        let mut cursor = 0;
+        for e in self.expand.chunks_exact(2) {
+            let e = u16::from_be_bytes([e[0], e[1]]) as usize;
+            if e >= end {
+                break;
+            }
+            out.extend_from_slice(&self.stored[cursor..e]);
+            // Labels, then the pointer that ends the compressed name.
+            let mut i = e;
+            while i < self.stored.len() && self.stored[i] & 0xC0 != 0xC0 && self.stored[i] != 0 {
+                i += 1 + self.stored[i] as usize;
+            }
+            out.extend_from_slice(&self.stored[e..i]);
+            if i + 1 >= self.stored.len() || self.stored[i] == 0 {
+                // Not compressed after all (cannot happen for what Entry::new stores).
+                cursor = i;
+                continue;
+            }
+            let at = (u16::from_be_bytes([self.stored[i], self.stored[i + 1]]) & 0x3FFF) as usize;
+            spell_out(out, at, self.name);
+            cursor = i + 2;
+        }
+        out.extend_from_slice(&self.stored[cursor.min(end)..end]);
+    }
+}
+
+/// Appends the name at message offset `at` in full: from the question's lower-case spelling
+/// (`qname`) when `at` is inside it, else from a target already spelled out earlier in `out`.
+fn spell_out(out: &mut Vec<u8>, at: usize, qname: &[u8]) {
+    if let Some(rest) = at.checked_sub(12).and_then(|i| qname.get(i..)) {
+        out.extend_from_slice(rest);
+        return;
+    }
+    let mut end = at;
+    while end < out.len() && out[end] != 0 && out[end] & 0xC0 == 0 {
+        end += 1 + out[end] as usize;
+    }
+    if end < out.len() {
+        out.extend_from_within(at..=end);
+    }
 }
 
 /// Everything one name answers, in one allocation so that matching the name and copying the
 /// answer touch the same few cache lines:
 ///
 /// ```text
-/// flags(1) types(1) name_len(1) | per type: qtype(2) ancount(2) arcount(2) additional_at(2) len(2) | name | bodies
+/// flags(1) types(1) name_len(1)
+/// per type: qtype(2) ancount(2) arcount(2) additional_at(2) len(2)
+///           stored_additional_at(2) stored_len(2) compressed_targets(2)
+/// name
+/// per type: compressed target offsets (2 each), stored bytes
 /// ```
 ///
 /// Bodies follow the name in descriptor order, so each starts where the one before ended. A body
@@ -44,32 +114,106 @@ pub struct AnswerRef<'a> {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Entry(Arc<[u8]>);
 
-const DESCRIPTOR: usize = 10;
+const DESCRIPTOR: usize = 16;
 const APEX: u8 = 1;
+
+/// The stored form of `a` for owner `name`: each SRV target whose tail already appears earlier
+/// in the message (in the question, or in an earlier target) becomes its leading labels and a
+/// pointer there. Returns the bytes, the offsets of the compressed targets and where the
+/// additional section starts in the bytes.
+fn compress_targets(name: &[u8], a: &Answer) -> (Vec<u8>, Vec<u16>, usize) {
+    // Message offset where the body starts: header, question name, type and class.
+    let base = 12 + name.len() + 4;
+    let mut known: Vec<(&[u8], usize)> = Vec::new();
+    let mut i = 0;
+    while i < name.len() && name[i] != 0 {
+        known.push((&name[i..], 12 + i));
+        i += 1 + name[i] as usize;
+    }
+    let (mut stored, mut expand) = (Vec::with_capacity(a.bytes.len()), Vec::new());
+    let (mut cursor, mut stored_additional_at) = (0, None);
+    for &t in &a.targets {
+        let t = t as usize;
+        if stored_additional_at.is_none() && t >= a.additional_at as usize {
+            stored_additional_at = Some(stored.len() + a.additional_at as usize - cursor);
+        }
+        stored.extend_from_slice(&a.bytes[cursor..t]);
+        let mut end = t;
+        while a.bytes[end] != 0 {
+            end += 1 + a.bytes[end] as usize;
+        }
+        let target = &a.bytes[t..=end];
+        // The longest tail of the target already in the message, at a pointer-sized offset.
+        let mut l = 0;
+        let mut hit = None;
+        while target[l] != 0 {
+            if let Some(&(_, at)) = known
+                .iter()
+                .find(|(n, at)| *n == &target[l..] && *at <= 0x3FFF)
+            {
+                hit = Some((l, at));
+                break;
+            }
+            l += 1 + target[l] as usize;
+        }
+        match hit {
+            Some((l, at)) if l + 2 < target.len() => {
+                expand.push(stored.len() as u16);
+                stored.extend_from_slice(&target[..l]);
+                stored.extend_from_slice(&(0xC000 | at as u16).to_be_bytes());
+            }
+            _ => stored.extend_from_slice(target),
+        }
+        let mut l = 0;
+        while target[l] != 0 {
+            known.push((&target[l..], base + t + l));
+            l += 1 + target[l] as usize;
+        }
+        cursor = end + 1;
+    }
+    let stored_additional_at = stored_additional_at
+        .unwrap_or(stored.len() + (a.additional_at as usize).saturating_sub(cursor));
+    stored.extend_from_slice(&a.bytes[cursor..]);
+    (stored, expand, stored_additional_at)
+}
 
 impl Entry {
     /// `name` in lower-case wire form; `apex` marks the zone apex, which answers SOA from the
     /// zone's current serial.
     pub fn new(name: &[u8], apex: bool, answers: &[(u16, Answer)]) -> Self {
+        let stored: Vec<_> = answers
+            .iter()
+            .map(|(_, a)| compress_targets(name, a))
+            .collect();
         let head = 3 + answers.len() * DESCRIPTOR;
-        let body_len: usize = answers.iter().map(|(_, a)| a.bytes.len()).sum();
+        let body_len: usize = stored.iter().map(|(b, e, _)| b.len() + 2 * e.len()).sum();
         let mut blob = Vec::with_capacity(head + name.len() + body_len);
         blob.extend_from_slice(&[
             if apex { APEX } else { 0 },
             answers.len() as u8,
             name.len() as u8,
         ]);
-        for (qtype, a) in answers {
+        for ((qtype, a), (bytes, expand, stored_add)) in answers.iter().zip(&stored) {
             let len = u16::try_from(a.bytes.len()).expect("an answer body fits in a message");
-            blob.extend_from_slice(&qtype.to_be_bytes());
-            blob.extend_from_slice(&a.ancount.to_be_bytes());
-            blob.extend_from_slice(&a.arcount.to_be_bytes());
-            blob.extend_from_slice(&(a.additional_at as u16).to_be_bytes());
-            blob.extend_from_slice(&len.to_be_bytes());
+            for field in [
+                *qtype,
+                a.ancount,
+                a.arcount,
+                a.additional_at as u16,
+                len,
+                *stored_add as u16,
+                bytes.len() as u16,
+                expand.len() as u16,
+            ] {
+                blob.extend_from_slice(&field.to_be_bytes());
+            }
         }
         blob.extend_from_slice(name);
-        for (_, a) in answers {
-            blob.extend_from_slice(&a.bytes);
+        for (bytes, expand, _) in &stored {
+            for e in expand {
+                blob.extend_from_slice(&e.to_be_bytes());
+            }
+            blob.extend_from_slice(bytes);
         }
         Entry(blob.into())
     }
@@ -91,20 +235,26 @@ impl Entry {
 
     pub fn answer(&self, qtype: u16) -> Option<AnswerRef<'_>> {
         let b = &self.0[..];
-        let u16_at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+        let u16_at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]) as usize;
         let types = b[1] as usize;
-        let mut start = 3 + types * DESCRIPTOR + b[2] as usize;
+        let name_at = 3 + types * DESCRIPTOR;
+        let mut start = name_at + b[2] as usize;
         for d in (0..types).map(|t| 3 + t * DESCRIPTOR) {
-            let len = u16_at(d + 8) as usize;
-            if u16_at(d) == qtype {
+            let (stored_len, expand) = (u16_at(d + 12), 2 * u16_at(d + 14));
+            if u16_at(d) == qtype as usize {
+                let bytes = start + expand;
                 return Some(AnswerRef {
-                    ancount: u16_at(d + 2),
-                    arcount: u16_at(d + 4),
-                    additional_at: u16_at(d + 6) as usize,
-                    bytes: &b[start..start + len],
+                    ancount: u16_at(d + 2) as u16,
+                    arcount: u16_at(d + 4) as u16,
+                    additional_at: u16_at(d + 6),
+                    len: u16_at(d + 8),
+                    stored: &b[bytes..bytes + stored_len],
+                    stored_additional_at: u16_at(d + 10),
+                    expand: &b[start..bytes],
+                    name: &b[name_at..name_at + b[2] as usize],
                 });
             }
-            start += len;
+            start += expand + stored_len;
         }
         None
     }
@@ -290,5 +440,99 @@ impl Zone {
         let mut all: Vec<Entry> = self.names.iter().map(|e| e.key().0.clone()).collect();
         all.sort_by(|a, b| a.name().cmp(b.name()));
         all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use super::render::{BodyWriter, TYPE_A, TYPE_SRV, child, wire_name};
+    use super::*;
+
+    /// The message as a client gets it: header, question (in the client's case), then the
+    /// answer written from the stored entry.
+    fn written(entry: &Entry, qtype: u16, additional: bool) -> Vec<u8> {
+        let mut out = vec![0u8; 12];
+        let spelled: Vec<u8> = entry.name().iter().map(u8::to_ascii_uppercase).collect();
+        out.extend_from_slice(&spelled);
+        out.extend_from_slice(&[0, qtype as u8, 0, 1]);
+        let base = out.len();
+        entry.answer(qtype).unwrap().write(&mut out, additional);
+        out.split_off(base)
+    }
+
+    fn srv_answer(owner: &[u8], targets: &[Vec<u8>], glue: bool) -> Answer {
+        let mut w = BodyWriter::new(owner);
+        for (k, t) in targets.iter().enumerate() {
+            assert!(w.srv(owner, 10, 8000 + k as u16, t, 5));
+        }
+        w.additional();
+        if glue {
+            for (k, t) in targets.iter().enumerate() {
+                let ip: IpAddr = [10, 0, (k >> 8) as u8, k as u8].into();
+                assert!(w.addr(t, ip, 5));
+            }
+        }
+        w.finish()
+    }
+
+    /// Whatever the targets, the written answer is the rendered one byte for byte, whole and
+    /// without its additional section, and the stored entry is smaller when targets repeat the
+    /// question.
+    #[test]
+    fn stored_targets_are_written_back_exactly() {
+        let apex = wire_name("clusterset.local").unwrap();
+        let svc = child("web.shop.svc", &apex).unwrap();
+        let port = child("_http._tcp", &svc).unwrap();
+        let ep = child("pod-0.east", &svc).unwrap();
+        let other = child("db.other.svc", &apex).unwrap();
+        let outside = wire_name("example.org").unwrap();
+        let many: Vec<Vec<u8>> = (0..400)
+            .map(|i| child(&format!("pod-{i}.c{}", i % 3), &svc).unwrap())
+            .collect();
+        let cases: Vec<(&[u8], Vec<Vec<u8>>)> = vec![
+            (&ep, vec![ep.clone()]),
+            (&svc, vec![svc.clone()]),
+            (&svc, many[..10].to_vec()),
+            (&port, many[..10].to_vec()),
+            (
+                &port,
+                vec![other.clone(), outside.clone(), svc.clone(), other.clone()],
+            ),
+            // Past 16 KiB, later targets cannot be pointed at.
+            (&svc, many.clone()),
+        ];
+        for (owner, targets) in cases {
+            for glue in [false, true] {
+                let srv = srv_answer(owner, &targets, glue);
+                let mut a = BodyWriter::new(owner);
+                a.addr(owner, [10, 9, 8, 7].into(), 5);
+                let entry = Entry::new(
+                    owner,
+                    false,
+                    &[(TYPE_A, a.finish()), (TYPE_SRV, srv.clone())],
+                );
+                let r = entry.answer(TYPE_SRV).unwrap();
+                assert_eq!(
+                    (r.len, r.additional_at),
+                    (srv.bytes.len(), srv.additional_at as usize)
+                );
+                assert_eq!(written(&entry, TYPE_SRV, true), &srv.bytes[..]);
+                assert_eq!(
+                    written(&entry, TYPE_SRV, false),
+                    &srv.bytes[..srv.additional_at as usize]
+                );
+                assert_eq!(written(&entry, TYPE_A, true).len(), 16);
+            }
+        }
+        // An endpoint's SRV answer no longer holds its own name twice.
+        let srv = srv_answer(&ep, &[ep.clone()], true);
+        let entry = Entry::new(&ep, false, &[(TYPE_SRV, srv.clone())]);
+        // Header, descriptor, name, one target offset, and the body with the target as a pointer.
+        assert_eq!(
+            entry.0.len(),
+            3 + DESCRIPTOR + ep.len() + 2 + srv.bytes.len() - ep.len() + 2
+        );
     }
 }

@@ -82,6 +82,8 @@ pub struct BodyWriter {
     ancount: u16,
     arcount: u16,
     additional_at: Option<usize>,
+    /// Where each SRV target starts in `buf`.
+    targets: Vec<u16>,
 }
 
 impl BodyWriter {
@@ -99,6 +101,7 @@ impl BodyWriter {
             ancount: 0,
             arcount: 0,
             additional_at: None,
+            targets: Vec::new(),
         }
     }
 
@@ -178,6 +181,7 @@ impl BodyWriter {
             w.buf.extend_from_slice(&0u16.to_be_bytes());
             w.buf.extend_from_slice(&weight.to_be_bytes());
             w.buf.extend_from_slice(&port.to_be_bytes());
+            w.targets.push(w.buf.len() as u16);
             w.name(target, false);
         })
     }
@@ -205,6 +209,7 @@ impl BodyWriter {
             arcount: self.arcount,
             additional_at: self.additional_at.unwrap_or(len) as u32,
             bytes: self.buf.into_boxed_slice(),
+            targets: self.targets,
         }
     }
 }
