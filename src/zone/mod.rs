@@ -527,7 +527,7 @@ mod tests {
             }
         }
         // An endpoint's SRV answer no longer holds its own name twice.
-        let srv = srv_answer(&ep, &[ep.clone()], true);
+        let srv = srv_answer(&ep, std::slice::from_ref(&ep), true);
         let entry = Entry::new(&ep, false, &[(TYPE_SRV, srv.clone())]);
         // Header, descriptor, name, one target offset, and the body with the target as a pointer.
         assert_eq!(
