@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::k8s::{Cluster, Proxy, admin_client, crd, dynamic_api, import, rbac, slice};
+use common::k8s::{ApiErrors, Cluster, Proxy, admin_client, crd, dynamic_api, import, rbac, slice};
 use common::{Running, dig, http_get, metric, spawn_binary};
 use hickory_proto::rr::RecordType;
 
@@ -515,4 +515,103 @@ fn api_faults_keep_answers_and_converge() {
         &bad[..bad.len().min(5)]
     );
     assert!(good > 100, "the checker ran ({good} answers)");
+}
+
+/// The API server answering 5xx (500 and 503, through a real `kubectl proxy`): the server keeps
+/// its last answers and stays ready, counts and logs the errors, retries with backoff rather
+/// than in a loop, shows the data going stale, and converges once the API server answers again.
+#[test]
+fn api_server_errors_keep_answers_and_converge() {
+    let k = Cluster::start();
+    k.apply(&crd("v1beta1"));
+    k.apply(&rbac());
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
+    k.apply(
+        &(import(
+            "v1beta1",
+            "shop",
+            "web",
+            "{type: ClusterSetIP, ips: [10.0.0.1], ports: [{port: 80}]}",
+        ) + &import(
+            "v1beta1",
+            "shop",
+            "keep",
+            "{type: Headless, ports: [{name: http, port: 80}]}",
+        ) + &slice(
+            "shop",
+            "keep-east",
+            "keep",
+            "east",
+            "[{addresses: [10.7.0.1], hostname: keep-0}]",
+        )),
+    );
+    let api = ApiErrors::start(&k, "dns");
+    let s = spawn_binary(&["--kubeconfig", &api.kubeconfig(&k)]);
+    until("ready", 30, || ready(&s));
+    assert_eq!(short(s.dns, "web.shop.svc.clusterset.local"), ["10.0.0.1"]);
+    let errors = |kind: &str| {
+        metric_value(
+            &s,
+            &format!("clusterset_dns_source_errors_total{{kind=\"{kind}\"}}"),
+        )
+    };
+    let errors_before = errors("ServiceImport") + errors("EndpointSlice");
+    let last_event = || metric_value(&s, "clusterset_dns_source_last_event_timestamp_seconds");
+    let event_before = last_event();
+
+    // 503 then 500 for every request, while objects change behind it.
+    for code in [503, 500] {
+        api.fail_with(code);
+        if code == 503 {
+            k.apply(&import(
+                "v1beta1",
+                "shop",
+                "web",
+                "{type: ClusterSetIP, ips: [10.0.0.2], ports: [{port: 80}]}",
+            ));
+            k.apply(&import(
+                "v1beta1",
+                "shop",
+                "late",
+                "{type: ClusterSetIP, ips: [10.0.0.5], ports: [{port: 80}]}",
+            ));
+        }
+        let started = Instant::now();
+        let served_before = api.served();
+        std::thread::sleep(Duration::from_secs(4));
+        // The last known zone, still ready.
+        assert_eq!(short(s.dns, "web.shop.svc.clusterset.local"), ["10.0.0.1"]);
+        assert_eq!(
+            short(s.dns, "keep-0.east.keep.shop.svc.clusterset.local"),
+            ["10.7.0.1"]
+        );
+        assert_eq!(status(s.dns, "late.shop.svc.clusterset.local"), "NXDOMAIN");
+        assert!(ready(&s), "still ready while the API server fails");
+        // Retried, with backoff: a handful of requests in 4 s, not a loop.
+        let tries = api.served() - served_before;
+        println!("{code}: {tries} requests answered with it in 4 s");
+        assert!(
+            (1..=40).contains(&tries),
+            "{tries} requests answered {code} in {:.1?}",
+            started.elapsed()
+        );
+    }
+    assert!(
+        errors("ServiceImport") + errors("EndpointSlice") >= errors_before + 2.0,
+        "watch errors counted"
+    );
+    // Staleness shows: no event since the failures began.
+    assert_eq!(last_event(), event_before);
+    let log = s.log.lock().unwrap().join("\n");
+    assert!(
+        log.contains("watch failed") && log.contains("503") && log.contains("500"),
+        "the failures are logged with their status"
+    );
+
+    api.fail_with(0);
+    until("convergence after the API server recovers", 90, || {
+        short(s.dns, "web.shop.svc.clusterset.local") == ["10.0.0.2"]
+            && short(s.dns, "late.shop.svc.clusterset.local") == ["10.0.0.5"]
+    });
+    assert!(last_event() > event_before, "events flow again");
 }

@@ -421,3 +421,144 @@ pub fn etcd_post(k: &Cluster, path: &str, body: &str) -> serde_json::Value {
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// `kubectl proxy` for one of the cluster's users (plain HTTP on loopback, forwarding to the API
+/// server with that user's credentials), behind an HTTP front that can answer every request with
+/// an API error status instead: the API server failing with 5xx, as it does when etcd is down
+/// or the server is overloaded.
+pub struct ApiErrors {
+    /// Where clients connect, over plain HTTP.
+    pub addr: SocketAddr,
+    kubectl: Child,
+    /// The status to answer with; 0 forwards.
+    status: std::sync::Arc<std::sync::atomic::AtomicU16>,
+    served: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    conns: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Drop for ApiErrors {
+    fn drop(&mut self) {
+        let _ = self.kubectl.kill();
+        let _ = self.kubectl.wait();
+    }
+}
+
+impl ApiErrors {
+    pub fn start(k: &Cluster, user: &str) -> ApiErrors {
+        use std::io::{BufRead, BufReader, Read, Write};
+        use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+        use std::sync::{Arc, Mutex};
+        let mut kubectl = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(k.kubeconfig(user))
+            .args(["proxy", "--address=127.0.0.1", "--port=0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kubectl runs");
+        let mut line = String::new();
+        BufReader::new(kubectl.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        // "Starting to serve on 127.0.0.1:PORT"
+        let upstream: SocketAddr = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("kubectl proxy said {line:?}"));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let status = Arc::new(AtomicU16::new(0));
+        let served = Arc::new(AtomicU64::new(0));
+        let conns: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+        let (st, sv, cs) = (status.clone(), served.clone(), conns.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(mut client) = client else { continue };
+                let (st, sv, cs) = (st.clone(), sv.clone(), cs.clone());
+                std::thread::spawn(move || {
+                    // The request head, which decides what happens to the connection.
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 16384];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match client.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let code = st.load(Ordering::SeqCst);
+                    if code != 0 {
+                        let (reason, text) = match code {
+                            503 => ("ServiceUnavailable", "Service Unavailable"),
+                            _ => ("InternalError", "Internal Server Error"),
+                        };
+                        let body = format!(
+                            r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","message":"injected by the test","reason":"{reason}","code":{code}}}"#
+                        );
+                        let _ = write!(
+                            client,
+                            "HTTP/1.1 {code} {text}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        sv.fetch_add(1, Ordering::SeqCst);
+                        return;
+                    }
+                    let Ok(mut server) = std::net::TcpStream::connect(upstream) else {
+                        return;
+                    };
+                    if server.write_all(&head).is_err() {
+                        return;
+                    }
+                    cs.lock()
+                        .unwrap()
+                        .extend([client.try_clone().unwrap(), server.try_clone().unwrap()]);
+                    let (mut up, mut down) =
+                        (server.try_clone().unwrap(), client.try_clone().unwrap());
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut down, &mut up);
+                        let _ = up.shutdown(std::net::Shutdown::Both);
+                    });
+                    let _ = std::io::copy(&mut server, &mut client);
+                    let _ = client.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        ApiErrors {
+            addr,
+            kubectl,
+            status,
+            served,
+            conns,
+        }
+    }
+
+    /// A kubeconfig (in the cluster's folder) that reaches the API server through this front.
+    pub fn kubeconfig(&self, k: &Cluster) -> String {
+        let path = k.dir.path().join("api-errors.kubeconfig");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: p, cluster: {{server: 'http://{}'}}}}]\n\
+                 users: [{{name: p, user: {{}}}}]\ncontexts: [{{name: p, context: {{cluster: p, user: p}}}}]\ncurrent-context: p\n",
+                self.addr
+            ),
+        )
+        .unwrap();
+        path.to_str().unwrap().to_string()
+    }
+
+    /// From now on every request gets `code` (0: forwarded again). Open connections, such as
+    /// watches, are cut, so the client must make new requests.
+    pub fn fail_with(&self, code: u16) {
+        self.status.store(code, std::sync::atomic::Ordering::SeqCst);
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Error responses sent so far.
+    pub fn served(&self) -> u64 {
+        self.served.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
