@@ -71,7 +71,7 @@ fn zone(n: usize) -> Arc<Zone> {
         vec!["clusterset.local.".into()],
     ));
     let mut b = Builder::new(zone.clone(), &[], metrics);
-    b.apply(Update::Reset(services(n)));
+    b.apply(Update::Reset(services(n).into()));
     zone
 }
 

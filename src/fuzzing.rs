@@ -33,7 +33,7 @@ fn zone_from(text: &str) -> Arc<Zone> {
             store.insert(o);
         }
     });
-    builder.apply(Update::Reset(store.services()));
+    builder.apply(Update::Reset(store.snapshot()));
     zone
 }
 

@@ -3,6 +3,8 @@
 
 use std::net::IpAddr;
 
+use crate::source::packed::{self, Packed, PackedImport};
+
 /// `namespace/name` of a ServiceImport: the identity of a service in the cluster set.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ServiceKey {
@@ -83,11 +85,62 @@ pub struct Service {
     pub slices: Vec<Slice>,
 }
 
+/// A complete set of services, for [`Update::Reset`]. A source that keeps its objects packed
+/// hands them over packed, and the builder unpacks one service at a time as it renders them, so
+/// a full load never holds every service unpacked at once (at 100,000 endpoints that transient
+/// was larger than the source's whole store, and the holes it left stayed resident).
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    plain: Vec<Service>,
+    packed: Vec<(ServiceKey, PackedImport, Vec<Packed>)>,
+}
+
+impl Snapshot {
+    pub fn packed(services: Vec<(ServiceKey, PackedImport, Vec<Packed>)>) -> Self {
+        Snapshot {
+            plain: Vec::new(),
+            packed: services,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.plain.len() + self.packed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl From<Vec<Service>> for Snapshot {
+    fn from(plain: Vec<Service>) -> Self {
+        Snapshot {
+            plain,
+            packed: Vec::new(),
+        }
+    }
+}
+
+impl IntoIterator for Snapshot {
+    type Item = Service;
+    type IntoIter = Box<dyn Iterator<Item = Service> + Send>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(
+            self.plain.into_iter().chain(
+                self.packed
+                    .into_iter()
+                    .map(|(key, import, slices)| packed::service(key, &import, &slices)),
+            ),
+        )
+    }
+}
+
 /// What a source tells the zone builder.
 #[derive(Debug, Clone)]
 pub enum Update {
     /// The complete set of services: anything not in it is removed. Marks the zone synced.
-    Reset(Vec<Service>),
+    Reset(Snapshot),
     /// One service was added or changed.
     Upsert(Service),
     /// One service is gone.

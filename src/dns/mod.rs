@@ -498,7 +498,7 @@ mod tests {
         let o = respond(&zone, &q("svc.clusterset.local"), Transport::Udp, &mut out).unwrap();
         assert_eq!(o.rcode, RCODE_NOERROR);
         let serial = zone.serial();
-        builder.apply(Update::Reset(vec![]));
+        builder.apply(Update::Reset(Vec::new().into()));
         assert!(zone.synced());
         let o = respond(
             &zone,

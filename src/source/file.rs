@@ -14,7 +14,7 @@ use tracing::{debug, info, warn};
 
 use super::objects::{Classified, Store, classify, flatten};
 use crate::metrics::Metrics;
-use crate::model::{Service, Update};
+use crate::model::{Snapshot, Update};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -34,7 +34,7 @@ pub enum LoadError {
 /// What a load found.
 #[derive(Debug)]
 pub struct Loaded {
-    pub services: Vec<Service>,
+    pub services: Snapshot,
     /// When the file was read.
     pub seen: Instant,
     pub slices: usize,
@@ -113,7 +113,7 @@ pub fn load(path: &Path, metrics: &Metrics) -> Result<Loaded, LoadError> {
     metrics.source_synced();
     Ok(Loaded {
         seen,
-        services: store.services(),
+        services: store.snapshot(),
         slices: store.slices(),
         skipped,
     })

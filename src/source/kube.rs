@@ -158,7 +158,7 @@ impl Core {
                         slices = self.store.slices(),
                         "initial list of ServiceImports and EndpointSlices complete"
                     );
-                    return vec![Update::Reset(self.store.services())];
+                    return vec![Update::Reset(self.store.snapshot())];
                 }
             }
             Event::Apply(obj) => {
@@ -545,7 +545,10 @@ mod tests {
         );
         let u = c.event(1, Event::InitDone);
         assert_eq!(keys(&u), ["reset 1"]);
-        let Update::Reset(s) = &u[0] else { panic!() };
+        let Update::Reset(s) = u[0].clone() else {
+            panic!()
+        };
+        let s: Vec<_> = s.into_iter().collect();
         assert_eq!(s[0].slices.len(), 1);
         assert!(c.synced());
     }

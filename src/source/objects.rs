@@ -8,8 +8,8 @@ use std::net::IpAddr;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
-use super::packed::Packed;
-use crate::model::{Endpoint, Kind, Port, Protocol, Service, ServiceKey, Slice};
+use super::packed::{self, Packed, PackedImport};
+use crate::model::{Endpoint, Kind, Port, Protocol, Service, ServiceKey, Slice, Snapshot};
 
 pub const LABEL_SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
 pub const LABEL_SOURCE_CLUSTER: &str = "multicluster.kubernetes.io/source-cluster";
@@ -461,12 +461,20 @@ pub fn is_label(s: &str) -> bool {
 /// `(namespace, name)` of an object.
 pub type ObjectId = (String, String);
 
-/// The objects a source currently knows, joined into services on demand.
+/// The objects of one service: its ServiceImport (if seen yet) and its slices, packed.
+#[derive(Debug, Default)]
+struct Objects {
+    import: Option<PackedImport>,
+    /// Sorted by slice name.
+    slices: Vec<Packed>,
+}
+
+/// The objects a source currently knows, joined into services on demand. Kept packed (a few
+/// bytes an endpoint) because a source must hold every object it watches.
 #[derive(Debug, Default)]
 pub struct Store {
-    imports: HashMap<ServiceKey, Import>,
-    /// Slices by the service they belong to, packed and sorted by slice name.
-    slices: HashMap<ServiceKey, Vec<Packed>>,
+    services: HashMap<ServiceKey, Objects>,
+    imports: usize,
     /// The service each slice is filed under, so a delete (or a relabel) finds it.
     slice_owner: HashMap<ObjectId, ServiceKey>,
 }
@@ -476,9 +484,12 @@ impl Store {
     pub fn insert(&mut self, object: Object) -> Vec<ServiceKey> {
         match object {
             Object::Import(i) => {
-                let key = i.key.clone();
-                self.imports.insert(key.clone(), i);
-                vec![key]
+                let packed = PackedImport::new(i.kind, &i.ips, &i.ports);
+                let objects = self.services.entry(i.key.clone()).or_default();
+                if objects.import.replace(packed).is_none() {
+                    self.imports += 1;
+                }
+                vec![i.key]
             }
             Object::Slice(s) => {
                 let id = (s.service.namespace.clone(), s.slice.name.clone());
@@ -490,7 +501,7 @@ impl Store {
                     }
                 }
                 let packed = Packed::new(&s.slice);
-                let list = self.slices.entry(s.service.clone()).or_default();
+                let list = &mut self.services.entry(s.service.clone()).or_default().slices;
                 match list.binary_search_by(|p| p.name().cmp(&s.slice.name)) {
                     Ok(i) => list[i] = packed,
                     Err(i) => list.insert(i, packed),
@@ -501,15 +512,25 @@ impl Store {
         }
     }
 
-    fn detach_slice(&mut self, owner: &ServiceKey, name: &str) {
-        if let Some(m) = self.slices.get_mut(owner) {
-            if let Ok(i) = m.binary_search_by(|p| p.name().cmp(name)) {
-                m.remove(i);
-            }
-            if m.is_empty() {
-                self.slices.remove(owner);
-            }
+    /// Drops the service's record once it holds nothing.
+    fn tidy(&mut self, key: &ServiceKey) {
+        if self
+            .services
+            .get(key)
+            .is_some_and(|o| o.import.is_none() && o.slices.is_empty())
+        {
+            self.services.remove(key);
         }
+    }
+
+    fn detach_slice(&mut self, owner: &ServiceKey, name: &str) {
+        if let Some(o) = self.services.get_mut(owner) {
+            if let Ok(i) = o.slices.binary_search_by(|p| p.name().cmp(name)) {
+                o.slices.remove(i);
+            }
+            o.slices.shrink_to_fit();
+        }
+        self.tidy(owner);
     }
 
     /// Forgets a ServiceImport; returns its service if it was known.
@@ -518,7 +539,10 @@ impl Store {
             namespace: id.0.clone(),
             name: id.1.clone(),
         };
-        self.imports.remove(&key).map(|_| key)
+        self.services.get_mut(&key)?.import.take()?;
+        self.imports -= 1;
+        self.tidy(&key);
+        Some(key)
     }
 
     /// Forgets an EndpointSlice; returns the service it belonged to if it was known.
@@ -530,10 +554,10 @@ impl Store {
 
     /// Identities of the ServiceImports (in `namespace`, or all).
     pub fn import_ids(&self, namespace: Option<&str>) -> Vec<ObjectId> {
-        self.imports
-            .keys()
-            .filter(|k| namespace.is_none_or(|n| k.namespace == n))
-            .map(|k| (k.namespace.clone(), k.name.clone()))
+        self.services
+            .iter()
+            .filter(|(k, o)| o.import.is_some() && namespace.is_none_or(|n| k.namespace == n))
+            .map(|(k, _)| (k.namespace.clone(), k.name.clone()))
             .collect()
     }
 
@@ -547,7 +571,7 @@ impl Store {
     }
 
     pub fn imports(&self) -> usize {
-        self.imports.len()
+        self.imports
     }
 
     pub fn slices(&self) -> usize {
@@ -556,24 +580,34 @@ impl Store {
 
     /// The service as DNS sees it, if its ServiceImport is known.
     pub fn service(&self, key: &ServiceKey) -> Option<Service> {
-        let import = self.imports.get(key)?;
-        let slices = self
-            .slices
-            .get(key)
-            .map(|m| m.iter().map(Packed::unpack).collect())
-            .unwrap_or_default();
-        Some(Service {
-            key: key.clone(),
-            kind: import.kind,
-            ips: import.ips.clone(),
-            ports: import.ports.clone(),
-            slices,
-        })
+        let objects = self.services.get(key)?;
+        Some(packed::service(
+            key.clone(),
+            objects.import.as_ref()?,
+            &objects.slices,
+        ))
+    }
+
+    /// Every service, still packed (a few bytes an endpoint): the builder unpacks them one at
+    /// a time, so a full load never holds them all unpacked.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut all: Vec<_> = self
+            .services
+            .iter()
+            .filter_map(|(k, o)| Some((k.clone(), o.import.clone()?, o.slices.clone())))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        Snapshot::packed(all)
     }
 
     /// Every service, sorted by key.
     pub fn services(&self) -> Vec<Service> {
-        let mut keys: Vec<&ServiceKey> = self.imports.keys().collect();
+        let mut keys: Vec<&ServiceKey> = self
+            .services
+            .iter()
+            .filter(|(_, o)| o.import.is_some())
+            .map(|(k, _)| k)
+            .collect();
         keys.sort();
         keys.into_iter().filter_map(|k| self.service(k)).collect()
     }

@@ -15,7 +15,19 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::model::{Endpoint, Port, Protocol, Slice};
+use crate::model::{Endpoint, Kind, Port, Protocol, Service, ServiceKey, Slice};
+
+/// The service `key` as DNS sees it, from its packed import and slices.
+pub fn service(key: ServiceKey, import: &PackedImport, slices: &[Packed]) -> Service {
+    let (kind, ips, ports) = import.unpack();
+    Service {
+        key,
+        kind,
+        ips,
+        ports,
+        slices: slices.iter().map(Packed::unpack).collect(),
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Packed(Box<[u8]>);
@@ -43,7 +55,36 @@ fn optional(out: &mut Vec<u8>, s: Option<&str>) {
     }
 }
 
-/// Reads what [`Packed::new`] wrote. The bytes are only ever our own, so running past the end
+fn ports(out: &mut Vec<u8>, ports: &[Port]) {
+    varint(out, ports.len());
+    for p in ports {
+        optional(out, p.name.as_deref());
+        out.push(match p.protocol {
+            Protocol::Tcp => 0,
+            Protocol::Udp => 1,
+            Protocol::Sctp => 2,
+        });
+        out.extend_from_slice(&p.port.to_be_bytes());
+    }
+}
+
+fn addresses(out: &mut Vec<u8>, addresses: &[IpAddr]) {
+    varint(out, addresses.len());
+    for a in addresses {
+        match a {
+            IpAddr::V4(v4) => {
+                out.push(4);
+                out.extend_from_slice(&v4.octets());
+            }
+            IpAddr::V6(v6) => {
+                out.push(6);
+                out.extend_from_slice(&v6.octets());
+            }
+        }
+    }
+}
+
+/// Reads what [`Packed::new`] and [`PackedImport::new`] wrote. The bytes are only ever our own, so running past the end
 /// would be a bug in this file, not bad input.
 struct Reader<'a>(&'a [u8]);
 
@@ -81,6 +122,67 @@ impl<'a> Reader<'a> {
             n => Some(String::from_utf8_lossy(self.take(n - 1)).into_owned()),
         }
     }
+
+    fn ports(&mut self) -> Vec<Port> {
+        (0..self.varint())
+            .map(|_| {
+                let name = self.optional();
+                let protocol = match self.byte() {
+                    0 => Protocol::Tcp,
+                    1 => Protocol::Udp,
+                    _ => Protocol::Sctp,
+                };
+                let port = u16::from_be_bytes([self.byte(), self.byte()]);
+                Port {
+                    name,
+                    protocol,
+                    port,
+                }
+            })
+            .collect()
+    }
+
+    fn addresses(&mut self) -> Vec<IpAddr> {
+        (0..self.varint())
+            .map(|_| match self.byte() {
+                4 => IpAddr::V4(Ipv4Addr::from(
+                    <[u8; 4]>::try_from(self.take(4)).expect("4 octets"),
+                )),
+                _ => IpAddr::V6(Ipv6Addr::from(
+                    <[u8; 16]>::try_from(self.take(16)).expect("16 octets"),
+                )),
+            })
+            .collect()
+    }
+}
+
+/// What a ServiceImport says, packed the same way: `kind(1) ips ports` (its key is where the
+/// store files it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedImport(Box<[u8]>);
+
+impl PackedImport {
+    pub fn new(kind: Kind, ips: &[IpAddr], ports_: &[Port]) -> Self {
+        let mut out = Vec::with_capacity(8 + ips.len() * 5 + ports_.len() * 8);
+        out.push(match kind {
+            Kind::ClusterSetIp => 0,
+            Kind::Headless => 1,
+        });
+        addresses(&mut out, ips);
+        ports(&mut out, ports_);
+        PackedImport(out.into_boxed_slice())
+    }
+
+    /// `(kind, ips, ports)`.
+    pub fn unpack(&self) -> (Kind, Vec<IpAddr>, Vec<Port>) {
+        let mut r = Reader(&self.0);
+        let kind = match r.byte() {
+            0 => Kind::ClusterSetIp,
+            _ => Kind::Headless,
+        };
+        let ips = r.addresses();
+        (kind, ips, r.ports())
+    }
 }
 
 impl Packed {
@@ -88,32 +190,11 @@ impl Packed {
         let mut out = Vec::with_capacity(16 + slice.endpoints.len() * 12);
         text(&mut out, &slice.name);
         optional(&mut out, slice.cluster.as_deref());
-        varint(&mut out, slice.ports.len());
-        for p in &slice.ports {
-            optional(&mut out, p.name.as_deref());
-            out.push(match p.protocol {
-                Protocol::Tcp => 0,
-                Protocol::Udp => 1,
-                Protocol::Sctp => 2,
-            });
-            out.extend_from_slice(&p.port.to_be_bytes());
-        }
+        ports(&mut out, &slice.ports);
         varint(&mut out, slice.endpoints.len());
         for e in &slice.endpoints {
             optional(&mut out, e.hostname.as_deref());
-            varint(&mut out, e.addresses.len());
-            for a in &e.addresses {
-                match a {
-                    IpAddr::V4(v4) => {
-                        out.push(4);
-                        out.extend_from_slice(&v4.octets());
-                    }
-                    IpAddr::V6(v6) => {
-                        out.push(6);
-                        out.extend_from_slice(&v6.octets());
-                    }
-                }
-            }
+            addresses(&mut out, &e.addresses);
         }
         Packed(out.into_boxed_slice())
     }
@@ -129,35 +210,11 @@ impl Packed {
         let mut r = Reader(&self.0);
         let name = r.text();
         let cluster = r.optional();
-        let ports = (0..r.varint())
-            .map(|_| {
-                let name = r.optional();
-                let protocol = match r.byte() {
-                    0 => Protocol::Tcp,
-                    1 => Protocol::Udp,
-                    _ => Protocol::Sctp,
-                };
-                let port = u16::from_be_bytes([r.byte(), r.byte()]);
-                Port {
-                    name,
-                    protocol,
-                    port,
-                }
-            })
-            .collect();
+        let ports = r.ports();
         let endpoints = (0..r.varint())
             .map(|_| {
                 let hostname = r.optional();
-                let addresses = (0..r.varint())
-                    .map(|_| match r.byte() {
-                        4 => IpAddr::V4(Ipv4Addr::from(
-                            <[u8; 4]>::try_from(r.take(4)).expect("4 octets"),
-                        )),
-                        _ => IpAddr::V6(Ipv6Addr::from(
-                            <[u8; 16]>::try_from(r.take(16)).expect("16 octets"),
-                        )),
-                    })
-                    .collect();
+                let addresses = r.addresses();
                 Endpoint {
                     addresses,
                     hostname,
@@ -241,6 +298,29 @@ mod tests {
                     })
                     .collect(),
             });
+        }
+    }
+
+    #[test]
+    fn imports_round_trip() {
+        let ips: Vec<IpAddr> = vec![[10, 0, 0, 1].into(), "fd00::1".parse().unwrap()];
+        let ports = [
+            Port {
+                name: Some("http".into()),
+                protocol: Protocol::Tcp,
+                port: 80,
+            },
+            Port {
+                name: None,
+                protocol: Protocol::Udp,
+                port: 53,
+            },
+        ];
+        for kind in [Kind::ClusterSetIp, Kind::Headless] {
+            for (ips, ports) in [(&ips[..], &ports[..]), (&[][..], &[][..])] {
+                let p = PackedImport::new(kind, ips, ports);
+                assert_eq!(p.unpack(), (kind, ips.to_vec(), ports.to_vec()));
+            }
         }
     }
 

@@ -79,19 +79,22 @@ impl Builder {
     pub fn apply(&mut self, update: Update) -> bool {
         let changed = match update {
             Update::Reset(services) => {
-                let keep: HashSet<ServiceKey> = services.iter().map(|s| s.key.clone()).collect();
+                // Services are unpacked one at a time by the iterator, rendered, and dropped.
+                let mut keep: HashSet<ServiceKey> = HashSet::with_capacity(services.len());
+                let mut changed = false;
+                for service in services {
+                    keep.insert(service.key.clone());
+                    changed |= self.upsert(service);
+                }
+                // Removed after the upserts: no moment in which a kept name is missing.
                 let gone: Vec<ServiceKey> = self
                     .services
                     .keys()
                     .filter(|k| !keep.contains(*k))
                     .cloned()
                     .collect();
-                let mut changed = false;
                 for key in gone {
                     changed |= self.remove(&key);
-                }
-                for service in services {
-                    changed |= self.upsert(service);
                 }
                 release_free_memory();
                 if !self.zone.synced() {
