@@ -223,3 +223,175 @@ fn forwarding_patches_carry_corefile_example() {
     // node-local-dns keeps forwarding cluster.local to the cluster DNS.
     assert!(corefile.contains("cluster.local:53 {"));
 }
+
+fn copy_tree(from: &Path, to: &Path) {
+    if from.is_dir() {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        }
+    } else {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    }
+}
+
+/// No container engine runs on the development machine, so the image is checked through what its
+/// build depends on. The build stage, given only the files its COPY lines bring, must be a
+/// complete package with a current lockfile (`cargo metadata --locked --offline` fails on a stale
+/// lock) whose every target file is present, and must build the binary the final stage copies
+/// and runs. The final stage must be distroless, run as a non-root numeric user (the one the
+/// Deployment asks for, if it names one) and expose exactly the Deployment's container ports.
+#[test]
+fn the_dockerfile_builds_from_what_it_copies_and_matches_the_deployment() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let froms: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].starts_with("FROM "))
+        .collect();
+    assert_eq!(froms.len(), 2, "two stages");
+    let (build, run) = (&lines[froms[0]..froms[1]], &lines[froms[1]..]);
+    assert!(build[0].ends_with(" AS build"), "{}", build[0]);
+
+    // The build context as the build stage sees it (WORKDIR /src).
+    let ctx = tempfile::tempdir().unwrap();
+    for l in build.iter().filter(|l| l.starts_with("COPY ")) {
+        let parts: Vec<&str> = l.split_whitespace().skip(1).collect();
+        let (sources, dest) = parts.split_at(parts.len() - 1);
+        for s in sources {
+            let to = if dest[0].ends_with('/') {
+                ctx.path().join(dest[0]).join(s)
+            } else {
+                ctx.path().join(dest[0])
+            };
+            assert!(root.join(s).exists(), "COPY {s}: not in the repository");
+            copy_tree(&root.join(s), &to);
+        }
+    }
+    let cargo = build
+        .iter()
+        .find(|l| l.starts_with("RUN cargo build"))
+        .expect("a cargo build step");
+    assert!(
+        cargo.contains("--release") && cargo.contains("--locked"),
+        "{cargo}"
+    );
+    let bin = cargo
+        .split("--bin ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .expect("--bin NAME");
+    // Cargo drops targets whose files are absent, so compare what the binary needs (library,
+    // binaries, build script) with the full checkout's package.
+    let needed = |dir: &Path| -> Vec<(String, String)> {
+        let out = Command::new("cargo")
+            .args(["metadata", "--locked", "--offline", "--format-version", "1"])
+            .arg("--manifest-path")
+            .arg(dir.join("Cargo.toml"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the build stage's files are not a complete package: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let package = meta["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "clusterset-dns")
+            .unwrap()
+            .clone();
+        let mut v: Vec<(String, String)> = package["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| ["lib", "bin", "custom-build"].contains(&t["kind"][0].as_str().unwrap()))
+            .map(|t| {
+                let path = Path::new(t["src_path"].as_str().unwrap());
+                assert!(path.exists(), "{} is missing", path.display());
+                (
+                    t["kind"][0].as_str().unwrap().to_string(),
+                    t["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let targets = needed(ctx.path());
+    assert_eq!(
+        targets,
+        needed(root),
+        "the build stage lacks files the package builds from"
+    );
+    assert!(
+        targets.contains(&("bin".to_string(), bin.to_string())),
+        "--bin {bin} is not a binary of the package"
+    );
+
+    // The final stage.
+    assert!(
+        run[0].contains("distroless") && run[0].contains("nonroot"),
+        "{}",
+        run[0]
+    );
+    let installed = format!("/usr/local/bin/{bin}");
+    assert!(
+        run.contains(&format!("COPY --from=build /src/target/release/{bin} {installed}").as_str())
+    );
+    assert!(run.contains(&format!("ENTRYPOINT [\"{installed}\"]").as_str()));
+    let user = run
+        .iter()
+        .find_map(|l| l.strip_prefix("USER "))
+        .expect("a USER");
+    let uid: u32 = user
+        .split(':')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("numeric user");
+    assert_ne!(uid, 0, "non-root");
+
+    let deployment = objects(&render())
+        .into_iter()
+        .find(|o| o["kind"] == "Deployment")
+        .unwrap();
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    for sc in [&pod["securityContext"], &container["securityContext"]] {
+        if let Some(u) = sc["runAsUser"].as_u64() {
+            assert_eq!(
+                u, uid as u64,
+                "the Deployment's runAsUser is the image's USER"
+            );
+        }
+    }
+    let mut exposed: Vec<String> = run
+        .iter()
+        .filter_map(|l| l.strip_prefix("EXPOSE "))
+        .flat_map(|l| l.split_whitespace().map(str::to_lowercase))
+        .collect();
+    let mut ports: Vec<String> = container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            format!(
+                "{}/{}",
+                p["containerPort"],
+                p["protocol"].as_str().unwrap_or("TCP").to_lowercase()
+            )
+        })
+        .collect();
+    exposed.sort();
+    ports.sort();
+    assert_eq!(exposed, ports);
+}
