@@ -25,7 +25,7 @@ use super::objects::{
     Classified, LABEL_SERVICE_NAME, MCS_GROUP, Object, ObjectId, Store, classify,
 };
 use crate::metrics::Metrics;
-use crate::model::{ServiceKey, Update};
+use crate::model::{ServiceKey, Snapshot, Update};
 
 #[derive(Debug, Clone, Default)]
 pub struct Config {
@@ -66,6 +66,15 @@ struct StreamState {
     buffer: Option<Vec<(ObjectId, Option<Object>)>>,
     /// A list has completed at least once.
     listed: bool,
+}
+
+/// What one event changed, as [`Core::changes`] reports it.
+#[derive(Debug)]
+pub enum Change {
+    /// The first full list: every service, packed.
+    Reset(Snapshot),
+    /// This service changed (or is gone).
+    Service(ServiceKey),
 }
 
 /// The state of the watched objects, fed one event at a time.
@@ -111,6 +120,25 @@ impl Core {
     /// Applies one event of stream `stream`; returns the updates for the zone (none until every
     /// stream has listed once, then one full reset, then per-service updates).
     pub fn event(&mut self, stream: usize, event: Event<Value>) -> Vec<Update> {
+        let changes = self.changes(stream, event);
+        changes.into_iter().map(|c| self.update(c)).collect()
+    }
+
+    /// The update for one change, with its service unpacked now: the watch loop unpacks each
+    /// just before sending it, so a relist that touches every service never holds them all
+    /// unpacked at once.
+    pub fn update(&self, change: Change) -> Update {
+        match change {
+            Change::Reset(snapshot) => Update::Reset(snapshot),
+            Change::Service(key) => match self.store.service(&key) {
+                Some(s) => Update::Upsert(s),
+                None => Update::Remove(key),
+            },
+        }
+    }
+
+    /// Applies one event; returns what changed, services not yet unpacked (see [`Core::event`]).
+    pub fn changes(&mut self, stream: usize, event: Event<Value>) -> Vec<Change> {
         let kind = self.streams[stream].scope.kind;
         let mut affected = BTreeSet::new();
         let kind_label = kind.label();
@@ -158,7 +186,7 @@ impl Core {
                         slices = self.store.slices(),
                         "initial list of ServiceImports and EndpointSlices complete"
                     );
-                    return vec![Update::Reset(self.store.snapshot())];
+                    return vec![Change::Reset(self.store.snapshot())];
                 }
             }
             Event::Apply(obj) => {
@@ -177,13 +205,7 @@ impl Core {
         if !self.synced {
             return Vec::new();
         }
-        affected
-            .into_iter()
-            .map(|key| match self.store.service(&key) {
-                Some(s) => Update::Upsert(s),
-                None => Update::Remove(key),
-            })
-            .collect()
+        affected.into_iter().map(Change::Service).collect()
     }
 
     fn gauges(&self) {
@@ -435,7 +457,8 @@ pub async fn run(
             Event::Init => Event::Init,
             Event::InitDone => Event::InitDone,
         };
-        for update in core.event(index, event) {
+        for change in core.changes(index, event) {
+            let update = core.update(change);
             if updates.send((seen, update)).await.is_err() {
                 return;
             }
