@@ -220,12 +220,7 @@ fn kubernetes_source_against_a_real_api_server() {
 
     // The CRD now serves v1beta1 too: a new start prefers it and reads objects of both versions.
     k.apply(&crd("v1beta1"));
-    k.apply(&import(
-        "v1beta1",
-        "shop",
-        "beta",
-        "{type: ClusterSetIP, ips: [10.0.0.5], ports: [{port: 80}]}",
-    ));
+    k.apply(&clusterset_ip("beta", "10.0.0.5"));
     let s = spawn_binary(&["--kubeconfig", &dns_kubeconfig]);
     until("ready with v1beta1", 30, || ready(&s));
     assert!(s.logged("\"version\":\"v1beta1\""), "discovered v1beta1");
@@ -362,11 +357,10 @@ fn measure_programming_latency_and_memory() {
     }
 }
 
-/// A TCP proxy between the server and the API server that can drop every connection, stall
-/// them (stop forwarding bytes), or refuse new ones.
-#[test]
-fn api_faults_keep_answers_and_converge() {
-    let mut k = Cluster::start();
+/// A cluster with the MCS CRDs (v1beta1), the server's role and, in namespace `shop`, the
+/// headless `keep` (one endpoint: keep-0.east, 10.7.0.1) and the ClusterSetIP `web` (10.0.0.1).
+fn shop() -> Cluster {
+    let k = Cluster::start();
     k.apply(&crd("v1beta1"));
     k.apply(&rbac());
     k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
@@ -382,18 +376,27 @@ fn api_faults_keep_answers_and_converge() {
             "keep",
             "east",
             "[{addresses: [10.7.0.1], hostname: keep-0}]",
-        ) + &import(
-            "v1beta1",
-            "shop",
-            "web",
-            "{type: ClusterSetIP, ips: [10.0.0.1], ports: [{port: 80}]}",
-        ) + &import(
-            "v1beta1",
-            "shop",
-            "gone",
-            "{type: ClusterSetIP, ips: [10.0.0.9], ports: [{port: 80}]}",
-        )),
+        ) + &clusterset_ip("web", "10.0.0.1")),
     );
+    k
+}
+
+/// A v1beta1 ClusterSetIP ServiceImport `name` in `shop` with one IP and port 80.
+fn clusterset_ip(name: &str, ip: &str) -> String {
+    import(
+        "v1beta1",
+        "shop",
+        name,
+        &format!("{{type: ClusterSetIP, ips: [{ip}], ports: [{{port: 80}}]}}"),
+    )
+}
+
+/// A TCP proxy between the server and the API server that can drop every connection, stall
+/// them (stop forwarding bytes), or refuse new ones.
+#[test]
+fn api_faults_keep_answers_and_converge() {
+    let mut k = shop();
+    k.apply(&clusterset_ip("gone", "10.0.0.9"));
 
     // The server reaches the API server only through the proxy.
     let proxy = Proxy::start(format!("127.0.0.1:{}", k.api_port).parse().unwrap());
@@ -435,24 +438,14 @@ fn api_faults_keep_answers_and_converge() {
 
     // Connections dropped: the watches reconnect.
     proxy.drop_all();
-    k.apply(&import(
-        "v1beta1",
-        "shop",
-        "web",
-        "{type: ClusterSetIP, ips: [10.0.0.2], ports: [{port: 80}]}",
-    ));
+    k.apply(&clusterset_ip("web", "10.0.0.2"));
     until("change after dropped connections", 30, || {
         short(s.dns, "web.shop.svc.clusterset.local") == ["10.0.0.2"]
     });
 
     // Connections stalled: the last answers stay; once bytes flow again the change arrives.
     proxy.stall(true);
-    k.apply(&import(
-        "v1beta1",
-        "shop",
-        "web",
-        "{type: ClusterSetIP, ips: [10.0.0.3], ports: [{port: 80}]}",
-    ));
+    k.apply(&clusterset_ip("web", "10.0.0.3"));
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(short(s.dns, "web.shop.svc.clusterset.local"), ["10.0.0.2"]);
     proxy.stall(false);
@@ -469,18 +462,8 @@ fn api_faults_keep_answers_and_converge() {
     );
     proxy.refuse(true);
     proxy.drop_all();
-    k.apply(&import(
-        "v1beta1",
-        "shop",
-        "web",
-        "{type: ClusterSetIP, ips: [10.0.0.4], ports: [{port: 80}]}",
-    ));
-    k.apply(&import(
-        "v1beta1",
-        "shop",
-        "new",
-        "{type: ClusterSetIP, ips: [10.0.0.5], ports: [{port: 80}]}",
-    ));
+    k.apply(&clusterset_ip("web", "10.0.0.4"));
+    k.apply(&clusterset_ip("new", "10.0.0.5"));
     k.delete("serviceimport", "shop", "gone");
     k.compact();
     k.kill_api();
@@ -522,29 +505,7 @@ fn api_faults_keep_answers_and_converge() {
 /// than in a loop, shows the data going stale, and converges once the API server answers again.
 #[test]
 fn api_server_errors_keep_answers_and_converge() {
-    let k = Cluster::start();
-    k.apply(&crd("v1beta1"));
-    k.apply(&rbac());
-    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
-    k.apply(
-        &(import(
-            "v1beta1",
-            "shop",
-            "web",
-            "{type: ClusterSetIP, ips: [10.0.0.1], ports: [{port: 80}]}",
-        ) + &import(
-            "v1beta1",
-            "shop",
-            "keep",
-            "{type: Headless, ports: [{name: http, port: 80}]}",
-        ) + &slice(
-            "shop",
-            "keep-east",
-            "keep",
-            "east",
-            "[{addresses: [10.7.0.1], hostname: keep-0}]",
-        )),
-    );
+    let k = shop();
     let api = ApiErrors::start(&k, "dns");
     let s = spawn_binary(&["--kubeconfig", &api.kubeconfig(&k)]);
     until("ready", 30, || ready(&s));
@@ -563,18 +524,8 @@ fn api_server_errors_keep_answers_and_converge() {
     for code in [503, 500] {
         api.fail_with(code);
         if code == 503 {
-            k.apply(&import(
-                "v1beta1",
-                "shop",
-                "web",
-                "{type: ClusterSetIP, ips: [10.0.0.2], ports: [{port: 80}]}",
-            ));
-            k.apply(&import(
-                "v1beta1",
-                "shop",
-                "late",
-                "{type: ClusterSetIP, ips: [10.0.0.5], ports: [{port: 80}]}",
-            ));
+            k.apply(&clusterset_ip("web", "10.0.0.2"));
+            k.apply(&clusterset_ip("late", "10.0.0.5"));
         }
         // The client backs off, so the first request with this code may take a while (the
         // backoff carries over from the previous code); then count requests over 4 s.
