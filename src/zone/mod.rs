@@ -20,8 +20,8 @@ pub struct Answer {
     /// Where the additional section starts in `bytes`, so UDP can drop it when it does not fit.
     pub additional_at: u32,
     pub bytes: Box<[u8]>,
-    /// Where each SRV target starts in `bytes` (written in full on the wire, RFC 2782).
-    pub targets: Vec<u16>,
+    /// SRV targets (written in full on the wire, RFC 2782) whose tail is already in the message.
+    pub targets: Vec<render::Target>,
 }
 
 /// An answer as stored in an [`Entry`]. SRV targets are kept compressed (a target repeats the
@@ -82,18 +82,33 @@ impl AnswerRef<'_> {
 }
 
 /// Appends the name at message offset `at` in full: from the question's lower-case spelling
-/// (`qname`) when `at` is inside it, else from a target already spelled out earlier in `out`.
-fn spell_out(out: &mut Vec<u8>, at: usize, qname: &[u8]) {
-    if let Some(rest) = at.checked_sub(12).and_then(|i| qname.get(i..)) {
-        out.extend_from_slice(rest);
-        return;
-    }
-    let mut end = at;
-    while end < out.len() && out[end] != 0 && out[end] & 0xC0 == 0 {
-        end += 1 + out[end] as usize;
-    }
-    if end < out.len() {
-        out.extend_from_within(at..=end);
+/// (`qname`) when `at` is inside it, else from what is already written in `out`, following any
+/// pointer there.
+fn spell_out(out: &mut Vec<u8>, mut at: usize, qname: &[u8]) {
+    // Pointers only go back, so a well-formed message needs few hops; the bound keeps a bug
+    // from looping.
+    for _ in 0..128 {
+        if let Some(rest) = at.checked_sub(12).and_then(|i| qname.get(i..)) {
+            out.extend_from_slice(rest);
+            return;
+        }
+        let mut end = at;
+        while end < out.len() && out[end] != 0 && out[end] & 0xC0 == 0 {
+            end += 1 + out[end] as usize;
+        }
+        if end >= out.len() {
+            return;
+        }
+        if out[end] == 0 {
+            out.extend_from_within(at..=end);
+            return;
+        }
+        if end + 1 >= out.len() {
+            return;
+        }
+        let next = (u16::from_be_bytes([out[end], out[end + 1]]) & 0x3FFF) as usize;
+        out.extend_from_within(at..end);
+        at = next;
     }
 }
 
@@ -117,74 +132,36 @@ pub struct Entry(Arc<[u8]>);
 const DESCRIPTOR: usize = 16;
 const APEX: u8 = 1;
 
-/// The stored form of `a` for owner `name`: each SRV target whose tail already appears earlier
-/// in the message (in the question, or in an earlier target) becomes its leading labels and a
-/// pointer there. Returns the bytes, the offsets of the compressed targets and where the
-/// additional section starts in the bytes.
-fn compress_targets(name: &[u8], a: &Answer) -> (Vec<u8>, Vec<u16>, usize) {
-    // Message offset where the body starts: header, question name, type and class.
-    let base = 12 + name.len() + 4;
-    let mut known: Vec<(&[u8], usize)> = Vec::new();
-    let mut i = 0;
-    while i < name.len() && name[i] != 0 {
-        known.push((&name[i..], 12 + i));
-        i += 1 + name[i] as usize;
-    }
+/// The stored form of `a`: each SRV target the writer found a known tail for becomes its
+/// leading labels and a pointer to that tail. Returns the bytes, the offsets of the compressed
+/// targets and where the additional section starts in the bytes.
+fn compress_targets(a: &Answer) -> (Vec<u8>, Vec<u16>, usize) {
     let (mut stored, mut expand) = (Vec::with_capacity(a.bytes.len()), Vec::new());
-    let (mut cursor, mut stored_additional_at) = (0, None);
-    for &t in &a.targets {
-        let t = t as usize;
-        if stored_additional_at.is_none() && t >= a.additional_at as usize {
-            stored_additional_at = Some(stored.len() + a.additional_at as usize - cursor);
+    let (mut cursor, mut saved_before_additional) = (0, 0);
+    for t in &a.targets {
+        let (at, len, prefix) = (t.at as usize, t.len as usize, t.prefix as usize);
+        stored.extend_from_slice(&a.bytes[cursor..at]);
+        expand.push(stored.len() as u16);
+        stored.extend_from_slice(&a.bytes[at..at + prefix]);
+        stored.extend_from_slice(&(0xC000 | t.pointer).to_be_bytes());
+        if at < a.additional_at as usize {
+            saved_before_additional += len - prefix - 2;
         }
-        stored.extend_from_slice(&a.bytes[cursor..t]);
-        let mut end = t;
-        while a.bytes[end] != 0 {
-            end += 1 + a.bytes[end] as usize;
-        }
-        let target = &a.bytes[t..=end];
-        // The longest tail of the target already in the message, at a pointer-sized offset.
-        let mut l = 0;
-        let mut hit = None;
-        while target[l] != 0 {
-            if let Some(&(_, at)) = known
-                .iter()
-                .find(|(n, at)| *n == &target[l..] && *at <= 0x3FFF)
-            {
-                hit = Some((l, at));
-                break;
-            }
-            l += 1 + target[l] as usize;
-        }
-        match hit {
-            Some((l, at)) if l + 2 < target.len() => {
-                expand.push(stored.len() as u16);
-                stored.extend_from_slice(&target[..l]);
-                stored.extend_from_slice(&(0xC000 | at as u16).to_be_bytes());
-            }
-            _ => stored.extend_from_slice(target),
-        }
-        let mut l = 0;
-        while target[l] != 0 {
-            known.push((&target[l..], base + t + l));
-            l += 1 + target[l] as usize;
-        }
-        cursor = end + 1;
+        cursor = at + len;
     }
-    let stored_additional_at = stored_additional_at
-        .unwrap_or(stored.len() + (a.additional_at as usize).saturating_sub(cursor));
     stored.extend_from_slice(&a.bytes[cursor..]);
-    (stored, expand, stored_additional_at)
+    (
+        stored,
+        expand,
+        a.additional_at as usize - saved_before_additional,
+    )
 }
 
 impl Entry {
     /// `name` in lower-case wire form; `apex` marks the zone apex, which answers SOA from the
     /// zone's current serial.
     pub fn new(name: &[u8], apex: bool, answers: &[(u16, Answer)]) -> Self {
-        let stored: Vec<_> = answers
-            .iter()
-            .map(|(_, a)| compress_targets(name, a))
-            .collect();
+        let stored: Vec<_> = answers.iter().map(|(_, a)| compress_targets(a)).collect();
         let head = 3 + answers.len() * DESCRIPTOR;
         let body_len: usize = stored.iter().map(|(b, e, _)| b.len() + 2 * e.len()).sum();
         let mut blob = Vec::with_capacity(head + name.len() + body_len);
@@ -526,6 +503,17 @@ mod tests {
                 assert_eq!(written(&entry, TYPE_A, true).len(), 16);
             }
         }
+        // A target whose tail was written compressed earlier (an NS target pointing into the
+        // question): spelling it out follows that pointer too.
+        let ns = child("ns.dns", &apex).unwrap();
+        let mut w = BodyWriter::new(&svc);
+        assert!(w.ns(&svc, &ns, 5));
+        assert!(w.srv(&svc, 10, 53, &ns, 5));
+        let mixed = w.finish();
+        assert_eq!(mixed.targets.len(), 1);
+        let entry = Entry::new(&svc, false, &[(TYPE_SRV, mixed.clone())]);
+        assert_eq!(written(&entry, TYPE_SRV, true), &mixed.bytes[..]);
+
         // An endpoint's SRV answer no longer holds its own name twice.
         let srv = srv_answer(&ep, std::slice::from_ref(&ep), true);
         let entry = Entry::new(&ep, false, &[(TYPE_SRV, srv.clone())]);

@@ -72,6 +72,17 @@ pub fn name_text(wire: &[u8]) -> String {
     s
 }
 
+/// An SRV target that the zone may store compressed: it starts at `at` in the body and is `len`
+/// bytes long, and after its first `prefix` bytes it repeats the name at message offset
+/// `pointer` (in the question or an earlier target).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    pub at: u16,
+    pub len: u16,
+    pub prefix: u16,
+    pub pointer: u16,
+}
+
 /// Writes one answer body for a question whose name is `qname` (lower-case wire form).
 pub struct BodyWriter {
     buf: Vec<u8>,
@@ -82,8 +93,8 @@ pub struct BodyWriter {
     ancount: u16,
     arcount: u16,
     additional_at: Option<usize>,
-    /// Where each SRV target starts in `buf`.
-    targets: Vec<u16>,
+    /// SRV targets whose tail is already in the message.
+    targets: Vec<Target>,
 }
 
 impl BodyWriter {
@@ -114,15 +125,28 @@ impl BodyWriter {
         self.pos() + len + OPT_LEN <= u16::MAX as usize
     }
 
-    fn name(&mut self, name: &[u8], compress: bool) {
+    /// The longest tail of `name` already in the message: how many bytes precede it in `name`,
+    /// and its offset in the message.
+    fn known_tail(&self, name: &[u8]) -> Option<(usize, u16)> {
         let mut i = 0;
         while name[i] != 0 {
-            if compress {
-                if let Some(&off) = self.table.get(&name[i..]) {
-                    self.buf.extend_from_slice(&(0xC000 | off).to_be_bytes());
-                    return;
-                }
+            if let Some(&off) = self.table.get(&name[i..]) {
+                return Some((i, off));
             }
+            i += 1 + name[i] as usize;
+        }
+        None
+    }
+
+    fn name(&mut self, name: &[u8], compress: bool) {
+        let tail = if compress {
+            self.known_tail(name)
+        } else {
+            None
+        };
+        let end = tail.map_or(name.len() - 1, |(i, _)| i);
+        let mut i = 0;
+        while i < end {
             let here = self.pos();
             if here <= MAX_POINTER {
                 self.table.entry(name[i..].to_vec()).or_insert(here as u16);
@@ -131,7 +155,10 @@ impl BodyWriter {
             self.buf.extend_from_slice(&name[i..i + 1 + l]);
             i += 1 + l;
         }
-        self.buf.push(0);
+        match tail {
+            Some((_, off)) => self.buf.extend_from_slice(&(0xC000 | off).to_be_bytes()),
+            None => self.buf.push(0),
+        }
     }
 
     fn rr(
@@ -181,7 +208,17 @@ impl BodyWriter {
             w.buf.extend_from_slice(&0u16.to_be_bytes());
             w.buf.extend_from_slice(&weight.to_be_bytes());
             w.buf.extend_from_slice(&port.to_be_bytes());
-            w.targets.push(w.buf.len() as u16);
+            // Noted for the zone, which stores the target compressed when that saves bytes.
+            if let Some((prefix, pointer)) = w.known_tail(target) {
+                if prefix + 2 < target.len() {
+                    w.targets.push(Target {
+                        at: w.buf.len() as u16,
+                        len: target.len() as u16,
+                        prefix: prefix as u16,
+                        pointer,
+                    });
+                }
+            }
             w.name(target, false);
         })
     }
