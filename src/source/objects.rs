@@ -599,18 +599,6 @@ impl Store {
         all.sort_by(|a, b| a.0.cmp(&b.0));
         Snapshot::packed(all)
     }
-
-    /// Every service, sorted by key.
-    pub fn services(&self) -> Vec<Service> {
-        let mut keys: Vec<&ServiceKey> = self
-            .services
-            .iter()
-            .filter(|(_, o)| o.import.is_some())
-            .map(|(k, _)| k)
-            .collect();
-        keys.sort();
-        keys.into_iter().filter_map(|k| self.service(k)).collect()
-    }
 }
 
 #[cfg(test)]
@@ -755,7 +743,7 @@ mod tests {
             };
             store.insert(o);
         }
-        let services = store.services();
+        let services: Vec<Service> = store.snapshot().into_iter().collect();
         assert_eq!(services.len(), 1);
         let names: Vec<_> = services[0].slices.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["a", "z"]);
