@@ -9,7 +9,7 @@ pub mod udp;
 use std::net::SocketAddr;
 
 use crate::zone::render::{CLASS_IN, OPT_LEN, TYPE_AXFR, TYPE_IXFR, TYPE_OPT, TYPE_SOA};
-use crate::zone::{Lookup, Zone};
+use crate::zone::{Lookup, View, Zone};
 
 /// The UDP payload size we advertise and the most we send over UDP (the DNS Flag Day 2020 value).
 pub const UDP_PAYLOAD: u16 = 1232;
@@ -368,6 +368,16 @@ pub fn respond(
     transport: Transport,
     out: &mut Vec<u8>,
 ) -> Option<Outcome> {
+    respond_in(&zone.view(), packet, transport, out)
+}
+
+/// [`respond`] from a view the caller keeps (and refreshes) across queries.
+pub fn respond_in(
+    view: &View<'_>,
+    packet: &[u8],
+    transport: Transport,
+    out: &mut Vec<u8>,
+) -> Option<Outcome> {
     out.clear();
     let mut name = [0u8; 255];
     let q = match parse(packet, &mut name) {
@@ -388,10 +398,11 @@ pub fn respond(
     if q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
         return Some(bare(out, &q, RCODE_REFUSED));
     }
-    Some(zone.lookup(q.lname, |found| answer(zone, &q, found, transport, out)))
+    let zone = view.zone();
+    Some(view.lookup(q.lname, |found| answer(zone, &q, found, transport, out)))
 }
 
-/// Writes the answer for a looked-up name (called under the zone's read guard: copies only).
+/// Writes the answer for a looked-up name.
 fn answer(
     zone: &Zone,
     q: &Query<'_>,

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
-use super::{Parsed, Transport, opt, outcome, parse, respond};
+use super::{Parsed, Transport, opt, outcome, parse, respond_in};
 use crate::dns::{Outcome, RCODE_NOERROR};
 use crate::zone::Zone;
 use crate::zone::render::{
@@ -176,9 +176,11 @@ fn canonical_cmp(a: &[u8], b: &[u8]) -> Ordering {
 }
 
 /// Every record of served zone `apex` (an index into [`Zone::apexes`]): the SOA first, then the
-/// rest in canonical order of name, then type, then data.
+/// rest in canonical order of name, then type, then data. All from one generation of the zone,
+/// so a transfer never mixes states.
 pub fn records(zone: &Zone, apex: usize) -> Vec<Record> {
     let apex_name = &zone.apexes()[apex];
+    let view = zone.view();
     let mut all = Vec::new();
     let mut out = Vec::new();
     let mut query = Vec::with_capacity(300);
@@ -188,14 +190,14 @@ pub fn records(zone: &Zone, apex: usize) -> Vec<Record> {
         query.extend_from_slice(name);
         query.extend_from_slice(&qtype.to_be_bytes());
         query.extend_from_slice(&CLASS_IN.to_be_bytes());
-        if respond(zone, &query, Transport::Tcp, &mut out)
+        if respond_in(&view, &query, Transport::Tcp, &mut out)
             .is_some_and(|o| o.rcode == RCODE_NOERROR && o.apex == Some(apex))
         {
             all.extend(answers(&out).unwrap_or_default());
         }
     };
     ask(apex_name, TYPE_SOA, &mut all);
-    for entry in zone.snapshot() {
+    for entry in view.snapshot() {
         // Names of a zone nested inside this one belong to that zone.
         if zone.apex_index(entry.name()) != Some(apex) {
             continue;

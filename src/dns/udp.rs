@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{debug, warn};
 
-use super::{Transport, log_query, logging_queries, respond};
+use super::{Transport, log_query, logging_queries, respond_in};
 use crate::metrics::{Answered, Metrics, QueryCounters};
-use crate::zone::Zone;
+use crate::zone::{View, Zone};
 
 /// Datagrams taken from the kernel per system call.
 const BATCH: usize = 32;
@@ -118,8 +118,9 @@ impl Worker {
         stop: &AtomicBool,
     ) {
         let fd = socket.as_raw_fd();
+        let mut view = zone.view();
         while !stop.load(Ordering::Relaxed) {
-            match self.batch(fd, zone, counters) {
+            match self.batch(fd, &mut view, counters) {
                 Ok(()) => {}
                 Err(e)
                     if matches!(
@@ -137,8 +138,9 @@ impl Worker {
         debug!("UDP worker stopped");
     }
 
-    /// Receives up to BATCH datagrams (waiting for the first), answers them, sends the answers.
-    fn batch(&mut self, fd: i32, zone: &Zone, counters: &QueryCounters) -> io::Result<()> {
+    /// Receives up to BATCH datagrams (waiting for the first), answers them from the newest
+    /// zone, sends the answers.
+    fn batch(&mut self, fd: i32, view: &mut View<'_>, counters: &QueryCounters) -> io::Result<()> {
         // SAFETY (both blocks below): every pointer handed to the kernel points into buffers
         // owned by `self` that live, unmoved, for the duration of the call; lengths match them.
         let mut iov: [libc::iovec; BATCH] = unsafe { mem::zeroed() };
@@ -163,6 +165,8 @@ impl Worker {
                 std::ptr::null_mut(),
             )
         };
+        // Also while idle (the receive times out), so an old generation is not kept alive.
+        view.refresh();
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -178,7 +182,7 @@ impl Worker {
                 continue;
             }
             let query = &self.queries[i][..msg.msg_len as usize];
-            if let Some(outcome) = respond(zone, query, Transport::Udp, &mut self.answers[i]) {
+            if let Some(outcome) = respond_in(view, query, Transport::Udp, &mut self.answers[i]) {
                 let took = start.elapsed();
                 counters.count(
                     &outcome,

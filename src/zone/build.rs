@@ -57,6 +57,7 @@ impl Builder {
                 zone.insert(entry);
             }
         }
+        zone.publish();
         Builder {
             zone,
             metrics,
@@ -96,7 +97,16 @@ impl Builder {
                 for key in gone {
                     changed |= self.remove(&key);
                 }
+                self.zone.publish();
                 release_free_memory();
+                if self.zone.len() >= super::memory::MIN_NAMES {
+                    let b = self.zone.prefer_huge_pages();
+                    debug!(
+                        regions = b.regions,
+                        collapsed = b.collapsed,
+                        "zone memory moved to huge pages"
+                    );
+                }
                 if !self.zone.synced() {
                     info!(
                         services = self.services.len(),
@@ -110,6 +120,7 @@ impl Builder {
             Update::Upsert(service) => self.upsert(service),
             Update::Remove(key) => self.remove(&key),
         };
+        self.zone.publish();
         if changed {
             self.zone.bump();
         }

@@ -3,13 +3,16 @@
 //! by [`build::Builder`]; read by every DNS path through [`Zone::lookup`].
 
 pub mod build;
+pub mod memory;
 pub mod render;
+mod table;
 
-use std::sync::Arc;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use dashmap::DashMap;
+use table::{Root, Writer};
 
 /// The answer to one query type at one name, encoded as the bytes that follow the question.
 /// The builder's form; the zone stores it inside an [`Entry`].
@@ -254,31 +257,6 @@ impl std::fmt::Debug for Entry {
     }
 }
 
-/// The map key: the entry itself, hashed and compared by its name, so a lookup by name bytes
-/// needs no separate key allocation.
-struct Key(Entry);
-
-impl std::hash::Hash for Key {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // Must hash exactly as `[u8]` does, for lookups through `Borrow<[u8]>`.
-        self.0.name().hash(state)
-    }
-}
-
-impl PartialEq for Key {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.name() == other.0.name()
-    }
-}
-
-impl Eq for Key {}
-
-impl std::borrow::Borrow<[u8]> for Key {
-    fn borrow(&self) -> &[u8] {
-        self.0.name()
-    }
-}
-
 /// The outcome of looking a name up.
 #[derive(Debug, Clone, Copy)]
 pub enum Lookup<'a> {
@@ -292,14 +270,65 @@ pub enum Lookup<'a> {
 }
 
 pub struct Zone {
-    /// Readers hold a shard's read lock only while they copy an answer out.
-    names: DashMap<Key, (), foldhash::fast::RandomState>,
+    /// The table readers look at; replaced whole by each publish.
+    root: Mutex<Arc<Root>>,
+    /// Counts publishes, so a [`View`] can tell with one load whether it is current.
+    generation: AtomicU64,
+    /// The builder's changes not yet published.
+    writer: Mutex<Writer>,
+    hasher: foldhash::fast::RandomState,
     apexes: Box<[Box<[u8]>]>,
     ttl: u32,
     serial: AtomicU32,
     synced: AtomicBool,
     /// Unix seconds of the last change.
     changed_at: AtomicU64,
+}
+
+/// A reader's hold on one published generation of the zone: everything it looks up comes from
+/// that generation, which stays in memory while the view does. Cheap to keep and to
+/// [`refresh`](View::refresh) (one atomic load when nothing changed), so a UDP worker keeps one
+/// and refreshes it once per batch.
+pub struct View<'z> {
+    zone: &'z Zone,
+    root: Arc<Root>,
+    generation: u64,
+}
+
+impl<'z> View<'z> {
+    pub fn zone(&self) -> &'z Zone {
+        self.zone
+    }
+
+    /// Moves the view to the newest published generation, if it is not there.
+    pub fn refresh(&mut self) {
+        if self.zone.generation.load(Ordering::Acquire) != self.generation {
+            *self = self.zone.view();
+        }
+    }
+
+    /// Every entry of this generation, sorted by name.
+    pub fn snapshot(&self) -> Vec<Entry> {
+        let mut all: Vec<Entry> = self.root.entries().cloned().collect();
+        all.sort_by(|a, b| a.name().cmp(b.name()));
+        all
+    }
+
+    /// Finds the served zone that holds `lname` (lower-case wire form) and the name's entry,
+    /// and hands both to `f`. The deepest apex wins when zones nest.
+    #[inline]
+    pub fn lookup<R>(&self, lname: &[u8], f: impl FnOnce(Lookup<'_>) -> R) -> R {
+        let Some(apex) = self.zone.apex_index(lname) else {
+            return f(Lookup::Outside);
+        };
+        let entry = self.root.get(self.zone.hasher.hash_one(lname), lname);
+        f(Lookup::Inside { apex, entry })
+    }
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The guarded values are replaced whole, never left half-changed by a panic.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Unix seconds now (0 if the clock is before 1970).
@@ -314,8 +343,12 @@ impl Zone {
     /// An empty, not yet synced zone. `apexes` are lower-case wire names.
     pub fn new(apexes: Vec<Vec<u8>>, ttl: u32) -> Self {
         let now = now_secs();
+        let root = Arc::new(Root::empty());
         Zone {
-            names: DashMap::with_hasher(foldhash::fast::RandomState::default()),
+            writer: Mutex::new(Writer::new(root.clone())),
+            root: Mutex::new(root),
+            generation: AtomicU64::new(0),
+            hasher: foldhash::fast::RandomState::default(),
             apexes: apexes.into_iter().map(Vec::into_boxed_slice).collect(),
             ttl,
             // Seconds since the epoch, so a restarted server's serial still moves forward.
@@ -345,28 +378,29 @@ impl Zone {
         self.changed_at.load(Ordering::Relaxed)
     }
 
+    /// Names in the published zone.
     pub fn len(&self) -> usize {
-        self.names.len()
+        locked(&self.root).len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
+        self.len() == 0
     }
 
-    /// Finds the served zone that holds `lname` (lower-case wire form) and the name's entry,
-    /// and hands both to `f` (while a shard read lock is held: `f` should only copy bytes out).
-    /// The deepest apex wins when zones nest.
-    pub fn lookup<R>(&self, lname: &[u8], f: impl FnOnce(Lookup<'_>) -> R) -> R {
-        let Some(apex) = self.apex_index(lname) else {
-            return f(Lookup::Outside);
-        };
-        match self.names.get(lname) {
-            Some(r) => f(Lookup::Inside {
-                apex,
-                entry: Some(&r.key().0),
-            }),
-            None => f(Lookup::Inside { apex, entry: None }),
+    /// A view of the newest published generation.
+    pub fn view(&self) -> View<'_> {
+        let generation = self.generation.load(Ordering::Acquire);
+        View {
+            zone: self,
+            root: locked(&self.root).clone(),
+            generation,
         }
+    }
+
+    /// [`View::lookup`] on the newest generation. A caller that looks up many names keeps a
+    /// [`View`] instead.
+    pub fn lookup<R>(&self, lname: &[u8], f: impl FnOnce(Lookup<'_>) -> R) -> R {
+        self.view().lookup(lname, f)
     }
 
     /// The served zone (index into [`Zone::apexes`]) that holds `lname`; the deepest wins.
@@ -387,20 +421,24 @@ impl Zone {
 
     // ---- writer side, used by build::Builder only ----
 
-    /// Inserts or replaces the entry for its name, atomically for readers.
+    /// Inserts or replaces the entry for its name; readers see it from the next
+    /// [`publish`](Zone::publish).
     fn insert(&self, entry: Entry) {
-        match self.names.entry(Key(entry)) {
-            dashmap::Entry::Occupied(o) => {
-                o.replace_entry(());
-            }
-            dashmap::Entry::Vacant(v) => {
-                v.insert(());
-            }
-        }
+        let hash = self.hasher.hash_one(entry.name());
+        locked(&self.writer).insert(hash, entry);
     }
 
     fn remove(&self, name: &[u8]) {
-        self.names.remove(name);
+        locked(&self.writer).remove(self.hasher.hash_one(name), name);
+    }
+
+    /// Makes every change since the last publish visible to readers at once.
+    fn publish(&self) {
+        let Some(root) = locked(&self.writer).publish() else {
+            return;
+        };
+        *locked(&self.root) = root;
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     fn bump(&self) {
@@ -412,11 +450,15 @@ impl Zone {
         self.synced.store(true, Ordering::Release);
     }
 
+    /// Asks for the zone's memory (table and entries) to be backed by huge pages; see
+    /// [`memory`].
+    fn prefer_huge_pages(&self) -> memory::Backing {
+        memory::prefer_huge_pages(self.view().root.ranges())
+    }
+
     /// Every entry, sorted by name; for inspection and tests, not the hot path.
     pub fn snapshot(&self) -> Vec<Entry> {
-        let mut all: Vec<Entry> = self.names.iter().map(|e| e.key().0.clone()).collect();
-        all.sort_by(|a, b| a.name().cmp(b.name()));
-        all
+        self.view().snapshot()
     }
 }
 
