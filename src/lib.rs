@@ -4,7 +4,7 @@
 //! ```text
 //!  source::kube ─┐                          ┌─> udp (fast path: wire bytes in, wire bytes out)
 //!  (watchers)    ├─> Update ─> zone::build ─┤
-//!  source::file ─┘   (model)   (one writer) └─> zone (dashmap of precompiled answers) <── dns handler (TCP)
+//!  source::file ─┘   (model)   (one writer) └─> zone (table of precompiled answers) <── dns handler (TCP)
 //!                                                                                          └─> metrics, admin (/metrics /health /ready)
 //! ```
 //!

@@ -82,6 +82,8 @@ impl Builder {
             Update::Reset(services) => {
                 // Services are unpacked one at a time by the iterator, rendered, and dropped.
                 let mut keep: HashSet<ServiceKey> = HashSet::with_capacity(services.len());
+                // At least a name and its SRV names per service.
+                self.zone.reserve(2 * services.len());
                 let mut changed = false;
                 for service in services {
                     keep.insert(service.key.clone());

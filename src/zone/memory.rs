@@ -7,8 +7,8 @@
 //! zone onto huge pages (`MADV_COLLAPSE`, Linux 6.1+, which works whatever the system-wide THP
 //! mode is short of "never"). It is a hint: any failure leaves the memory as it was.
 //!
-//! Only regions that are mostly resident already are collapsed, so the process grows by at most
-//! the half of each region it did not use.
+//! Only regions that are mostly resident already (three quarters of their pages) are collapsed,
+//! so the process grows by at most the quarter of each region it did not use.
 
 use std::collections::BTreeMap;
 
@@ -68,7 +68,7 @@ pub fn prefer_huge_pages(ranges: impl IntoIterator<Item = (usize, usize)>) -> Ba
         // SAFETY: mincore only reads page tables and writes one byte per page into `resident`,
         // which has one byte for each page of the region; an unmapped part makes it fail.
         let r = unsafe { libc::mincore(region as *mut libc::c_void, huge, resident.as_mut_ptr()) };
-        if r != 0 || resident.iter().filter(|&&b| b & 1 != 0).count() * 2 < pages {
+        if r != 0 || resident.iter().filter(|&&b| b & 1 != 0).count() * 4 < pages * 3 {
             continue;
         }
         // SAFETY: MADV_COLLAPSE moves the region's contents onto a huge page without changing

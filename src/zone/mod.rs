@@ -432,6 +432,11 @@ impl Zone {
         locked(&self.writer).remove(self.hasher.hash_one(name), name);
     }
 
+    /// Expects about `names` names soon (a full load).
+    fn reserve(&self, names: usize) {
+        locked(&self.writer).reserve(names);
+    }
+
     /// Makes every change since the last publish visible to readers at once.
     fn publish(&self) {
         let Some(root) = locked(&self.writer).publish() else {

@@ -36,12 +36,16 @@ fn segment_index(hash: u64, segments: usize) -> usize {
     (hash >> 40) as usize & (segments - 1)
 }
 
-/// A segment's slots for `items`: a power of two at most three quarters full, so a probe always
-/// ends at an empty slot.
+/// Where a probe for `hash` starts in a segment of `cap` slots (any size: the low 32 bits of
+/// the hash scaled to it, so segments need not be powers of two).
+fn home(hash: u64, cap: usize) -> usize {
+    ((hash as u32 as u64 * cap as u64) >> 32) as usize
+}
+
+/// A segment's slots for `items`: three quarters full at most (and no more slots than that
+/// needs, so the table costs little over its entries), so a probe always ends at an empty slot.
 fn build_segment(items: &[(u64, Entry)]) -> Arc<[Slot]> {
-    let cap = (items.len() + items.len() / 3 + 1)
-        .next_power_of_two()
-        .max(4);
+    let cap = (items.len() + items.len() / 3 + 1).max(4);
     let mut slots = vec![
         Slot {
             hash: 0,
@@ -49,11 +53,10 @@ fn build_segment(items: &[(u64, Entry)]) -> Arc<[Slot]> {
         };
         cap
     ];
-    let mask = cap - 1;
     for (hash, entry) in items {
-        let mut i = *hash as usize & mask;
+        let mut i = home(*hash, cap);
         while slots[i].entry.is_some() {
-            i = (i + 1) & mask;
+            i = if i + 1 == cap { 0 } else { i + 1 };
         }
         slots[i] = Slot {
             hash: *hash,
@@ -79,14 +82,13 @@ impl Root {
     #[inline]
     pub fn get(&self, hash: u64, name: &[u8]) -> Option<&Entry> {
         let segment = &self.segments[segment_index(hash, self.segments.len())];
-        let mask = segment.len() - 1;
-        let mut i = hash as usize & mask;
+        let mut i = home(hash, segment.len());
         loop {
             let slot = &segment[i];
             match &slot.entry {
                 None => return None,
                 Some(e) if slot.hash == hash && e.name() == name => return Some(e),
-                Some(_) => i = (i + 1) & mask,
+                Some(_) => i = if i + 1 == segment.len() { 0 } else { i + 1 },
             }
         }
     }
@@ -174,12 +176,24 @@ impl Writer {
         }
     }
 
+    /// Makes room for about `names` names at once, so that a large first load does not
+    /// re-spread them again and again as they arrive (leaving the heap full of holes).
+    pub fn reserve(&mut self, names: usize) {
+        if names > MOST * self.changed.len() && self.changed.len() < MAX_SEGMENTS {
+            self.resize_for(names);
+        }
+    }
+
     /// Spreads every name over the segment count that suits how many there are.
     fn resize(&mut self) {
-        let segments = (self.len / TARGET)
-            .next_power_of_two()
-            .clamp(1, MAX_SEGMENTS);
-        let mut all: Vec<Vec<(u64, Entry)>> = vec![Vec::new(); segments];
+        self.resize_for(self.len);
+    }
+
+    fn resize_for(&mut self, names: usize) {
+        let segments = (names / TARGET).next_power_of_two().clamp(1, MAX_SEGMENTS);
+        let per = names / segments + names / segments / 4 + 1;
+        let mut all: Vec<Vec<(u64, Entry)>> =
+            (0..segments).map(|_| Vec::with_capacity(per)).collect();
         for k in 0..self.changed.len() {
             let items = match self.changed[k].take() {
                 Some(items) => items,
