@@ -1,7 +1,7 @@
 //! Backing a large zone with transparent huge pages.
 //!
-//! A lookup touches three places: the table's control bytes, its slot, and the entry. In a
-//! zone of 100,000 names those are scattered over tens of megabytes, so with 4 KiB pages nearly
+//! A lookup touches two places: the table's slot and the entry. In a zone of 100,000 names
+//! those are scattered over tens of megabytes, so with 4 KiB pages nearly
 //! every lookup also misses the TLB, and in a virtual machine a TLB miss walks two sets of page
 //! tables. After a full load the builder asks the kernel to move the 2 MiB regions that hold the
 //! zone onto huge pages (`MADV_COLLAPSE`, Linux 6.1+, which works whatever the system-wide THP

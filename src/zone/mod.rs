@@ -1,6 +1,6 @@
-//! The served zone: a concurrent map from lower-cased wire names to precompiled answers, plus the
+//! The served zone: a table from lower-cased wire names to precompiled answers, plus the
 //! zone-wide facts (apexes, serial, synced) that negative answers and readiness need. Written only
-//! by [`build::Builder`]; read by every DNS path through [`Zone::lookup`].
+//! by [`build::Builder`]; read by every DNS path through a [`View`] of one published generation.
 
 pub mod build;
 pub mod memory;
@@ -395,12 +395,6 @@ impl Zone {
             root: locked(&self.root).clone(),
             generation,
         }
-    }
-
-    /// [`View::lookup`] on the newest generation. A caller that looks up many names keeps a
-    /// [`View`] instead.
-    pub fn lookup<R>(&self, lname: &[u8], f: impl FnOnce(Lookup<'_>) -> R) -> R {
-        self.view().lookup(lname, f)
     }
 
     /// The served zone (index into [`Zone::apexes`]) that holds `lname`; the deepest wins.

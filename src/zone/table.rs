@@ -158,9 +158,7 @@ impl Writer {
             None => {
                 items.push((hash, entry));
                 self.len += 1;
-                if self.len > MOST * self.changed.len() && self.changed.len() < MAX_SEGMENTS {
-                    self.resize();
-                }
+                self.reserve(self.len);
             }
         }
     }
@@ -176,19 +174,16 @@ impl Writer {
         }
     }
 
-    /// Makes room for about `names` names at once, so that a large first load does not
-    /// re-spread them again and again as they arrive (leaving the heap full of holes).
+    /// Makes room for about `names` names: more segments once they would average over
+    /// [`MOST`]. A large first load asks up front, so it does not re-spread the names again and
+    /// again as they arrive (leaving the heap full of holes).
     pub fn reserve(&mut self, names: usize) {
         if names > MOST * self.changed.len() && self.changed.len() < MAX_SEGMENTS {
             self.resize_for(names);
         }
     }
 
-    /// Spreads every name over the segment count that suits how many there are.
-    fn resize(&mut self) {
-        self.resize_for(self.len);
-    }
-
+    /// Spreads every name over the segment count that suits `names` names.
     fn resize_for(&mut self, names: usize) {
         let segments = (names / TARGET).next_power_of_two().clamp(1, MAX_SEGMENTS);
         let per = names / segments + names / segments / 4 + 1;
@@ -212,7 +207,7 @@ impl Writer {
             return None;
         }
         if self.changed.len() > 1 && self.len < self.changed.len() * TARGET / 8 {
-            self.resize();
+            self.resize_for(self.len);
         }
         let segments = self
             .changed
