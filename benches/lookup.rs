@@ -6,8 +6,9 @@
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
+use std::time::Instant;
 
-use clusterset_dns::dns::{Transport, respond_in};
+use clusterset_dns::dns::{BATCH, Batch, Transport, respond_in};
 use clusterset_dns::metrics::Metrics;
 use clusterset_dns::model::{Endpoint, Kind, Port, Protocol, Service, ServiceKey, Slice, Update};
 use clusterset_dns::zone::build::Builder;
@@ -121,6 +122,38 @@ fn bench(c: &mut Criterion) {
                 })
             });
             let packets: Vec<Vec<u8>> = names(n, hit).iter().map(|s| packet(s, 1)).collect();
+            // As a UDP worker answers what one receive brought: a batch at a time (32 when
+            // the socket is busy; about 4 at the load of benches/compare-knot.sh). The figure
+            // is per query.
+            let refs: Vec<&[u8]> = packets.iter().map(|p| &p[..]).collect();
+            for size in [4, BATCH] {
+                let mut batch = Batch::default();
+                let mut outs: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::with_capacity(4096)).collect();
+                let mut outcomes = [None; BATCH];
+                let mut i = 0;
+                let id = BenchmarkId::new(format!("batch{size}_query_to_response"), what);
+                g.bench_function(id, |b| {
+                    b.iter_custom(|iters| {
+                        let batches = iters.div_ceil(size as u64);
+                        let start = Instant::now();
+                        for _ in 0..batches {
+                            i = (i + size) & 1023;
+                            view.refresh();
+                            batch.respond(
+                                &view,
+                                black_box(&refs[i..i + size]),
+                                Transport::Udp,
+                                &mut outs,
+                                &mut outcomes,
+                            );
+                            black_box(&outcomes);
+                        }
+                        start
+                            .elapsed()
+                            .mul_f64(iters as f64 / (batches * size as u64) as f64)
+                    })
+                });
+            }
             let mut out = Vec::with_capacity(4096);
             let mut i = 0;
             g.bench_function(BenchmarkId::new("query_to_response", what), |b| {

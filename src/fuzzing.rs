@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::dns::transfer::{answers, transfer};
-use crate::dns::{Transport, UDP_PAYLOAD, respond};
+use crate::dns::{Batch, Transport, UDP_PAYLOAD, respond, respond_in};
 use crate::metrics::Metrics;
 use crate::model::Update;
 use crate::source::file::parse_text;
@@ -47,7 +47,7 @@ fn example_zone() -> &'static Arc<Zone> {
 /// and over UDP fits the client's size (512 without EDNS, at most 1232).
 pub fn query(data: &[u8]) {
     let zone = example_zone();
-    let mut out = Vec::new();
+    let (mut out, mut out_one) = (Vec::new(), Vec::new());
     for transport in [Transport::Udp, Transport::Tcp] {
         let Some(outcome) = respond(zone, data, transport, &mut out) else {
             continue;
@@ -73,6 +73,22 @@ pub fn query(data: &[u8]) {
                 "UDP response of {} bytes over {limit}",
                 out.len()
             );
+        }
+    }
+    // The UDP workers answer in batches: the same bytes as one at a time, wherever in a batch
+    // the query is and whatever shares the batch with it.
+    let view = zone.view();
+    let mut other = vec![0, 7, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+    other.extend(wire_name("checkout.shop.svc.clusterset.local").expect("a valid name"));
+    other.extend_from_slice(&[0, 1, 0, 1]);
+    let packets: [&[u8]; 4] = [data, &other, data, &data[..data.len() / 2]];
+    let (mut outs, mut outcomes) = (vec![Vec::new(); 4], [None; 4]);
+    Batch::default().respond(&view, &packets, Transport::Udp, &mut outs, &mut outcomes);
+    for ((p, out), outcome) in packets.iter().zip(&outs).zip(outcomes) {
+        let alone = respond_in(&view, p, Transport::Udp, &mut out_one);
+        assert_eq!(outcome, alone, "a batch answers as one query at a time");
+        if alone.is_some() {
+            assert_eq!(*out, out_one, "a batch answers as one query at a time");
         }
     }
     let mut messages = Vec::new();

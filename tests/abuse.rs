@@ -246,6 +246,93 @@ async fn malformed_packets_get_the_right_answer_while_serving_goes_on() {
     assert!(web_answers(s.dns, Proto::Udp).await && web_answers(s.dns, Proto::Tcp).await);
 }
 
+/// The UDP workers answer what one receive brings as a batch: a burst mixing queries that get
+/// answers with ones that get none must give each query the very answer it gets alone.
+#[tokio::test]
+async fn a_burst_of_mixed_datagrams_gets_each_the_answer_it_gets_alone() {
+    let s = start_with(OBJECTS, |_| {}).await;
+    let mut packets: Vec<(Vec<u8>, Option<ResponseCode>)> = malformed()
+        .into_iter()
+        .map(|(_, p, rcode)| (p, rcode))
+        .collect();
+    for name in [
+        WEB,
+        "_https._tcp.web.shop.svc.clusterset.local",
+        "nope.shop.svc.clusterset.local",
+        "web.example.org",
+    ] {
+        for t in [
+            RecordType::A,
+            RecordType::AAAA,
+            RecordType::SRV,
+            RecordType::TXT,
+        ] {
+            for edns in [None, Some(1232)] {
+                packets.push((query(name, t, edns), Some(ResponseCode::NoError)));
+            }
+        }
+    }
+    // Each its own ID, so answers can be told apart (runts too short for one get no answer).
+    for (i, (p, _)) in packets.iter_mut().enumerate() {
+        if p.len() >= 2 {
+            p[..2].copy_from_slice(&(1000 + i as u16).to_be_bytes());
+        }
+    }
+    let mut alone = std::collections::HashMap::new();
+    for (p, rcode) in &packets {
+        if rcode.is_some() {
+            let answer = exchange_raw(s.dns, Proto::Udp, p, Duration::from_secs(2)).await;
+            let answer = answer.expect("an answer to a query sent alone");
+            alone.insert(u16::from_be_bytes([p[0], p[1]]), answer);
+        }
+    }
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut buf = vec![0u8; 65535];
+    for round in 0..3 {
+        for (p, _) in &packets {
+            sock.send_to(p, s.dns).await.unwrap();
+        }
+        let mut got = std::collections::HashMap::new();
+        // Until every expected answer is in, then a little longer for any that should not be.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut extra = Duration::from_millis(300);
+        while Instant::now() < deadline {
+            let wait = if got.len() == alone.len() {
+                extra
+            } else {
+                Duration::from_secs(1)
+            };
+            let Ok(n) = tokio::time::timeout(wait, sock.recv(&mut buf)).await else {
+                if got.len() == alone.len() {
+                    break;
+                }
+                continue;
+            };
+            let answer = buf[..n.unwrap()].to_vec();
+            assert!(
+                answer.len() >= 12,
+                "round {round}: a {}-byte answer",
+                answer.len()
+            );
+            let id = u16::from_be_bytes([answer[0], answer[1]]);
+            assert!(
+                got.insert(id, answer).is_none(),
+                "round {round}: ID {id} answered twice"
+            );
+            extra = Duration::from_millis(300);
+        }
+        assert_eq!(
+            got.len(),
+            alone.len(),
+            "round {round}: answers to a burst of {}",
+            packets.len()
+        );
+        for (id, answer) in &got {
+            assert_eq!(Some(answer), alone.get(id), "round {round}: ID {id}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn zero_and_64k_tcp_frames() {
     let s = start_with(OBJECTS, |_| {}).await;

@@ -1,7 +1,7 @@
 //! The UDP fast path: `--udp-workers` sockets bound to the same address with SO_REUSEPORT (the
 //! kernel spreads clients over them), each served by its own thread that receives and sends in
-//! batches (recvmmsg/sendmmsg) and answers through [`super::respond`] into buffers it reuses, so
-//! the steady state makes no allocation and no system call per query.
+//! batches (recvmmsg/sendmmsg) and answers each batch together through [`super::Batch`] into
+//! buffers it reuses, so the steady state makes no allocation and no system call per query.
 
 use std::io;
 use std::mem::{self, MaybeUninit};
@@ -15,12 +15,10 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{debug, warn};
 
-use super::{Transport, log_query, logging_queries, respond_in};
+use super::{BATCH, Batch, Transport, log_query, logging_queries};
 use crate::metrics::{Answered, Metrics, QueryCounters};
 use crate::zone::{View, Zone};
 
-/// Datagrams taken from the kernel per system call.
-const BATCH: usize = 32;
 /// Largest query accepted; longer ones arrive truncated and are dropped.
 const MAX_QUERY: usize = 4096;
 /// How often an idle worker looks at the stop flag.
@@ -87,6 +85,8 @@ pub fn spawn(
 struct Worker {
     queries: Vec<[u8; MAX_QUERY]>,
     answers: Vec<Vec<u8>>,
+    /// Answers the queries of one receive together.
+    batch: Batch,
     addrs: Vec<libc::sockaddr_storage>,
     /// Which received datagram each answer goes back to.
     reply_to: Vec<usize>,
@@ -103,6 +103,7 @@ impl Worker {
         Worker {
             queries: vec![[0; MAX_QUERY]; BATCH],
             answers: (0..BATCH).map(|_| Vec::with_capacity(2048)).collect(),
+            batch: Batch::default(),
             addrs: vec![empty; BATCH],
             reply_to: Vec::with_capacity(BATCH),
             query_log,
@@ -172,41 +173,52 @@ impl Worker {
         }
         let start = Instant::now();
         self.reply_to.clear();
-        for (i, msg) in msgs.iter().enumerate().take(n as usize) {
+        let n = n as usize;
+        let mut packets: [&[u8]; BATCH] = [&[]; BATCH];
+        let mut clients: [Option<SocketAddr>; BATCH] = [None; BATCH];
+        for (i, msg) in msgs.iter().enumerate().take(n) {
             // A source port of 0 cannot be answered (and is a classic reflection trick); a
-            // truncated datagram cannot be read.
-            let Some(client) = socket_addr(&self.addrs[i]).filter(|a| a.port() != 0) else {
+            // truncated datagram cannot be read. Either stays an empty packet: no answer.
+            clients[i] = socket_addr(&self.addrs[i]).filter(|a| a.port() != 0);
+            if clients[i].is_some() && msg.msg_hdr.msg_flags & libc::MSG_TRUNC == 0 {
+                packets[i] = &self.queries[i][..msg.msg_len as usize];
+            }
+        }
+        let mut outcomes = [None; BATCH];
+        self.batch.respond(
+            view,
+            &packets[..n],
+            Transport::Udp,
+            &mut self.answers[..n],
+            &mut outcomes[..n],
+        );
+        let took = start.elapsed();
+        for i in 0..n {
+            let (Some(outcome), Some(client)) = (outcomes[i], clients[i]) else {
                 continue;
             };
-            if msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
-                continue;
-            }
-            let query = &self.queries[i][..msg.msg_len as usize];
-            if let Some(outcome) = respond_in(view, query, Transport::Udp, &mut self.answers[i]) {
-                let took = start.elapsed();
-                counters.count(
+            counters.count(
+                &outcome,
+                Answered {
+                    tcp: false,
+                    v6: client.is_ipv6(),
+                    request_len: packets[i].len(),
+                    response_len: self.answers[i].len(),
+                    took,
+                },
+            );
+            if self.logging {
+                let answer = &self.answers[i];
+                log_query(
+                    self.query_log,
+                    client,
+                    Transport::Udp,
+                    answer,
                     &outcome,
-                    Answered {
-                        tcp: false,
-                        v6: client.is_ipv6(),
-                        request_len: query.len(),
-                        response_len: self.answers[i].len(),
-                        took,
-                    },
+                    took,
                 );
-                if self.logging {
-                    let answer = &self.answers[i];
-                    log_query(
-                        self.query_log,
-                        client,
-                        Transport::Udp,
-                        answer,
-                        &outcome,
-                        took,
-                    );
-                }
-                self.reply_to.push(i);
             }
+            self.reply_to.push(i);
         }
         let mut out_iov: [libc::iovec; BATCH] = unsafe { mem::zeroed() };
         let mut out: [libc::mmsghdr; BATCH] = unsafe { mem::zeroed() };
