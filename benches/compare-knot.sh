@@ -12,6 +12,12 @@ secs=${2:-10}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 export BENCH_DIR=${BENCH_DIR:-/tmp/clusterset-bench}
+# An XDP program on lo (say, left by trying Knot's XDP mode) runs for every packet of every
+# server under test and skews all their figures.
+if ip -d link show lo 2>/dev/null | grep -q 'prog/xdp'; then
+  echo "warning: lo has an XDP program attached; every server's CPU per query includes it" >&2
+  echo "         (remove it with: ip link set dev lo xdpgeneric off)" >&2
+fi
 cargo build --release --quiet --manifest-path "$root/Cargo.toml"
 bin="$root/target/release/clusterset-dns"
 [ -f "$BENCH_DIR/queries.txt" ] || python3 "$here/kit/genzone.py" "$BENCH_DIR" >/dev/null
