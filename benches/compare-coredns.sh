@@ -29,7 +29,20 @@ coredns=$("$root/tests/coredns/setup.sh")
 
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+# Newest first (the API server before its etcd, which it would otherwise keep retrying while
+# shutting down), and SIGKILL whatever is still there after 10 s.
+cleanup() {
+  local i p
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
+  for _ in $(seq 100); do
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && break; p=; done
+    [ -z "$p" ] && break
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
 trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 etcd_port=$(port); peer=$(port); api_port=$(port)
