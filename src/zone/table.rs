@@ -95,13 +95,20 @@ impl Root {
     /// The entry named `name` (lower-case wire form) whose hash is `hash`.
     #[inline]
     pub fn get(&self, hash: u64, name: &[u8]) -> Option<&Entry> {
+        self.probe(hash, |e| e.name() == name)
+    }
+
+    /// The first entry along `hash`'s probe sequence whose slot holds `hash` and that `accept`
+    /// takes; `accept` sees only entries stored under `hash`.
+    #[inline]
+    fn probe(&self, hash: u64, accept: impl Fn(&Entry) -> bool) -> Option<&Entry> {
         let segment = &self.segments[segment_index(hash, self.segments.len())];
         let mut i = home(hash, segment.len());
         loop {
             let slot = &segment[i];
             match &slot.entry {
                 None => return None,
-                Some(e) if slot.hash == hash && e.name() == name => return Some(e),
+                Some(e) if slot.hash == hash && accept(e) => return Some(e),
                 Some(_) => i = if i + 1 == segment.len() { 0 } else { i + 1 },
             }
         }
@@ -126,22 +133,12 @@ impl Root {
     /// should be in cache by now: see [`Root::prefetch_slot`]. Reads no entry.
     #[inline]
     pub fn candidate(&self, hash: u64) -> Option<&Entry> {
-        let segment = &self.segments[segment_index(hash, self.segments.len())];
-        let mut i = home(hash, segment.len());
-        loop {
-            let slot = &segment[i];
-            match &slot.entry {
-                None => return None,
-                Some(e) if slot.hash == hash => {
-                    let bytes = e.0.as_ptr();
-                    for line in (0..e.0.len().min(4 * 64)).step_by(64) {
-                        prefetch(bytes.wrapping_add(line));
-                    }
-                    return Some(e);
-                }
-                Some(_) => i = if i + 1 == segment.len() { 0 } else { i + 1 },
-            }
+        let found = self.probe(hash, |_| true)?;
+        let bytes = found.0.as_ptr();
+        for line in (0..found.0.len().min(4 * 64)).step_by(64) {
+            prefetch(bytes.wrapping_add(line));
         }
+        Some(found)
     }
 
     /// The entry named `name`, given what [`Root::candidate`] found for its `hash`.
