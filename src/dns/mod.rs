@@ -382,12 +382,7 @@ pub fn respond_in(
     out: &mut Vec<u8>,
 ) -> Option<Outcome> {
     let mut name = [0u8; 255];
-    let parsed = parse(packet, &mut name);
-    let hash = match &parsed {
-        Parsed::Query(q) => view.hash(q.lname),
-        _ => 0,
-    };
-    finish(view, &parsed, Probe::Hash(hash), transport, out)
+    finish(view, &parse(packet, &mut name), None, transport, out)
 }
 
 /// Queries answered together by [`Batch::respond`].
@@ -425,46 +420,42 @@ impl Batch {
     ) {
         assert!(packets.len() <= BATCH && outs.len() >= packets.len());
         assert!(outcomes.len() >= packets.len());
-        let mut parsed: [(Parsed<'_>, u64); BATCH] = std::array::from_fn(|_| (Parsed::Drop, 0));
-        for ((p, name), slot) in packets.iter().zip(self.names.iter_mut()).zip(&mut parsed) {
-            let q = parse(p, name);
-            if let Parsed::Query(q) = &q {
-                slot.1 = view.hash(q.lname);
-                view.prefetch_segment(slot.1);
-            }
-            slot.0 = q;
-        }
-        let parsed = &parsed[..packets.len()];
-        for (q, hash) in parsed {
-            if let Parsed::Query(_) = q {
-                view.prefetch_slot(*hash);
-            }
-        }
-        let mut found: [Option<Candidate<'_>>; BATCH] = [None; BATCH];
-        for ((q, hash), found) in parsed.iter().zip(&mut found) {
-            if let Parsed::Query(_) = q {
-                *found = Some(view.candidate(*hash));
+        let mut parsed: [Parsed<'_>; BATCH] = std::array::from_fn(|_| Parsed::Drop);
+        let mut hashes: [Option<u64>; BATCH] = [None; BATCH];
+        for (((p, name), q), hash) in packets
+            .iter()
+            .zip(self.names.iter_mut())
+            .zip(&mut parsed)
+            .zip(&mut hashes)
+        {
+            *q = parse(p, name);
+            if let Parsed::Query(q) = q {
+                let h = view.hash(q.lname);
+                view.prefetch_segment(h);
+                *hash = Some(h);
             }
         }
-        for ((((q, _), found), out), outcome) in parsed.iter().zip(found).zip(outs).zip(outcomes) {
-            *outcome = finish(view, q, Probe::Found(found), transport, out);
+        for &hash in hashes.iter().flatten() {
+            view.prefetch_slot(hash);
+        }
+        let found = hashes.map(|hash| hash.map(|h| view.candidate(h)));
+        for (((q, found), out), outcome) in parsed[..packets.len()]
+            .iter()
+            .zip(found)
+            .zip(outs)
+            .zip(outcomes)
+        {
+            *outcome = finish(view, q, found, transport, out);
         }
     }
 }
 
-/// How [`finish`] looks the name up.
-enum Probe<'v> {
-    /// By its hash.
-    Hash(u64),
-    /// From what [`View::candidate`] found (always `Some` for a [`Parsed::Query`]).
-    Found(Option<Candidate<'v>>),
-}
-
-/// Writes the response to a parsed query.
+/// Writes the response to a parsed query; `candidate` is what [`View::candidate`] found for its
+/// name when the caller probed the table already (a batch), else the name is looked up here.
 fn finish(
     view: &View<'_>,
     parsed: &Parsed<'_>,
-    probe: Probe<'_>,
+    candidate: Option<Candidate<'_>>,
     transport: Transport,
     out: &mut Vec<u8>,
 ) -> Option<Outcome> {
@@ -489,10 +480,9 @@ fn finish(
     }
     let zone = view.zone();
     let answer = |found: Lookup<'_>| answer(zone, q, found, transport, out);
-    Some(match probe {
-        Probe::Hash(hash) => view.lookup_hashed(q.lname, hash, answer),
-        Probe::Found(Some(candidate)) => view.lookup_candidate(q.lname, candidate, answer),
-        Probe::Found(None) => view.lookup(q.lname, answer),
+    Some(match candidate {
+        Some(candidate) => view.lookup_candidate(q.lname, candidate, answer),
+        None => view.lookup(q.lname, answer),
     })
 }
 

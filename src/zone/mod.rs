@@ -327,25 +327,19 @@ impl<'z> View<'z> {
     /// and hands both to `f`. The deepest apex wins when zones nest.
     #[inline]
     pub fn lookup<R>(&self, lname: &[u8], f: impl FnOnce(Lookup<'_>) -> R) -> R {
-        self.lookup_hashed(lname, self.hash(lname), f)
-    }
-
-    /// The table hash of `lname` (lower-case wire form), for [`View::lookup_hashed`].
-    #[inline]
-    pub fn hash(&self, lname: &[u8]) -> u64 {
-        self.zone.hasher.hash_one(lname)
-    }
-
-    /// [`View::lookup`] with the name's hash already computed by [`View::hash`].
-    #[inline]
-    pub fn lookup_hashed<R>(&self, lname: &[u8], hash: u64, f: impl FnOnce(Lookup<'_>) -> R) -> R {
         let Some(apex) = self.zone.apex_index(lname) else {
             return f(Lookup::Outside);
         };
         f(Lookup::Inside {
             apex,
-            entry: self.root.get(hash, lname),
+            entry: self.root.get(self.hash(lname), lname),
         })
+    }
+
+    /// The table hash of `lname` (lower-case wire form), for [`View::candidate`].
+    #[inline]
+    pub fn hash(&self, lname: &[u8]) -> u64 {
+        self.zone.hash(lname)
     }
 
     /// [`View::lookup`] for a name whose slots [`View::candidate`] has already probed.
@@ -453,6 +447,12 @@ impl Zone {
         self.len() == 0
     }
 
+    /// The table hash of a lower-case wire name, the same for readers and the writer.
+    #[inline]
+    fn hash(&self, lname: &[u8]) -> u64 {
+        self.hasher.hash_one(lname)
+    }
+
     /// A view of the newest published generation.
     pub fn view(&self) -> View<'_> {
         let generation = self.generation.load(Ordering::Acquire);
@@ -484,12 +484,11 @@ impl Zone {
     /// Inserts or replaces the entry for its name; readers see it from the next
     /// [`publish`](Zone::publish).
     fn insert(&self, entry: Entry) {
-        let hash = self.hasher.hash_one(entry.name());
-        locked(&self.writer).insert(hash, entry);
+        locked(&self.writer).insert(self.hash(entry.name()), entry);
     }
 
     fn remove(&self, name: &[u8]) {
-        locked(&self.writer).remove(self.hasher.hash_one(name), name);
+        locked(&self.writer).remove(self.hash(name), name);
     }
 
     /// Expects about `names` names soon (a full load).

@@ -42,6 +42,11 @@ fn home(hash: u64, cap: usize) -> usize {
     ((hash as u32 as u64 * cap as u64) >> 32) as usize
 }
 
+/// The slot after `i` in a segment of `cap` slots, wrapping at the end.
+fn next(i: usize, cap: usize) -> usize {
+    if i + 1 == cap { 0 } else { i + 1 }
+}
+
 /// A segment's slots for `items`: three quarters full at most (and no more slots than that
 /// needs, so the table costs little over its entries), so a probe always ends at an empty slot.
 fn build_segment(items: &[(u64, Entry)]) -> Arc<[Slot]> {
@@ -56,7 +61,7 @@ fn build_segment(items: &[(u64, Entry)]) -> Arc<[Slot]> {
     for (hash, entry) in items {
         let mut i = home(*hash, cap);
         while slots[i].entry.is_some() {
-            i = if i + 1 == cap { 0 } else { i + 1 };
+            i = next(i, cap);
         }
         slots[i] = Slot {
             hash: *hash,
@@ -92,6 +97,12 @@ impl Root {
         self.len
     }
 
+    /// The segment where a name whose hash is `hash` belongs.
+    #[inline]
+    fn segment(&self, hash: u64) -> &Arc<[Slot]> {
+        &self.segments[segment_index(hash, self.segments.len())]
+    }
+
     /// The entry named `name` (lower-case wire form) whose hash is `hash`.
     #[inline]
     pub fn get(&self, hash: u64, name: &[u8]) -> Option<&Entry> {
@@ -102,14 +113,14 @@ impl Root {
     /// takes; `accept` sees only entries stored under `hash`.
     #[inline]
     fn probe(&self, hash: u64, accept: impl Fn(&Entry) -> bool) -> Option<&Entry> {
-        let segment = &self.segments[segment_index(hash, self.segments.len())];
+        let segment = self.segment(hash);
         let mut i = home(hash, segment.len());
         loop {
             let slot = &segment[i];
             match &slot.entry {
                 None => return None,
                 Some(e) if slot.hash == hash && accept(e) => return Some(e),
-                Some(_) => i = if i + 1 == segment.len() { 0 } else { i + 1 },
+                Some(_) => i = next(i, segment.len()),
             }
         }
     }
@@ -118,13 +129,13 @@ impl Root {
     /// names has tens of kilobytes of them, which other lookups keep pushing out of cache).
     #[inline]
     pub fn prefetch_segment(&self, hash: u64) {
-        prefetch(&self.segments[segment_index(hash, self.segments.len())] as *const Arc<[Slot]>);
+        prefetch(self.segment(hash) as *const Arc<[Slot]>);
     }
 
     /// Starts loading the slot a lookup of `hash` begins at, without waiting for it.
     #[inline]
     pub fn prefetch_slot(&self, hash: u64) {
-        let segment = &self.segments[segment_index(hash, self.segments.len())];
+        let segment = self.segment(hash);
         prefetch(&segment[home(hash, segment.len())] as *const Slot);
     }
 
