@@ -3,6 +3,7 @@
 # (benches/kit: a copy of the team's side-by-side kit), several rounds, Knot first in each.
 # Prints every round's table, then per server the median and the spread (min-max) of CPU per
 # answered query, the median ratio against Knot (from the same rounds), qps, lost queries and RSS.
+# Our server runs twice: on its UDP sockets, and (as root) answering through AF_XDP (--xdp lo).
 #
 # usage: benches/compare-knot.sh [ROUNDS=3] [SECONDS=10]
 # needs: knotd and dnsperf (apt-get install knot dnsperf), taskset, python3
@@ -22,9 +23,21 @@ cargo build --release --quiet --manifest-path "$root/Cargo.toml"
 bin="$root/target/release/clusterset-dns"
 [ -f "$BENCH_DIR/queries.txt" ] || python3 "$here/kit/genzone.py" "$BENCH_DIR" >/dev/null
 out=$(mktemp)
+srv="$bin --file \$W/objects.yaml --admin-listen 127.0.0.1:0 --log-level warn"
+rows=("clusterset-dns|5310|$srv --listen 127.0.0.1:5310")
+# As root, every round runs in a network namespace of its own (a fresh lo, the same for each
+# server), which also lets the XDP row set the two lo settings that AF_XDP answers to 127.0.0.1
+# need (see README) without touching the machine's.
+netns=()
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+  netns=(unshare --net sh -c 'ip link set lo up && sysctl -qw net.ipv4.conf.lo.accept_local=1 net.ipv4.conf.lo.route_localnet=1 && exec "$0" "$@"')
+  rows+=("clusterset-dns-xdp|5311|$srv --listen 127.0.0.1:5311 --xdp lo")
+else
+  echo "not root: no XDP row (--xdp needs root)" >&2
+fi
 for r in $(seq "$rounds"); do
   echo "== round $r of $rounds ($secs s each)"
-  bash "$here/kit/compare.sh" "$secs" "clusterset-dns|5310|$bin --file \$W/objects.yaml --listen 127.0.0.1:5310 --admin-listen 127.0.0.1:0 --log-level warn" | tee -a "$out"
+  "${netns[@]}" bash "$here/kit/compare.sh" "$secs" "${rows[@]}" | tee -a "$out"
 done
 python3 "$here/summarize.py" "$out"
 rm -f "$out"

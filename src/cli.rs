@@ -92,6 +92,12 @@ pub struct Args {
     #[arg(long, env = "CLUSTERSET_DNS_UDP_WORKERS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub udp_workers: Option<u32>,
 
+    /// Also answer UDP through AF_XDP on this interface (Linux; root or CAP_NET_ADMIN, CAP_BPF
+    /// and CAP_NET_RAW): an XDP program hands queries to the listen address and port to the
+    /// server before the kernel's IP and UDP layers. Everything else still reaches the sockets.
+    #[arg(long, env = "CLUSTERSET_DNS_XDP", value_name = "IFACE")]
+    pub xdp: Option<String>,
+
     /// Address for the admin HTTP server: /metrics, /health, /ready.
     #[arg(
         long,

@@ -178,6 +178,7 @@ pub async fn run(
     server::serve(
         config.server,
         listeners.udp,
+        listeners.xdp,
         listeners.tcp,
         zone,
         metrics,

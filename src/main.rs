@@ -79,13 +79,19 @@ fn main() -> ExitCode {
     if let Some(Command::Zone { timeout }) = args.command {
         return print_zone(&config, timeout);
     }
-    let listeners = match Listeners::bind(args.listen, args.udp_workers(), args.admin_listen) {
+    let mut listeners = match Listeners::bind(args.listen, args.udp_workers(), args.admin_listen) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("clusterset-dns: {e}");
             return ExitCode::FAILURE;
         }
     };
+    if let Some(iface) = &args.xdp
+        && let Err(e) = listeners.attach_xdp(iface)
+    {
+        eprintln!("clusterset-dns: {e}");
+        return ExitCode::FAILURE;
+    }
     let runtime = match runtime(tokio::runtime::Builder::new_multi_thread()) {
         Ok(r) => r,
         Err(code) => return code,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::dns::xdp::{Xdp, XdpError};
 use crate::dns::{tcp, udp};
 use crate::metrics::Metrics;
 use crate::zone::Zone;
@@ -19,6 +20,8 @@ pub struct Listeners {
     pub udp: Vec<std::net::UdpSocket>,
     pub tcp: std::net::TcpListener,
     pub admin: std::net::TcpListener,
+    /// `--xdp`: the program on an interface and its AF_XDP sockets.
+    pub xdp: Option<Xdp>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +52,18 @@ impl Listeners {
         for (what, s) in [("TCP", &tcp), ("admin HTTP", &admin)] {
             s.set_nonblocking(true).map_err(|e| err(what, dns, e))?;
         }
-        Ok(Listeners { udp, tcp, admin })
+        Ok(Listeners {
+            udp,
+            tcp,
+            admin,
+            xdp: None,
+        })
+    }
+
+    /// Also takes UDP queries to the DNS address from interface `iface` through AF_XDP.
+    pub fn attach_xdp(&mut self, iface: &str) -> Result<(), XdpError> {
+        self.xdp = Some(Xdp::attach(iface, self.dns_addr())?);
+        Ok(())
     }
 
     pub fn dns_addr(&self) -> SocketAddr {
@@ -72,10 +86,12 @@ pub struct Config {
     pub grace: Duration,
 }
 
-/// Serves DNS on `udp` and `tcp` until `shutdown`.
+/// Serves DNS on `udp`, `xdp` and `tcp` until `shutdown`.
+#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     config: Config,
     udp: Vec<std::net::UdpSocket>,
+    xdp: Option<Xdp>,
     tcp: std::net::TcpListener,
     zone: Arc<Zone>,
     metrics: Arc<Metrics>,
@@ -85,13 +101,23 @@ pub async fn serve(
     info!(address = %udp[0].local_addr()?, workers = udp.len(), "DNS listening on UDP");
     info!(address = %tcp.local_addr()?, max_connections = config.tcp.max_connections, "DNS listening on TCP");
     let stop = Arc::new(AtomicBool::new(false));
-    let workers = udp::spawn(
+    let mut workers = udp::spawn(
         udp,
         zone.clone(),
         &metrics,
         stop.clone(),
         config.tcp.query_log,
     )?;
+    let attached = match xdp {
+        Some(xdp) => {
+            info!(interface = %xdp.iface, mode = %xdp.mode, queues = xdp.queues(), "DNS answering UDP through AF_XDP");
+            let (attached, more) =
+                xdp.spawn(zone.clone(), &metrics, stop.clone(), config.tcp.query_log)?;
+            workers.extend(more);
+            Some(attached)
+        }
+        None => None,
+    };
     let tcp = tokio::spawn(tcp::serve(tcp, config.tcp, zone, metrics, shutdown.clone()));
     shutdown.cancelled().await;
     stop.store(true, Ordering::Relaxed);
@@ -105,5 +131,6 @@ pub async fn serve(
     if drained.is_err() {
         warn!(grace = ?config.grace, "shutdown grace period over; stopping anyway");
     }
+    drop(attached);
     Ok(())
 }

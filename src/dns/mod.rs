@@ -5,6 +5,7 @@
 pub mod tcp;
 pub mod transfer;
 pub mod udp;
+pub mod xdp;
 
 use std::net::SocketAddr;
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{debug, warn};
 
-use super::{BATCH, Batch, Transport, log_query, logging_queries};
+use super::{BATCH, Batch, Outcome, Transport, log_query, logging_queries};
 use crate::metrics::{Answered, Metrics, QueryCounters};
 use crate::zone::{View, Zone};
 
@@ -197,27 +197,15 @@ impl Worker {
             let (Some(outcome), Some(client)) = (outcomes[i], clients[i]) else {
                 continue;
             };
-            counters.count(
+            account(
+                counters,
+                (self.logging, self.query_log),
                 &outcome,
-                Answered {
-                    tcp: false,
-                    v6: client.is_ipv6(),
-                    request_len: packets[i].len(),
-                    response_len: self.answers[i].len(),
-                    took,
-                },
+                client,
+                packets[i].len(),
+                &self.answers[i],
+                took,
             );
-            if self.logging {
-                let answer = &self.answers[i];
-                log_query(
-                    self.query_log,
-                    client,
-                    Transport::Udp,
-                    answer,
-                    &outcome,
-                    took,
-                );
-            }
             self.reply_to.push(i);
         }
         let mut out_iov: [libc::iovec; BATCH] = unsafe { mem::zeroed() };
@@ -255,6 +243,32 @@ impl Worker {
             }
         }
         Ok(())
+    }
+}
+
+/// Counts an answered UDP query and logs it if `logging.0` (any query line is logged; with
+/// `logging.1`, `--log-queries`).
+pub(super) fn account(
+    counters: &QueryCounters,
+    logging: (bool, bool),
+    outcome: &Outcome,
+    client: SocketAddr,
+    request_len: usize,
+    answer: &[u8],
+    took: Duration,
+) {
+    counters.count(
+        outcome,
+        Answered {
+            tcp: false,
+            v6: client.is_ipv6(),
+            request_len,
+            response_len: answer.len(),
+            took,
+        },
+    );
+    if logging.0 {
+        log_query(logging.1, client, Transport::Udp, answer, outcome, took);
     }
 }
 

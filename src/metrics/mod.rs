@@ -43,7 +43,12 @@ pub struct Metrics {
     tcp_evicted: prometheus::IntCounter,
     /// Every serving worker's query counters, summed at scrape time.
     workers: Mutex<Vec<Arc<QueryCounters>>>,
+    /// More metrics, each written by its owner at scrape time (the XDP sockets').
+    renderers: Mutex<Vec<Renderer>>,
 }
+
+/// Appends metrics in the text exposition format at scrape time.
+pub type Renderer = Box<dyn Fn(&mut String) + Send + Sync>;
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
@@ -179,7 +184,13 @@ impl Metrics {
             server,
             zones,
             workers: Mutex::default(),
+            renderers: Mutex::default(),
         }
+    }
+
+    /// Adds metrics that `render` writes at every scrape.
+    pub fn add_renderer(&self, render: Renderer) {
+        self.renderers.lock().expect("metrics lock").push(render);
     }
 
     /// Counters for one more serving worker, written by one thread only.
@@ -273,6 +284,9 @@ impl Metrics {
         ));
         let workers = self.workers.lock().expect("metrics lock").clone();
         query::render(&mut text, &workers, &self.server, &self.zones);
+        for render in self.renderers.lock().expect("metrics lock").iter() {
+            render(&mut text);
+        }
         text
     }
 }

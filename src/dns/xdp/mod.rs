@@ -1,0 +1,771 @@
+//! The AF_XDP path (`--xdp IFACE`): an XDP program on the interface hands the server's UDP
+//! queries to an AF_XDP socket per receive queue, before the kernel's IP and UDP layers, and the
+//! answers go back out through the same socket. It skips the per-packet socket work that is most
+//! of the CPU a socket-based server spends (routing, building the socket buffer, the UDP socket
+//! lookup and queueing). Frames the program does not take (IP options, fragments, VLAN tags,
+//! other addresses) and all of TCP reach the ordinary sockets, which stay bound and answer alike.
+//!
+//! Sockets run in copy mode, which every driver and generic XDP support. The program is attached
+//! through a BPF link, so it goes away with the process, however the process ends.
+
+pub mod frame;
+pub mod program;
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tracing::{debug, warn};
+
+use super::udp::account;
+use super::{BATCH, Batch, Transport, logging_queries};
+use crate::metrics::{Metrics, QueryCounters};
+use crate::zone::{View, Zone};
+pub use program::Mode;
+
+/// Bytes per UMEM frame: a whole answer (at most 1,232 bytes of DNS, see
+/// [`super::UDP_PAYLOAD`]) with its Ethernet, IPv6 and UDP headers fits in one.
+const FRAME: usize = 2048;
+/// Frames for receiving (all in the fill ring until the kernel uses them), then as many for
+/// sending. Each ring holds all of its frames.
+const RX_FRAMES: u32 = 1024;
+const TX_FRAMES: u32 = 1024;
+/// How long a busy receive queue is waited for at start-up.
+const BIND_PATIENCE: Duration = Duration::from_secs(3);
+/// How often an idle worker looks at the stop flag, in milliseconds.
+const IDLE_CHECK_MS: i32 = 100;
+
+/// Why `--xdp` could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot serve UDP through XDP on {iface}: {message}")]
+pub struct XdpError {
+    iface: String,
+    message: String,
+}
+
+/// The program attached to an interface and one AF_XDP socket per receive queue.
+pub struct Xdp {
+    /// Detaches the program when closed; closed before the sockets (field order).
+    _link: OwnedFd,
+    sockets: Vec<Socket>,
+    pub mode: Mode,
+    pub iface: String,
+}
+
+impl Xdp {
+    /// Attaches to interface `iface` for the DNS server on `listen` (its UDP sockets must be
+    /// bound already: they answer what the program passes on).
+    pub fn attach(iface: &str, listen: SocketAddr) -> Result<Xdp, XdpError> {
+        let fail = |what, error: io::Error| {
+            let hint = match (what, error.raw_os_error()) {
+                (_, Some(libc::EPERM)) => {
+                    " (needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW, or root)"
+                }
+                ("attaching the program", Some(libc::EBUSY | libc::EEXIST)) => {
+                    " (the interface has an XDP program already)"
+                }
+                ("opening an AF_XDP socket", Some(libc::EBUSY)) => {
+                    " (another AF_XDP socket holds a receive queue of the interface)"
+                }
+                _ => "",
+            };
+            XdpError {
+                iface: iface.to_string(),
+                message: format!("{what}: {error}{hint}"),
+            }
+        };
+        let name = std::ffi::CString::new(iface)
+            .map_err(|_| fail("bad interface name", io::ErrorKind::InvalidInput.into()))?;
+        // SAFETY: a NUL-terminated string.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        if ifindex == 0 {
+            return Err(fail("no such interface", io::Error::last_os_error()));
+        }
+        if ifindex == LOOPBACK_IFINDEX {
+            loopback_ready(iface, listen).map_err(|message| XdpError {
+                iface: iface.to_string(),
+                message: message.to_string(),
+            })?;
+        }
+        let queues = rx_queues(iface);
+        let map = program::socket_map(queues).map_err(|e| fail("creating the socket map", e))?;
+        // The program first: it fails at once if the interface has one, and until a queue's
+        // socket is in the map it passes that queue's frames on to the ordinary sockets.
+        let prog = program::load(listen, &map).map_err(|e| fail("loading the program", e))?;
+        let (link, mode) =
+            program::attach(&prog, ifindex).map_err(|e| fail("attaching the program", e))?;
+        let mut sockets = Vec::with_capacity(queues as usize);
+        for queue in 0..queues {
+            let s = Socket::new(ifindex, queue, listen.port())
+                .map_err(|e| fail("opening an AF_XDP socket", e))?;
+            program::set_socket(&map, queue, s.fd.as_raw_fd())
+                .map_err(|e| fail("filling the socket map", e))?;
+            sockets.push(s);
+        }
+        Ok(Xdp {
+            _link: link,
+            sockets,
+            mode,
+            iface: iface.to_string(),
+        })
+    }
+
+    pub fn queues(&self) -> usize {
+        self.sockets.len()
+    }
+
+    /// Starts one worker thread per socket; they stop when `stop` is set. The program stays
+    /// attached until the returned guard is dropped.
+    pub fn spawn(
+        self,
+        zone: Arc<Zone>,
+        metrics: &Metrics,
+        stop: Arc<AtomicBool>,
+        query_log: bool,
+    ) -> io::Result<(Attached, Vec<JoinHandle<()>>)> {
+        let Xdp {
+            _link,
+            sockets,
+            iface,
+            ..
+        } = self;
+        let stats: Vec<Arc<Stats>> = sockets.iter().map(|s| Arc::new(Stats::new(s))).collect();
+        let workers = sockets
+            .into_iter()
+            .zip(&stats)
+            .map(|(socket, stats)| {
+                let (zone, counters, stop) = (zone.clone(), metrics.counters(), stop.clone());
+                let stats = stats.clone();
+                std::thread::Builder::new()
+                    .name(format!("xdp-{}", socket.queue))
+                    .spawn(move || {
+                        Worker::new(socket, stats, query_log).run(&zone, &counters, &stop)
+                    })
+            })
+            .collect::<io::Result<_>>()?;
+        metrics.add_renderer(Box::new(move |out| render(out, &iface, &stats)));
+        Ok((Attached(_link), workers))
+    }
+}
+
+/// One socket's counters: written by its worker, read at scrape time.
+struct Stats {
+    queue: u32,
+    /// The socket, for the kernel's own drop counts.
+    fd: Arc<OwnedFd>,
+    received: AtomicU64,
+    /// By [`frame::Dropped::ALL`], then answers without a free send frame.
+    dropped: [AtomicU64; frame::Dropped::ALL.len() + 1],
+}
+
+impl Stats {
+    fn new(socket: &Socket) -> Self {
+        Stats {
+            queue: socket.queue,
+            fd: socket.fd.clone(),
+            received: AtomicU64::new(0),
+            dropped: Default::default(),
+        }
+    }
+
+    /// The kernel's XDP_STATISTICS for the socket, labelled.
+    fn kernel(&self) -> Option<[(&'static str, u64); 5]> {
+        // SAFETY: plain old data, filled by getsockopt.
+        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+        // SAFETY: `st` has the size passed in `len`; the descriptor is open while `self` is.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut st as *mut libc::xdp_statistics).cast(),
+                &mut len,
+            )
+        };
+        (r == 0).then_some([
+            ("dropped", st.rx_dropped),
+            ("rx_ring_full", st.rx_ring_full),
+            ("fill_ring_empty", st.rx_fill_ring_empty_descs),
+            ("rx_invalid", st.rx_invalid_descs),
+            ("tx_invalid", st.tx_invalid_descs),
+        ])
+    }
+}
+
+/// The XDP metrics, in the text exposition format.
+fn render(out: &mut String, iface: &str, stats: &[Arc<Stats>]) {
+    use std::fmt::Write;
+    let labels = |s: &Stats| format!("interface=\"{iface}\",queue=\"{}\"", s.queue);
+    out.push_str(
+        "# HELP clusterset_dns_xdp_received_total Frames the XDP program handed to the server, by receive queue.\n\
+         # TYPE clusterset_dns_xdp_received_total counter\n",
+    );
+    for s in stats {
+        let n = s.received.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "clusterset_dns_xdp_received_total{{{}}} {n}",
+            labels(s)
+        );
+    }
+    out.push_str(
+        "# HELP clusterset_dns_xdp_dropped_total Frames the server dropped unanswered, as the kernel's UDP stack would (reason: not_plain_udp, length, checksum, source, port), and answers dropped for want of a free send frame (no_send_frame).\n\
+         # TYPE clusterset_dns_xdp_dropped_total counter\n",
+    );
+    for s in stats {
+        let reasons = frame::Dropped::ALL.iter().map(|d| d.label());
+        for (reason, n) in reasons.chain(["no_send_frame"]).zip(&s.dropped) {
+            let n = n.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "clusterset_dns_xdp_dropped_total{{{},reason=\"{reason}\"}} {n}",
+                labels(s)
+            );
+        }
+    }
+    out.push_str(
+        "# HELP clusterset_dns_xdp_kernel_dropped_total Frames the kernel dropped at the AF_XDP socket (XDP_STATISTICS), by queue and reason.\n\
+         # TYPE clusterset_dns_xdp_kernel_dropped_total counter\n",
+    );
+    for s in stats {
+        for (reason, n) in s.kernel().into_iter().flatten() {
+            let _ = writeln!(
+                out,
+                "clusterset_dns_xdp_kernel_dropped_total{{{},reason=\"{reason}\"}} {n}",
+                labels(s)
+            );
+        }
+    }
+}
+
+/// Keeps the program attached while it lives.
+pub struct Attached(#[allow(dead_code)] OwnedFd);
+
+/// The kernel numbers the loopback interface 1 in every network namespace.
+const LOOPBACK_IFINDEX: u32 = 1;
+
+/// Whether IPv4 answers sent through AF_XDP on the loopback interface reach their clients. Such
+/// frames carry no route, unlike what loopback sockets send, so the kernel routes them as if they
+/// came from outside: it drops any whose source is a local address unless `accept_local` is on,
+/// and any to or from 127.0.0.0/8 unless `route_localnet` is on. IPv6 needs neither.
+fn loopback_ready(iface: &str, listen: SocketAddr) -> Result<(), &'static str> {
+    let serves_v4 = match listen.ip() {
+        std::net::IpAddr::V4(_) => true,
+        std::net::IpAddr::V6(ip) => ip.is_unspecified(),
+    };
+    if !serves_v4 {
+        return Ok(());
+    }
+    // The kernel ORs each setting of "all" and of the interface.
+    let on = |name: &str| {
+        ["all", iface].iter().any(|conf| {
+            std::fs::read_to_string(format!("/proc/sys/net/ipv4/conf/{conf}/{name}"))
+                .is_ok_and(|v| v.trim() != "0")
+        })
+    };
+    let localnet = match listen.ip() {
+        std::net::IpAddr::V4(ip) => ip.is_loopback() || ip.is_unspecified(),
+        std::net::IpAddr::V6(_) => true,
+    };
+    if !on("accept_local") || (localnet && !on("route_localnet")) {
+        return Err(if localnet {
+            "the kernel would drop the IPv4 answers: set net.ipv4.conf.lo.accept_local=1 and \
+             net.ipv4.conf.lo.route_localnet=1 (frames sent through AF_XDP carry no route, so \
+             loopback routes them as if they came from outside)"
+        } else {
+            "the kernel would drop the IPv4 answers: set net.ipv4.conf.lo.accept_local=1 \
+             (frames sent through AF_XDP carry no route, so loopback routes them as if they \
+             came from outside)"
+        });
+    }
+    Ok(())
+}
+
+/// Receive queues of `iface` (from sysfs; 1 if it cannot tell).
+fn rx_queues(iface: &str) -> u32 {
+    std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count() as u32
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// A memory mapping, unmapped on drop.
+struct Mapping {
+    at: NonNull<u8>,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(len: usize, fd: Option<(i32, i64)>) -> io::Result<Self> {
+        let (flags, fd, offset) = match fd {
+            Some((fd, offset)) => (libc::MAP_SHARED | libc::MAP_POPULATE, fd, offset),
+            None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0),
+        };
+        // SAFETY: a fresh mapping the kernel places; nothing else refers to its range.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd,
+                offset,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            at: NonNull::new(at.cast()).expect("mmap returned a non-null address"),
+            len,
+        })
+    }
+}
+
+// SAFETY: a mapping is owned by one socket, used by one thread at a time.
+unsafe impl Send for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.at.as_ptr().cast(), self.len) };
+    }
+}
+
+/// One of a socket's four rings, shared with the kernel: the producer fills slots and advances
+/// `producer`; the consumer reads them and advances `consumer`. Slots hold `T`: a frame address
+/// (fill and completion rings) or a descriptor (receive and send rings).
+struct Ring<T> {
+    _map: Mapping,
+    producer: NonNull<AtomicU32>,
+    consumer: NonNull<AtomicU32>,
+    slots: NonNull<T>,
+    size: u32,
+}
+
+// SAFETY: a ring is used by the one worker thread that owns its socket.
+unsafe impl<T> Send for Ring<T> {}
+
+impl<T: Copy> Ring<T> {
+    fn map(fd: i32, offsets: &libc::xdp_ring_offset, size: u32, pgoff: i64) -> io::Result<Self> {
+        let len = offsets.desc as usize + size as usize * std::mem::size_of::<T>();
+        let map = Mapping::new(len, Some((fd, pgoff)))?;
+        // SAFETY: the kernel's offsets lie inside the mapping it sized for them.
+        let at = |off: u64| unsafe { NonNull::new_unchecked(map.at.as_ptr().add(off as usize)) };
+        Ok(Ring {
+            producer: at(offsets.producer).cast(),
+            consumer: at(offsets.consumer).cast(),
+            slots: at(offsets.desc).cast(),
+            size,
+            _map: map,
+        })
+    }
+
+    fn producer(&self) -> &AtomicU32 {
+        // SAFETY: the ring index lives as long as the mapping in `self`.
+        unsafe { self.producer.as_ref() }
+    }
+
+    fn consumer(&self) -> &AtomicU32 {
+        // SAFETY: as above.
+        unsafe { self.consumer.as_ref() }
+    }
+
+    fn slot(&self, index: u32) -> *mut T {
+        // SAFETY: masked into the ring's `size` slots.
+        unsafe { self.slots.as_ptr().add((index & (self.size - 1)) as usize) }
+    }
+
+    /// Consumer side: how many filled slots wait, from our consumer index.
+    fn ready(&self) -> u32 {
+        self.producer()
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.consumer().load(Ordering::Relaxed))
+    }
+
+    /// Consumer side: the `k`th waiting slot.
+    fn read(&self, k: u32) -> T {
+        let at = self.consumer().load(Ordering::Relaxed).wrapping_add(k);
+        // SAFETY: a slot the producer filled and published (see `ready`).
+        unsafe { self.slot(at).read() }
+    }
+
+    /// Consumer side: gives `n` slots back.
+    fn release(&self, n: u32) {
+        let c = self.consumer().load(Ordering::Relaxed);
+        self.consumer().store(c.wrapping_add(n), Ordering::Release);
+    }
+
+    /// Producer side: free slots.
+    fn room(&self) -> u32 {
+        self.size
+            - self
+                .producer()
+                .load(Ordering::Relaxed)
+                .wrapping_sub(self.consumer().load(Ordering::Acquire))
+    }
+
+    /// Producer side: writes `value` `k` slots past the producer index (not yet published).
+    fn write(&self, k: u32, value: T) {
+        let at = self.producer().load(Ordering::Relaxed).wrapping_add(k);
+        // SAFETY: a free slot (the caller checked `room`), not visible to the kernel yet.
+        unsafe { self.slot(at).write(value) }
+    }
+
+    /// Producer side: publishes `n` written slots.
+    fn submit(&self, n: u32) {
+        let p = self.producer().load(Ordering::Relaxed);
+        self.producer().store(p.wrapping_add(n), Ordering::Release);
+    }
+}
+
+/// An AF_XDP socket bound to one queue, with its frame memory (UMEM) and rings.
+struct Socket {
+    fill: Ring<u64>,
+    completion: Ring<u64>,
+    rx: Ring<libc::xdp_desc>,
+    tx: Ring<libc::xdp_desc>,
+    umem: Mapping,
+    fd: Arc<OwnedFd>,
+    queue: u32,
+    port: u16,
+}
+
+fn set<T>(fd: i32, opt: i32, value: &T) -> io::Result<()> {
+    // SAFETY: `value` is the option's C struct or integer, of the size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_XDP,
+            opt,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+impl Socket {
+    fn new(ifindex: u32, queue: u32, port: u16) -> io::Result<Socket> {
+        // SAFETY: plain socket(2).
+        let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: just created, owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let raw = fd.as_raw_fd();
+        let umem = Mapping::new(FRAME * (RX_FRAMES + TX_FRAMES) as usize, None)?;
+        let reg = libc::xdp_umem_reg {
+            addr: umem.at.as_ptr() as u64,
+            len: umem.len as u64,
+            chunk_size: FRAME as u32,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        set(raw, libc::XDP_UMEM_REG, &reg)?;
+        set(raw, libc::XDP_UMEM_FILL_RING, &RX_FRAMES)?;
+        set(raw, libc::XDP_UMEM_COMPLETION_RING, &TX_FRAMES)?;
+        set(raw, libc::XDP_RX_RING, &RX_FRAMES)?;
+        set(raw, libc::XDP_TX_RING, &TX_FRAMES)?;
+        // SAFETY: plain old data, filled by getsockopt.
+        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+        // SAFETY: `off` has the size passed in `len`.
+        let r = unsafe {
+            libc::getsockopt(
+                raw,
+                libc::SOL_XDP,
+                libc::XDP_MMAP_OFFSETS,
+                (&mut off as *mut libc::xdp_mmap_offsets).cast(),
+                &mut len,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fill = Ring::map(
+            raw,
+            &off.fr,
+            RX_FRAMES,
+            libc::XDP_UMEM_PGOFF_FILL_RING as i64,
+        )?;
+        let completion = Ring::map(
+            raw,
+            &off.cr,
+            TX_FRAMES,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING as i64,
+        )?;
+        let rx = Ring::map(raw, &off.rx, RX_FRAMES, libc::XDP_PGOFF_RX_RING)?;
+        let tx = Ring::map(raw, &off.tx, TX_FRAMES, libc::XDP_PGOFF_TX_RING)?;
+        for k in 0..RX_FRAMES {
+            fill.write(k, k as u64 * FRAME as u64);
+        }
+        fill.submit(RX_FRAMES);
+        // SAFETY: plain old data.
+        let mut addr: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
+        addr.sxdp_family = libc::AF_XDP as u16;
+        addr.sxdp_flags = libc::XDP_COPY;
+        addr.sxdp_ifindex = ifindex;
+        addr.sxdp_queue_id = queue;
+        // A socket of a server that just stopped may hold the queue for a moment longer (the
+        // kernel releases it in the background): retry a busy queue for a while.
+        let deadline = Instant::now() + BIND_PATIENCE;
+        loop {
+            // SAFETY: `addr` is a sockaddr_xdp of the size passed.
+            let r = unsafe {
+                libc::bind(
+                    raw,
+                    (&addr as *const libc::sockaddr_xdp).cast(),
+                    std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+                )
+            };
+            if r == 0 {
+                break;
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EBUSY) || Instant::now() > deadline {
+                return Err(e);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Socket {
+            fill,
+            completion,
+            rx,
+            tx,
+            umem,
+            fd: Arc::new(fd),
+            queue,
+            port,
+        })
+    }
+
+    /// The frame at UMEM offset `addr`, `len` bytes.
+    fn frame(&self, addr: u64, len: usize) -> &[u8] {
+        assert!(addr as usize + len <= self.umem.len);
+        // SAFETY: inside the UMEM, in a frame the kernel handed us (receive ring) and does not
+        // touch until we return it through the fill ring.
+        unsafe { std::slice::from_raw_parts(self.umem.at.as_ptr().add(addr as usize), len) }
+    }
+
+    /// Send frame `addr`, writable.
+    #[allow(clippy::mut_from_ref)]
+    fn frame_mut(&self, addr: u64) -> &mut [u8] {
+        assert!(addr as usize + FRAME <= self.umem.len);
+        // SAFETY: a send frame from `free_tx`, owned by us alone until it is submitted; no
+        // other reference to it exists (each is written once per answer).
+        unsafe { std::slice::from_raw_parts_mut(self.umem.at.as_ptr().add(addr as usize), FRAME) }
+    }
+
+    /// Takes back into `free` the send frames the kernel is done with.
+    fn reap(&self, free: &mut Vec<u64>) {
+        let n = self.completion.ready();
+        for k in 0..n {
+            free.push(self.completion.read(k) & !(FRAME as u64 - 1));
+        }
+        self.completion.release(n);
+    }
+
+    /// Asks the kernel to send what is in the send ring.
+    fn kick(&self) -> io::Result<()> {
+        // SAFETY: a zero-length send on our own socket.
+        let r = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                // Busy, or out of buffers: the frames stay in the ring for the next kick.
+                Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS) => Ok(()),
+                _ => Err(e),
+            }
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether answers wait in the send ring.
+    fn sending(&self) -> bool {
+        self.tx.room() < self.tx.size
+    }
+
+    /// Waits for frames, or `ms` milliseconds.
+    fn wait(&self, ms: i32) {
+        let mut p = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd.
+        unsafe { libc::poll(&mut p, 1, ms) };
+    }
+}
+
+/// Buffers of one worker, reused for every batch.
+struct Worker {
+    socket: Socket,
+    stats: Arc<Stats>,
+    /// Send frames not in the kernel's hands.
+    free_tx: Vec<u64>,
+    batch: Batch,
+    answers: Vec<Vec<u8>>,
+    query_log: bool,
+    logging: bool,
+}
+
+impl Worker {
+    fn new(socket: Socket, stats: Arc<Stats>, query_log: bool) -> Self {
+        Worker {
+            socket,
+            stats,
+            free_tx: (RX_FRAMES..RX_FRAMES + TX_FRAMES)
+                .map(|k| k as u64 * FRAME as u64)
+                .collect(),
+            batch: Batch::default(),
+            answers: (0..BATCH).map(|_| Vec::with_capacity(2048)).collect(),
+            query_log,
+            logging: logging_queries(query_log),
+        }
+    }
+
+    fn run(mut self, zone: &Zone, counters: &QueryCounters, stop: &AtomicBool) {
+        let mut view = zone.view();
+        let mut failed = false;
+        while !stop.load(Ordering::Relaxed) {
+            let n = self.socket.rx.ready().min(BATCH as u32);
+            if n == 0 {
+                // Answers still in the send ring (the last kick found the device busy) get
+                // another kick soon; otherwise sleep until frames come.
+                let ms = if self.socket.sending() {
+                    self.kick(&mut failed);
+                    1
+                } else {
+                    IDLE_CHECK_MS
+                };
+                self.socket.wait(ms);
+                self.socket.reap(&mut self.free_tx);
+                // Also while idle, so an old generation is not kept alive.
+                view.refresh();
+                continue;
+            }
+            view.refresh();
+            self.batch(n, &view, counters);
+            self.kick(&mut failed);
+        }
+        debug!(queue = self.socket.queue, "XDP worker stopped");
+    }
+
+    fn kick(&self, failed: &mut bool) {
+        match self.socket.kick() {
+            Ok(()) => *failed = false,
+            Err(e) => {
+                if !*failed {
+                    warn!(error = %e, queue = self.socket.queue, "XDP send failed");
+                }
+                *failed = true;
+            }
+        }
+    }
+
+    /// Answers the `n` received frames waiting, puts the answers in the send ring, and gives
+    /// the frames back to the fill ring.
+    fn batch(&mut self, n: u32, view: &View<'_>, counters: &QueryCounters) {
+        let start = Instant::now();
+        let socket = &self.socket;
+        socket.reap(&mut self.free_tx);
+        let mut packets: [&[u8]; BATCH] = [&[]; BATCH];
+        let mut replies: [Option<frame::Reply>; BATCH] = [None; BATCH];
+        let mut addrs = [0u64; BATCH];
+        for k in 0..n as usize {
+            let d = socket.rx.read(k as u32);
+            addrs[k] = d.addr;
+            match frame::parse(socket.frame(d.addr, d.len as usize), socket.port) {
+                Ok((reply, message)) => {
+                    packets[k] = message;
+                    replies[k] = Some(reply);
+                }
+                Err(why) => {
+                    let at = frame::Dropped::ALL.iter().position(|d| *d == why);
+                    add(&self.stats.dropped[at.expect("every reason is listed")], 1);
+                }
+            }
+        }
+        add(&self.stats.received, n as u64);
+        let mut outcomes = [None; BATCH];
+        let n = n as usize;
+        self.batch.respond(
+            view,
+            &packets[..n],
+            Transport::Udp,
+            &mut self.answers[..n],
+            &mut outcomes[..n],
+        );
+        let took = start.elapsed();
+        let mut queued = 0;
+        for k in 0..n {
+            let (Some(outcome), Some(reply)) = (outcomes[k], replies[k]) else {
+                continue;
+            };
+            let answer = &self.answers[k];
+            account(
+                counters,
+                (self.logging, self.query_log),
+                &outcome,
+                reply.client,
+                packets[k].len(),
+                answer,
+                took,
+            );
+            let Some(tx) = self.free_tx.pop() else {
+                add(&self.stats.dropped[frame::Dropped::ALL.len()], 1);
+                continue;
+            };
+            let len = frame::write(&reply, answer, socket.frame_mut(tx));
+            socket.tx.write(
+                queued,
+                libc::xdp_desc {
+                    addr: tx,
+                    len: len as u32,
+                    options: 0,
+                },
+            );
+            queued += 1;
+        }
+        socket.tx.submit(queued);
+        socket.rx.release(n as u32);
+        // The fill ring holds every receive frame, so there is always room for these.
+        debug_assert!(socket.fill.room() >= n as u32);
+        for (k, &addr) in addrs[..n].iter().enumerate() {
+            socket.fill.write(k as u32, addr & !(FRAME as u64 - 1));
+        }
+        socket.fill.submit(n as u32);
+    }
+}
+
+/// Adds to a counter only this thread writes (no locked instruction).
+fn add(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}

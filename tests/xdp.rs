@@ -1,0 +1,459 @@
+//! The AF_XDP path (`--xdp lo`), run as the binary inside a network namespace of the test's
+//! own, so the XDP program, the sockets and the loopback settings it needs touch nothing outside
+//! it. Needs root (CI runs as root): making a namespace takes CAP_SYS_ADMIN, and XDP takes
+//! CAP_NET_ADMIN and CAP_BPF.
+//!
+//! The program hands plain UDP queries to the server's AF_XDP socket and leaves the rest (here:
+//! datagrams with IP options or an IPv6 hop-by-hop header) to the kernel and the ordinary
+//! sockets. Sending every query both ways compares the two paths of one server byte for byte.
+
+mod common;
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{malformed, mixed_case, query};
+use hickory_proto::rr::RecordType;
+
+const BIN: &str = env!("CARGO_BIN_EXE_clusterset-dns");
+const ADMIN: &str = "127.0.0.1:9153";
+
+fn example() -> String {
+    format!("{}/examples/clusterset.yaml", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `body` on a thread of its own in a new network namespace with loopback up. Processes
+/// the thread starts, and sockets it opens, are in that namespace too.
+fn in_netns(body: impl FnOnce() + Send + 'static) {
+    let t = std::thread::spawn(move || {
+        // SAFETY: unshare(2) on this thread alone; no memory is involved.
+        let r = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+        assert_eq!(
+            r,
+            0,
+            "making a network namespace for the XDP tests needs root: {}",
+            io::Error::last_os_error()
+        );
+        let up = Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .unwrap();
+        assert!(up.success());
+        body();
+    });
+    if let Err(panic) = t.join() {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Sets an IPv4 setting of lo in this thread's namespace.
+fn lo_setting(name: &str, value: &str) {
+    std::fs::write(format!("/proc/sys/net/ipv4/conf/lo/{name}"), value).unwrap();
+}
+
+/// IPv4 answers sent through AF_XDP on lo need these (the server refuses to start otherwise).
+fn allow_xdp_answers_on_lo() {
+    lo_setting("accept_local", "1");
+    lo_setting("route_localnet", "1");
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_get(path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(ADMIN).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.split(' ').nth(1)?.parse().ok()?;
+    Some((status, text.split("\r\n\r\n").nth(1)?.to_string()))
+}
+
+/// Starts the binary with `args` and waits until it is ready.
+fn start(args: &[&str]) -> Server {
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "--file",
+        &example(),
+        "--admin-listen",
+        ADMIN,
+        "--log-level",
+        "warn",
+    ])
+    .args(args)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    let mut server = Server(cmd.spawn().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Some(status) = server.0.try_wait().unwrap() {
+            let mut err = String::new();
+            server
+                .0
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("server exited ({status}): {err}");
+        }
+        if http_get("/ready").is_some_and(|(s, _)| s == 200) {
+            return server;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("server not ready within 10 s");
+}
+
+/// Runs the binary expecting it to fail at start-up; returns its stderr.
+fn fails(args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(["--file", &example(), "--admin-listen", "127.0.0.1:0"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{args:?} started");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// A metric's value in a scrape (0 if absent).
+fn metric(scrape: &str, line_start: &str) -> u64 {
+    scrape
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn received() -> u64 {
+    let (_, scrape) = http_get("/metrics").unwrap();
+    metric(
+        &scrape,
+        "clusterset_dns_xdp_received_total{interface=\"lo\",queue=\"0\"}",
+    )
+}
+
+fn socket(at: &str) -> UdpSocket {
+    let s = UdpSocket::bind(at).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    s
+}
+
+/// A socket whose datagrams the XDP program leaves to the kernel: IPv4 with a 4-byte options
+/// field (no-ops), IPv6 with a hop-by-hop header (padding only).
+fn socket_past_xdp(at: &str) -> UdpSocket {
+    let s = socket(at);
+    let (level, opt, value): (i32, i32, &[u8]) = if at.starts_with('[') {
+        (
+            libc::IPPROTO_IPV6,
+            libc::IPV6_HOPOPTS,
+            &[0, 0, 1, 4, 0, 0, 0, 0],
+        )
+    } else {
+        (libc::IPPROTO_IP, libc::IP_OPTIONS, &[1, 1, 1, 0])
+    };
+    // SAFETY: setsockopt with a byte buffer of the length passed.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            level,
+            opt,
+            value.as_ptr().cast(),
+            value.len() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "{}", io::Error::last_os_error());
+    s
+}
+
+/// Sends `packet` and returns the answer carrying its ID, if one comes.
+fn ask(s: &UdpSocket, server: SocketAddr, packet: &[u8]) -> Option<Vec<u8>> {
+    s.send_to(packet, server).unwrap();
+    let mut buf = [0u8; 65535];
+    loop {
+        let (n, from) = s.recv_from(&mut buf).ok()?;
+        if from == server && packet.len() >= 2 && n >= 2 && buf[..2] == packet[..2] {
+            return Some(buf[..n].to_vec());
+        }
+    }
+}
+
+/// Queries of every kind the behaviour document covers, over the example data: each served
+/// type and some not served, names that exist, are empty non-terminals, are missing or are out
+/// of the zone, 0x20 spelling, no EDNS, small and large EDNS sizes (truncation), EDNS version 1
+/// (BADVERS), and every malformed shape.
+fn cases() -> Vec<(String, Vec<u8>)> {
+    let names = [
+        "checkout.shop.svc.clusterset.local",
+        "frontend.shop.svc.clusterset.local",
+        "workers.batch.svc.clusterset.local",
+        "db.data.svc.clusterset.local",
+        "db-0.central.eu.db.data.svc.clusterset.local",
+        "_postgres._tcp.db.data.svc.clusterset.local",
+        "_https._tcp.frontend.shop.svc.clusterset.local",
+        "fd00-2--31.west.workers.batch.svc.clusterset.local",
+        "shop.svc.clusterset.local",
+        "nope.shop.svc.clusterset.local",
+        "dns-version.clusterset.local",
+        "clusterset.local",
+        "example.org",
+    ];
+    let types = [
+        RecordType::A,
+        RecordType::AAAA,
+        RecordType::SRV,
+        RecordType::TXT,
+        RecordType::SOA,
+        RecordType::NS,
+        RecordType::PTR,
+        RecordType::ANY,
+        RecordType::MX,
+    ];
+    let mut out = Vec::new();
+    for name in names {
+        for spelled in [name.to_string(), mixed_case(name)] {
+            for t in types {
+                for edns in [None, Some(512), Some(1232), Some(4096)] {
+                    out.push((format!("{spelled} {t} {edns:?}"), query(&spelled, t, edns)));
+                }
+            }
+        }
+        let mut badvers = query(name, RecordType::A, Some(1232));
+        let at = badvers.len() - 6; // OPT TTL: extended rcode, version, flags
+        badvers[at] = 1;
+        out.push((format!("{name} EDNS version 1"), badvers));
+    }
+    for (what, packet, _) in malformed("checkout.shop.svc.clusterset.local") {
+        out.push((what.to_string(), packet));
+    }
+    // Each its own ID, so a late answer cannot be taken for another's.
+    for (i, (_, p)) in out.iter_mut().enumerate() {
+        if p.len() >= 2 {
+            p[..2].copy_from_slice(&(i as u16).to_be_bytes());
+        }
+    }
+    out
+}
+
+#[test]
+fn answers_through_xdp_are_the_sockets_answers_byte_for_byte() {
+    in_netns(|| {
+        allow_xdp_answers_on_lo();
+        let _server = start(&["--listen", "[::]:53", "--xdp", "lo"]);
+        let cases = cases();
+        for (client, server) in [("127.0.0.1:0", "127.0.0.1:53"), ("[::1]:0", "[::1]:53")] {
+            let server: SocketAddr = server.parse().unwrap();
+            let (plain, past) = (socket(client), socket_past_xdp(client));
+            let before = received();
+            let mut answered = 0;
+            for (what, packet) in &cases {
+                let through_xdp = ask(&plain, server, packet);
+                let through_sockets = ask(&past, server, packet);
+                assert_eq!(through_xdp, through_sockets, "{what} to {server}");
+                answered += through_xdp.is_some() as usize;
+            }
+            // Every plain datagram (and none of the others) went through the AF_XDP socket.
+            assert_eq!(received() - before, cases.len() as u64, "to {server}");
+            assert!(answered > cases.len() * 9 / 10, "{answered} answered");
+        }
+    });
+}
+
+/// A UDP datagram as raw IPv4 payload (the kernel adds the IP header): the UDP header with
+/// `check` as given, then `message`.
+fn raw_udp(sport: u16, dport: u16, check: Option<u16>, message: &[u8]) -> Vec<u8> {
+    let len = (8 + message.len()) as u16;
+    let mut d = Vec::new();
+    d.extend_from_slice(&sport.to_be_bytes());
+    d.extend_from_slice(&dport.to_be_bytes());
+    d.extend_from_slice(&len.to_be_bytes());
+    d.extend_from_slice(&[0, 0]);
+    d.extend_from_slice(message);
+    let check = check.unwrap_or_else(|| {
+        // RFC 768 over the pseudo-header 127.0.0.1 → 127.0.0.1.
+        let mut all = vec![127, 0, 0, 1, 127, 0, 0, 1, 0, 17];
+        all.extend_from_slice(&len.to_be_bytes());
+        all.extend_from_slice(&d);
+        if all.len() % 2 == 1 {
+            all.push(0);
+        }
+        let mut s: u32 = all
+            .chunks(2)
+            .map(|p| u16::from_be_bytes([p[0], p[1]]) as u32)
+            .sum();
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        !(s as u16)
+    });
+    d[6..8].copy_from_slice(&check.to_be_bytes());
+    d
+}
+
+#[test]
+fn frames_the_kernel_would_drop_get_no_answer_and_are_counted() {
+    in_netns(|| {
+        allow_xdp_answers_on_lo();
+        let _server = start(&["--listen", "127.0.0.1:53", "--xdp", "lo"]);
+        // SAFETY: a raw IPv4 socket carrying UDP; the kernel writes the IP header.
+        let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_UDP) };
+        assert!(raw >= 0, "{}", io::Error::last_os_error());
+        let send = |datagram: &[u8]| {
+            let to = libc::sockaddr_in {
+                sin_family: libc::AF_INET as u16,
+                sin_port: 0,
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes([127, 0, 0, 1]),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: a buffer and a sockaddr_in of the lengths passed.
+            let r = unsafe {
+                libc::sendto(
+                    raw,
+                    datagram.as_ptr().cast(),
+                    datagram.len(),
+                    0,
+                    (&to as *const libc::sockaddr_in).cast(),
+                    std::mem::size_of::<libc::sockaddr_in>() as u32,
+                )
+            };
+            assert_eq!(r as usize, datagram.len());
+        };
+        let client = socket("127.0.0.1:0");
+        let port = client.local_addr().unwrap().port();
+        let q = query("checkout.shop.svc.clusterset.local", RecordType::A, None);
+        let dropped = |reason: &str| {
+            let (_, scrape) = http_get("/metrics").unwrap();
+            metric(
+                &scrape,
+                &format!(
+                    "clusterset_dns_xdp_dropped_total{{interface=\"lo\",queue=\"0\",reason=\"{reason}\"}}"
+                ),
+            )
+        };
+        let mut buf = [0u8; 1500];
+        // The same datagram with its right checksum is answered: the raw path itself works.
+        send(&raw_udp(port, 53, None, &q));
+        let n = client
+            .recv(&mut buf)
+            .expect("an answer to a valid datagram");
+        assert_eq!(buf[..2], q[..2]);
+        assert!(n > q.len());
+        let wrong = raw_udp(port, 53, None, &q);
+        let check = u16::from_be_bytes([wrong[6], wrong[7]]) ^ 0x0101;
+        send(&raw_udp(port, 53, Some(check), &q));
+        assert!(
+            client.recv(&mut buf).is_err(),
+            "a bad checksum got an answer"
+        );
+        assert_eq!(dropped("checksum"), 1);
+        // No checksum at all is valid over IPv4.
+        send(&raw_udp(port, 53, Some(0), &q));
+        assert!(
+            client.recv(&mut buf).is_ok(),
+            "no answer without a checksum"
+        );
+        // Source port 0 cannot be answered.
+        send(&raw_udp(0, 53, None, &q));
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(dropped("source"), 1);
+        // A UDP length beyond the datagram.
+        let mut long = raw_udp(port, 53, Some(0), &q);
+        long[4..6].copy_from_slice(&(q.len() as u16 + 100).to_be_bytes());
+        send(&long);
+        assert!(client.recv(&mut buf).is_err(), "a bad length got an answer");
+        assert_eq!(dropped("length"), 1);
+        // SAFETY: our descriptor, closed once.
+        unsafe { libc::close(raw) };
+        // The kernel's own counts are there too, and the whole scrape passes promtool's lint.
+        let (_, scrape) = http_get("/metrics").unwrap();
+        assert!(
+            scrape.contains("clusterset_dns_xdp_kernel_dropped_total{interface=\"lo\",queue=\"0\",reason=\"rx_ring_full\"} 0"),
+            "{scrape}"
+        );
+        let mut check = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("promtool runs (apt-get install prometheus)");
+        check
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(scrape.as_bytes())
+            .unwrap();
+        let out = check.wait_with_output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success() && said.is_empty(), "promtool: {said}");
+    });
+}
+
+fn xdp_on_lo() -> bool {
+    let out = Command::new("ip")
+        .args(["-d", "link", "show", "lo"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+}
+
+#[test]
+fn start_up_errors_name_the_fix_and_the_program_goes_with_the_process() {
+    in_netns(|| {
+        // IPv4 on lo without the two settings: refused, naming them.
+        let err = fails(&["--listen", "127.0.0.1:53", "--xdp", "lo"]);
+        assert!(
+            err.contains("net.ipv4.conf.lo.accept_local=1")
+                && err.contains("net.ipv4.conf.lo.route_localnet=1"),
+            "{err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(!xdp_on_lo());
+        let err = fails(&["--listen", "127.0.0.1:53", "--xdp", "nosuch0"]);
+        assert!(
+            err.contains("nosuch0") && err.contains("no such interface"),
+            "{err}"
+        );
+        // IPv6 alone needs neither setting.
+        let server = start(&["--listen", "[::1]:53", "--xdp", "lo"]);
+        assert!(xdp_on_lo());
+        let s = socket("[::1]:0");
+        let q = query("frontend.shop.svc.clusterset.local", RecordType::AAAA, None);
+        let answer = ask(&s, "[::1]:53".parse().unwrap(), &q).expect("an answer over ::1");
+        assert_eq!(u16::from_be_bytes([answer[6], answer[7]]), 1, "one AAAA");
+        assert_eq!(received(), 1);
+        // One program per interface: a second server says so.
+        allow_xdp_answers_on_lo();
+        let err = fails(&["--listen", "127.0.0.1:54", "--xdp", "lo"]);
+        assert!(err.contains("has an XDP program already"), "{err}");
+        // Killed outright, the server takes its program with it.
+        drop(server);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while xdp_on_lo() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!xdp_on_lo(), "the XDP program outlived the server");
+        let _again = start(&["--listen", "127.0.0.1:53", "--xdp", "lo"]);
+    });
+}
