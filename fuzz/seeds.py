@@ -63,3 +63,48 @@ open(os.path.join(objs, "list.json"), "w").write(
     '"metadata":{"name":"a","namespace":"b"},"spec":{"type":"ClusterSetIP","ips":["10.0.0.1"],'
     '"ports":[{"name":"http","protocol":"TCP","port":80}]}}]}')
 print(len(seeds), "query seeds")
+
+# Frames for the `frame` target: the first query inside Ethernet + IPv4/IPv6 + UDP, as the XDP
+# path receives it, and the shapes it must drop.
+def csum(b, start=0):
+    if len(b) % 2:
+        b += b"\0"
+    s = start + sum(int.from_bytes(b[i:i + 2], "big") for i in range(0, len(b), 2))
+    while s > 0xffff:
+        s = (s & 0xffff) + (s >> 16)
+    return s
+
+def frame(msg, v6=False, sport=40000, dport=53, check=None):
+    udp = sport.to_bytes(2, "big") + dport.to_bytes(2, "big") + (8 + len(msg)).to_bytes(2, "big") + b"\0\0" + msg
+    if v6:
+        addrs = bytes(15) + b"\1" + bytes(15) + b"\1"
+    else:
+        addrs = bytes([127, 0, 0, 1, 127, 0, 0, 1])
+    c = (0xffff - csum(addrs + b"\0\x11" + len(udp).to_bytes(2, "big") + udp)) or 0xffff
+    udp = udp[:6] + (c if check is None else check).to_bytes(2, "big") + udp[8:]
+    eth = bytes(12) + (b"\x86\xdd" if v6 else b"\x08\0")
+    if v6:
+        return eth + b"\x60\0\0\0" + len(udp).to_bytes(2, "big") + b"\x11\x40" + addrs + udp
+    ip = b"\x45\0" + (20 + len(udp)).to_bytes(2, "big") + b"\0\0\x40\0\x40\x11\0\0" + addrs
+    ip = ip[:10] + (0xffff - csum(ip)).to_bytes(2, "big") + ip[12:]
+    return eth + ip + udp
+
+frames = os.path.join(here, "corpus", "frame")
+os.makedirs(frames, exist_ok=True)
+fs = {
+    "v4": frame(base),
+    "v6": frame(base, v6=True),
+    "v4-no-checksum": frame(base, check=0),
+    "v4-bad-checksum": frame(base, check=0x1234),
+    "v4-source-port-0": frame(base, sport=0),
+    "v4-other-port": frame(base, dport=5353),
+    "v4-runt": frame(base)[:40],
+    "v4-padded": frame(base) + bytes(20),
+}
+v4 = fs["v4"]
+fs["v4-options"] = v4[:14] + b"\x46" + v4[15:]
+fs["v4-fragment"] = v4[:20] + b"\x20\0" + v4[22:]
+fs["v6-extension"] = fs["v6"][:20] + b"\0" + fs["v6"][21:]
+for k, v in fs.items():
+    open(os.path.join(frames, k), "wb").write(v)
+print(len(fs), "frame seeds")

@@ -121,3 +121,33 @@ pub fn objects(data: &[u8]) {
         }
     }
 }
+
+/// Frame bytes → the XDP path's reading of them. Panics when a frame is read past its end (any
+/// panic), or when an accepted frame's answer, written back, does not read as the same exchange
+/// seen from the other side: the addresses swapped, the message intact.
+pub fn frame(data: &[u8]) {
+    use crate::dns::xdp::frame::{parse, write};
+    // The port the frame is to, if it has one where IPv4 or IPv6 would put it, and 53.
+    let ports = [36usize, 56].map(|at| {
+        data.get(at..at + 2)
+            .map(|p| u16::from_be_bytes([p[0], p[1]]))
+    });
+    // (A server never serves port 0: it listens on the port it was bound to.)
+    for port in ports.into_iter().flatten().filter(|&p| p != 0).chain([53]) {
+        let Ok((reply, message)) = parse(data, port) else {
+            continue;
+        };
+        assert_eq!(reply.server.port(), port);
+        let mut out = vec![0u8; reply.header_len() + message.len()];
+        let n = write(&reply, message, &mut out);
+        assert_eq!(n, out.len());
+        let (back, echoed) = parse(&out, reply.client.port())
+            .unwrap_or_else(|why| panic!("our own answer frame is dropped: {why:?}"));
+        assert_eq!((back.client, back.server), (reply.server, reply.client));
+        assert_eq!(
+            (back.client_mac, back.server_mac),
+            (reply.server_mac, reply.client_mac)
+        );
+        assert_eq!(echoed, message);
+    }
+}

@@ -34,3 +34,9 @@ fn objects_corpus_replays_cleanly() {
     let n = replay("objects", clusterset_dns::fuzzing::objects);
     assert!(n >= 3, "only {n} object inputs");
 }
+
+#[test]
+fn frame_corpus_replays_cleanly() {
+    let n = replay("frame", clusterset_dns::fuzzing::frame);
+    assert!(n >= 8, "only {n} frame inputs");
+}

@@ -51,15 +51,18 @@ pub enum Dropped {
     Source,
     /// Not to the port served.
     Port,
+    /// To a broadcast, multicast or unspecified address: an answer could not come from it.
+    Destination,
 }
 
 impl Dropped {
-    pub const ALL: [Dropped; 5] = [
+    pub const ALL: [Dropped; 6] = [
         Dropped::NotPlainUdp,
         Dropped::Length,
         Dropped::Checksum,
         Dropped::Source,
         Dropped::Port,
+        Dropped::Destination,
     ];
 
     /// The metric label.
@@ -70,6 +73,7 @@ impl Dropped {
             Dropped::Checksum => "checksum",
             Dropped::Source => "source",
             Dropped::Port => "port",
+            Dropped::Destination => "destination",
         }
     }
 }
@@ -110,6 +114,9 @@ pub fn parse(frame: &[u8], port: u16) -> Result<(Reply, &[u8]), Dropped> {
             if src.is_unspecified() || src.is_broadcast() || src.is_multicast() {
                 return Err(Dropped::Source);
             }
+            if dst.is_unspecified() || dst.is_broadcast() || dst.is_multicast() {
+                return Err(Dropped::Destination);
+            }
             (src.into(), dst.into(), &ip[IPV4_LEN..total], &ip[12..20])
         }
         ETHERTYPE_IPV6 => {
@@ -127,6 +134,9 @@ pub fn parse(frame: &[u8], port: u16) -> Result<(Reply, &[u8]), Dropped> {
             let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap());
             if src.is_unspecified() || src.is_multicast() {
                 return Err(Dropped::Source);
+            }
+            if dst.is_unspecified() || dst.is_multicast() {
+                return Err(Dropped::Destination);
             }
             (
                 src.into(),
@@ -438,6 +448,21 @@ mod tests {
         ] {
             let f = query_frame(client, server, b"abcdef");
             assert_eq!(parse(&f, 53).err(), Some(Dropped::Source), "{client}");
+        }
+        for server in [
+            "255.255.255.255:53",
+            "224.0.0.251:53",
+            "0.0.0.0:53",
+            "[ff02::fb]:53",
+            "[::]:53",
+        ] {
+            let client = if server.starts_with('[') {
+                "[2001:db8::7]:40000"
+            } else {
+                "192.0.2.7:40000"
+            };
+            let f = query_frame(client, server, b"abcdef");
+            assert_eq!(parse(&f, 53).err(), Some(Dropped::Destination), "{server}");
         }
     }
 }
