@@ -3,7 +3,8 @@
 # (benches/kit: a copy of the team's side-by-side kit), several rounds, Knot first in each.
 # Prints every round's table, then per server the median and the spread (min-max) of CPU per
 # answered query, the median ratio against Knot (from the same rounds), qps, lost queries and RSS.
-# Our server runs twice: on its UDP sockets, and (as root) answering through AF_XDP (--xdp lo).
+# Our server runs twice: on its UDP sockets, and (as root) answering through AF_XDP (--xdp lo);
+# as root Knot runs a second time too, in its own XDP mode.
 #
 # usage: benches/compare-knot.sh [ROUNDS=3] [SECONDS=10]
 # needs: knotd and dnsperf (apt-get install knot dnsperf), taskset, python3
@@ -32,6 +33,30 @@ netns=()
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
   netns=(unshare --net sh -c 'ip link set lo up && sysctl -qw net.ipv4.conf.lo.accept_local=1 net.ipv4.conf.lo.route_localnet=1 && exec "$0" "$@"')
   rows+=("clusterset-dns-xdp|5311|$srv --listen 127.0.0.1:5311 --xdp lo")
+  # Knot's own XDP mode, last in each round (it may leave its program on lo when it stops; the
+  # namespace, and its lo, go at the end of the round).
+  mkdir -p "$BENCH_DIR/kx/run" "$BENCH_DIR/kx/db"
+  cat > "$BENCH_DIR/kx/knot.conf" <<K
+server:
+    listen: 127.0.0.1@5303
+    rundir: $BENCH_DIR/kx/run
+    udp-workers: 1
+    tcp-workers: 1
+    background-workers: 1
+xdp:
+    listen: lo@5303
+    udp: on
+log:
+  - target: stderr
+    any: error
+database:
+    storage: $BENCH_DIR/kx/db
+zone:
+  - domain: clusterset.local
+    file: $BENCH_DIR/clusterset.local.zone
+    journal-content: none
+K
+  rows+=("knot-xdp|5303|knotd -c $BENCH_DIR/kx/knot.conf")
 else
   echo "not root: no XDP row (--xdp needs root)" >&2
 fi
