@@ -270,8 +270,44 @@ fn answers_through_xdp_are_the_sockets_answers_byte_for_byte() {
             // Every plain datagram (and none of the others) went through the AF_XDP socket.
             assert_eq!(received() - before, cases.len() as u64, "to {server}");
             assert!(answered > cases.len() * 9 / 10, "{answered} answered");
+            // Queries of any size the sockets take: frames longer than the AF_XDP socket's
+            // (1,792 bytes with headers, at most) are left to the sockets, at the exact limit.
+            let headers = if server.is_ipv4() {
+                14 + 20 + 8
+            } else {
+                14 + 40 + 8
+            };
+            for size in [1000, 1792 - headers, 1793 - headers, 3000, 4000] {
+                let q = padded("checkout.shop.svc.clusterset.local", size);
+                let before = received();
+                let through_xdp = ask(&plain, server, &q);
+                assert!(through_xdp.is_some(), "a {size}-byte query to {server}");
+                assert_eq!(
+                    through_xdp,
+                    ask(&past, server, &q),
+                    "{size} bytes to {server}"
+                );
+                let frame = headers + size;
+                assert_eq!(
+                    received() - before,
+                    (frame <= 1792) as u64,
+                    "{frame}-byte frame"
+                );
+            }
         }
     });
+}
+
+/// An A query of `size` bytes: EDNS with a padding option (RFC 7830) filling it out.
+fn padded(name: &str, size: usize) -> Vec<u8> {
+    let mut q = query(name, RecordType::A, Some(1232));
+    let pad = size - q.len() - 4;
+    let n = q.len();
+    q[n - 2..].copy_from_slice(&((4 + pad) as u16).to_be_bytes());
+    q.extend_from_slice(&[0, 12]);
+    q.extend_from_slice(&(pad as u16).to_be_bytes());
+    q.resize(size, 0);
+    q
 }
 
 /// A UDP datagram as raw IPv4 payload (the kernel adds the IP header): the UDP header with

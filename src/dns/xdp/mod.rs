@@ -31,6 +31,10 @@ pub use program::Mode;
 /// Bytes per UMEM frame: a whole answer (at most 1,232 bytes of DNS, see
 /// [`super::UDP_PAYLOAD`]) with its Ethernet, IPv6 and UDP headers fits in one.
 const FRAME: usize = 2048;
+/// The longest frame a socket receives: in copy mode the kernel puts XDP's 256 bytes of
+/// headroom before each received frame. Longer queries (rare: DNS queries are small) are left
+/// to the ordinary sockets by the program.
+const MAX_FRAME: usize = FRAME - 256;
 /// Frames for receiving (all in the fill ring until the kernel uses them), then as many for
 /// sending. Each ring holds all of its frames.
 const RX_FRAMES: u32 = 1024;
@@ -96,7 +100,8 @@ impl Xdp {
         let map = program::socket_map(queues).map_err(|e| fail("creating the socket map", e))?;
         // The program first: it fails at once if the interface has one, and until a queue's
         // socket is in the map it passes that queue's frames on to the ordinary sockets.
-        let prog = program::load(listen, &map).map_err(|e| fail("loading the program", e))?;
+        let prog =
+            program::load(listen, MAX_FRAME, &map).map_err(|e| fail("loading the program", e))?;
         let (link, mode) =
             program::attach(&prog, ifindex).map_err(|e| fail("attaching the program", e))?;
         let mut sockets = Vec::with_capacity(queues as usize);
@@ -738,6 +743,10 @@ impl Worker {
                 continue;
             };
             let answer = &self.answers[k];
+            let Some(tx) = self.free_tx.pop() else {
+                add(&self.stats.dropped[frame::Dropped::ALL.len()], 1);
+                continue;
+            };
             account(
                 counters,
                 (self.logging, self.query_log),
@@ -747,10 +756,6 @@ impl Worker {
                 answer,
                 took,
             );
-            let Some(tx) = self.free_tx.pop() else {
-                add(&self.stats.dropped[frame::Dropped::ALL.len()], 1);
-                continue;
-            };
             let len = frame::write(&reply, answer, socket.frame_mut(tx));
             socket.tx.write(
                 queued,

@@ -3,7 +3,8 @@
 //!
 //! The program redirects to the AF_XDP socket of the receiving queue exactly the frames the
 //! server answers on that path: untagged Ethernet, IPv4 without options or fragmentation or IPv6
-//! with UDP as the next header, to the listen address (any, if it is unspecified) and port.
+//! with UDP as the next header, to the listen address (any, if it is unspecified) and port, and
+//! no longer than the socket's frames hold.
 //! Everything else, and anything arriving while no socket is in the map, goes on to the kernel
 //! (XDP_PASS), where the ordinary UDP and TCP sockets answer it.
 
@@ -92,8 +93,10 @@ pub fn set_socket(map: &OwnedFd, queue: u32, fd: i32) -> io::Result<()> {
 }
 
 /// Loads the program for `listen` with its socket map. A rejection carries the verifier's log.
-pub fn load(listen: SocketAddr, map: &OwnedFd) -> io::Result<OwnedFd> {
-    let code = assemble(listen, map.as_raw_fd());
+/// Frames longer than `max_frame` bytes are left to the kernel (they would not fit the socket's
+/// frames).
+pub fn load(listen: SocketAddr, max_frame: usize, map: &OwnedFd) -> io::Result<OwnedFd> {
+    let code = assemble(listen, max_frame, map.as_raw_fd());
     let license = c"Apache-2.0";
     let attempt = |log: &mut [u8]| {
         let mut attr = Attr::new()
@@ -249,7 +252,7 @@ impl Asm {
 }
 
 /// The program's instructions for `listen`, redirecting through map `map_fd`.
-fn assemble(listen: SocketAddr, map_fd: i32) -> Vec<u8> {
+fn assemble(listen: SocketAddr, max_frame: usize, map_fd: i32) -> Vec<u8> {
     let mut a = Asm {
         code: Vec::new(),
         jumps: Vec::new(),
@@ -260,6 +263,10 @@ fn assemble(listen: SocketAddr, map_fd: i32) -> Vec<u8> {
     a.op(LDX_MEM_W, 2, 1, 0, 0);
     a.op(LDX_MEM_W, 3, 1, 4, 0);
     a.at_least(14 + 20 + 8);
+    // Longer than a socket frame holds: pass (r4 = data + max_frame; data_end beyond it).
+    a.op(ALU64_MOV_X, 4, 2, 0, 0);
+    a.op(ALU64_ADD_K, 4, 0, 0, max_frame as i32);
+    a.jump(JMP_JGT_X, 3, 4, 0, Label::Pass);
     a.load(2, 12);
     let (v4, v6) = match listen.ip() {
         IpAddr::V4(_) => (true, false),
