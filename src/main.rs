@@ -87,7 +87,7 @@ fn main() -> ExitCode {
         }
     };
     if let Some(iface) = &args.xdp
-        && let Err(e) = listeners.attach_xdp(iface)
+        && let Err(e) = listeners.attach_xdp(iface, args.xdp_coalesce)
     {
         eprintln!("clusterset-dns: {e}");
         return ExitCode::FAILURE;

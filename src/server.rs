@@ -60,9 +60,10 @@ impl Listeners {
         })
     }
 
-    /// Also takes UDP queries to the DNS address from interface `iface` through AF_XDP.
-    pub fn attach_xdp(&mut self, iface: &str) -> Result<(), XdpError> {
-        self.xdp = Some(Xdp::attach(iface, self.dns_addr())?);
+    /// Also takes UDP queries to the DNS address from interface `iface` through AF_XDP; its
+    /// workers wait `coalesce` after a receive that did not fill a batch.
+    pub fn attach_xdp(&mut self, iface: &str, coalesce: Duration) -> Result<(), XdpError> {
+        self.xdp = Some(Xdp::attach(iface, self.dns_addr(), coalesce)?);
         Ok(())
     }
 

@@ -345,7 +345,15 @@ fn raw_udp(sport: u16, dport: u16, check: Option<u16>, message: &[u8]) -> Vec<u8
 fn frames_the_kernel_would_drop_get_no_answer_and_are_counted() {
     in_netns(|| {
         allow_xdp_answers_on_lo();
-        let _server = start(&["--listen", "127.0.0.1:53", "--xdp", "lo"]);
+        // (Also the path that waits after small batches.)
+        let _server = start(&[
+            "--listen",
+            "127.0.0.1:53",
+            "--xdp",
+            "lo",
+            "--xdp-coalesce",
+            "100us",
+        ]);
         // SAFETY: a raw IPv4 socket carrying UDP; the kernel writes the IP header.
         let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_UDP) };
         assert!(raw >= 0, "{}", io::Error::last_os_error());
@@ -466,6 +474,8 @@ fn start_up_errors_name_the_fix_and_the_program_goes_with_the_process() {
         );
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(!xdp_on_lo());
+        let err = fails(&["--xdp", "lo", "--xdp-coalesce", "5ms"]);
+        assert!(err.contains("more than 1ms"), "{err}");
         let err = fails(&["--listen", "127.0.0.1:53", "--xdp", "nosuch0"]);
         assert!(
             err.contains("nosuch0") && err.contains("no such interface"),
