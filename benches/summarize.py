@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarises the per-round tables of benches/kit/compare.sh: per server, the median and the
 spread (min-max) of CPU per answered query and of the ratio against the first server (Knot),
-and the medians of qps, lost queries and RSS.
+and the medians of qps, mean latency, lost queries and RSS.
 
 usage: summarize.py FILE   (the tables of every round, concatenated)
 """
@@ -16,12 +16,12 @@ for line in open(sys.argv[1]):
 if not rows:
     sys.exit("no result rows")
 print(f"\nsummary over {len(next(iter(rows.values())))} rounds: median [min-max]")
-print(f"{'server':<20} {'cpu_us/q':>22} {'ratio_vs_knot':>20} {'qps':>10} {'lost_pct':>9} {'rss_mb':>7}")
+print(f"{'server':<20} {'cpu_us/q':>22} {'ratio_vs_knot':>20} {'qps':>10} {'lat_ms':>7} {'lost_pct':>9} {'rss_mb':>7}")
 for name, rs in rows.items():
     col = lambda i: [r[i] for r in rs]
     cpu, ratio = col(1), col(2)
     print(f"{name:<20} {st.median(cpu):8.2f} [{min(cpu):.2f}-{max(cpu):.2f}]   {st.median(ratio):6.2f} [{min(ratio):.2f}-{max(ratio):.2f}] "
-          f"{st.median(col(0)):10.0f} {st.median(col(4)):9.2f} {st.median(col(5)):7.1f}")
+          f"{st.median(col(0)):10.0f} {st.median(col(3)):7.3f} {st.median(col(4)):9.2f} {st.median(col(5)):7.1f}")
 # Both XDP modes, when there: ours against Knot's, round by round.
 if "knot-xdp" in rows and "clusterset-dns-xdp" in rows:
     r = [a[1] / b[1] for a, b in zip(rows["clusterset-dns-xdp"], rows["knot-xdp"])]
