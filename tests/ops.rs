@@ -104,33 +104,7 @@ async fn metrics_pass_promtool_and_count_what_was_sent() {
     send_known_queries(s.dns).await;
     let (_, body) = http_get(s.admin, "/metrics").await.unwrap();
 
-    let mut check = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool runs (apt-get install prometheus)");
-    use std::io::Write;
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = check.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.stdout.is_empty() && out.stderr.is_empty(),
-        "promtool has lint findings: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::promtool_check(&body);
 
     let server = format!("dns://{}", s.dns);
     let z = "clusterset.local.";

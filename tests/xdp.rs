@@ -15,10 +15,9 @@ use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{malformed, mixed_case, query};
+use common::{BIN, malformed, mixed_case, query};
 use hickory_proto::rr::RecordType;
 
-const BIN: &str = env!("CARGO_BIN_EXE_clusterset-dns");
 const ADMIN: &str = "127.0.0.1:9153";
 
 fn example() -> String {
@@ -431,26 +430,7 @@ fn frames_the_kernel_would_drop_get_no_answer_and_are_counted() {
             scrape.contains("clusterset_dns_xdp_kernel_dropped_total{interface=\"lo\",queue=\"0\",reason=\"rx_ring_full\"} 0"),
             "{scrape}"
         );
-        let mut check = Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("promtool runs (apt-get install prometheus)");
-        check
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(scrape.as_bytes())
-            .unwrap();
-        let out = check.wait_with_output().unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success() && said.is_empty(), "promtool: {said}");
+        common::promtool_check(&scrape);
     });
 }
 

@@ -7,6 +7,9 @@ pub mod memory;
 pub mod render;
 mod table;
 
+/// Starts loading the cache line at `p` (a hint only).
+pub(crate) use table::prefetch;
+
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

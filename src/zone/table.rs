@@ -73,7 +73,7 @@ fn build_segment(items: &[(u64, Entry)]) -> Arc<[Slot]> {
 
 /// A hint to the CPU to bring the cache line at `p` in; it never faults, whatever `p` is.
 #[inline(always)]
-fn prefetch<T>(p: *const T) {
+pub(crate) fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch only hints; it reads nothing the program sees and cannot fault. (The
     // intrinsic is safe from Rust 1.87; the block keeps 1.85 building.)

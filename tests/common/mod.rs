@@ -606,3 +606,30 @@ pub fn malformed(name: &str) -> Vec<(&'static str, Vec<u8>, Option<ResponseCode>
         ),
     ]
 }
+
+/// Runs `promtool check metrics` on a scrape and fails on any error or lint finding.
+pub fn promtool_check(scrape: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs (apt-get install prometheus)");
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(scrape.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "promtool check metrics: {said}");
+    assert!(said.is_empty(), "promtool has lint findings: {said}");
+}

@@ -25,7 +25,7 @@ use tracing::{debug, warn};
 use super::udp::account;
 use super::{BATCH, Batch, Transport, logging_queries};
 use crate::metrics::{Metrics, QueryCounters};
-use crate::zone::{View, Zone};
+use crate::zone::{View, Zone, prefetch};
 pub use program::Mode;
 
 /// Bytes per UMEM frame: a whole answer (at most 1,232 bytes of DNS, see
@@ -797,15 +797,4 @@ impl Worker {
 /// Adds to a counter only this thread writes (no locked instruction).
 fn add(counter: &AtomicU64, n: u64) {
     counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
-}
-
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch only hints; it reads nothing the program sees and cannot fault.
-    #[allow(unused_unsafe)]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
