@@ -70,41 +70,60 @@ impl std::fmt::Display for QName<'_> {
     }
 }
 
-/// Logs one answered query: at info when the query log is on (`--log-queries`), else at debug.
-pub fn log_query(
-    query_log: bool,
-    client: SocketAddr,
-    transport: Transport,
-    response: &[u8],
-    outcome: &Outcome,
-    took: std::time::Duration,
-) {
-    macro_rules! line {
-        ($level:ident) => {
-            tracing::$level!(
-                target: "clusterset_dns::query",
-                %client,
-                proto = if transport == Transport::Tcp { "tcp" } else { "udp" },
-                name = %QName(response),
-                qtype = crate::metrics::type_label(outcome.qtype),
-                rcode = %crate::metrics::rcode_label(outcome.rcode),
-                tc = outcome.truncated,
-                size = response.len(),
-                duration_us = took.as_micros() as u64,
-                "query"
-            )
-        };
-    }
-    if query_log {
-        line!(info);
-    } else {
-        line!(debug);
-    }
+/// Where a serving worker logs the queries it answers: at info with the query log on
+/// (`--log-queries`), else at debug; decided once, so a worker with no query lines enabled
+/// skips them with one test of a flag.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryLog {
+    /// `--log-queries`: lines at info.
+    info: bool,
+    /// Whether any line is written (the query log, or debug lines enabled).
+    any: bool,
 }
 
-/// Whether queries are logged at all: the query log is on, or debug lines are enabled.
-pub fn logging_queries(query_log: bool) -> bool {
-    query_log || tracing::enabled!(target: "clusterset_dns::query", tracing::Level::DEBUG)
+impl QueryLog {
+    pub fn new(query_log: bool) -> Self {
+        QueryLog {
+            info: query_log,
+            any: query_log
+                || tracing::enabled!(target: "clusterset_dns::query", tracing::Level::DEBUG),
+        }
+    }
+
+    /// Logs one answered query, if query lines are wanted.
+    pub fn log(
+        self,
+        client: SocketAddr,
+        transport: Transport,
+        response: &[u8],
+        outcome: &Outcome,
+        took: std::time::Duration,
+    ) {
+        if !self.any {
+            return;
+        }
+        macro_rules! line {
+            ($level:ident) => {
+                tracing::$level!(
+                    target: "clusterset_dns::query",
+                    %client,
+                    proto = if transport == Transport::Tcp { "tcp" } else { "udp" },
+                    name = %QName(response),
+                    qtype = crate::metrics::type_label(outcome.qtype),
+                    rcode = %crate::metrics::rcode_label(outcome.rcode),
+                    tc = outcome.truncated,
+                    size = response.len(),
+                    duration_us = took.as_micros() as u64,
+                    "query"
+                )
+            };
+        }
+        if self.info {
+            line!(info);
+        } else {
+            line!(debug);
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

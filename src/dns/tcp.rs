@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::transfer::{Cidr, transfer};
-use super::{Transport, log_query, logging_queries, respond};
+use super::{QueryLog, Transport, respond};
 use crate::metrics::{Answered, Metrics, QueryCounters};
 use crate::zone::Zone;
 
@@ -132,7 +132,7 @@ async fn connection(
     let _ = stream.set_nodelay(true);
     let idle = config.idle_timeout;
     let may_transfer = config.allow_transfer.iter().any(|c| c.contains(src.ip()));
-    let logging = logging_queries(config.query_log);
+    let log = QueryLog::new(config.query_log);
     let mut query = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(4096);
     let mut messages = Vec::new();
@@ -183,16 +183,7 @@ async fn connection(
                 took,
             },
         );
-        if logging {
-            log_query(
-                config.query_log,
-                src,
-                Transport::Tcp,
-                &messages[0],
-                &outcome,
-                took,
-            );
-        }
+        log.log(src, Transport::Tcp, &messages[0], &outcome, took);
         let mut framed = Vec::with_capacity(response_len + 2 * messages.len());
         for m in &messages {
             framed.extend_from_slice(&(m.len() as u16).to_be_bytes());

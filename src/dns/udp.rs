@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{debug, warn};
 
-use super::{BATCH, Batch, Outcome, Transport, log_query, logging_queries};
+use super::{BATCH, Batch, Outcome, QueryLog, Transport};
 use crate::metrics::{Answered, Metrics, QueryCounters};
 use crate::zone::{View, Zone};
 
@@ -90,10 +90,7 @@ struct Worker {
     addrs: Vec<libc::sockaddr_storage>,
     /// Which received datagram each answer goes back to.
     reply_to: Vec<usize>,
-    /// `--log-queries`.
-    query_log: bool,
-    /// Whether any query line is logged (the query log, or debug level).
-    logging: bool,
+    log: QueryLog,
 }
 
 impl Worker {
@@ -106,8 +103,7 @@ impl Worker {
             batch: Batch::default(),
             addrs: vec![empty; BATCH],
             reply_to: Vec::with_capacity(BATCH),
-            query_log,
-            logging: logging_queries(query_log),
+            log: QueryLog::new(query_log),
         }
     }
 
@@ -199,7 +195,7 @@ impl Worker {
             };
             account(
                 counters,
-                (self.logging, self.query_log),
+                self.log,
                 &outcome,
                 client,
                 packets[i].len(),
@@ -246,11 +242,10 @@ impl Worker {
     }
 }
 
-/// Counts an answered UDP query and logs it if `logging.0` (any query line is logged; with
-/// `logging.1`, `--log-queries`).
+/// Counts an answered UDP query and logs it (as `log` says).
 pub(super) fn account(
     counters: &QueryCounters,
-    logging: (bool, bool),
+    log: QueryLog,
     outcome: &Outcome,
     client: SocketAddr,
     request_len: usize,
@@ -267,9 +262,7 @@ pub(super) fn account(
             took,
         },
     );
-    if logging.0 {
-        log_query(logging.1, client, Transport::Udp, answer, outcome, took);
-    }
+    log.log(client, Transport::Udp, answer, outcome, took);
 }
 
 fn socket_addr(addr: &libc::sockaddr_storage) -> Option<SocketAddr> {

@@ -56,6 +56,7 @@ pub enum Dropped {
 }
 
 impl Dropped {
+    /// Every reason, in declaration order, so `reason as usize` indexes it.
     pub const ALL: [Dropped; 6] = [
         Dropped::NotPlainUdp,
         Dropped::Length,
@@ -438,6 +439,9 @@ mod tests {
             assert_eq!(parse(&frame, 53).err(), Some(why), "{what}");
         }
         assert_eq!(parse(&v4, 5353).err(), Some(Dropped::Port));
+        for (k, why) in Dropped::ALL.iter().enumerate() {
+            assert_eq!(*why as usize, k, "{why:?} indexes its own counter");
+        }
         for (client, server) in [
             ("192.0.2.7:0", "198.51.100.1:53"),
             ("0.0.0.0:40000", "198.51.100.1:53"),

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, warn};
 
 use super::udp::account;
-use super::{BATCH, Batch, Transport, logging_queries};
+use super::{BATCH, Batch, QueryLog, Transport};
 use crate::metrics::{Metrics, QueryCounters};
 use crate::zone::{View, Zone, prefetch};
 pub use program::Mode;
@@ -67,17 +67,11 @@ impl Xdp {
     /// bound already: they answer what the program passes on).
     /// Its workers wait `coalesce` after a receive that did not fill a batch (see `run`).
     pub fn attach(iface: &str, listen: SocketAddr, coalesce: Duration) -> Result<Xdp, XdpError> {
-        let fail = |what, error: io::Error| {
-            let hint = match (what, error.raw_os_error()) {
-                (_, Some(libc::EPERM)) => {
-                    " (needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW, or root)"
-                }
-                ("attaching the program", Some(libc::EBUSY | libc::EEXIST)) => {
-                    " (the interface has an XDP program already)"
-                }
-                ("opening an AF_XDP socket", Some(libc::EBUSY)) => {
-                    " (another AF_XDP socket holds a receive queue of the interface)"
-                }
+        // `busy`: what EBUSY means at this step.
+        let fail = |what: &str, busy: &str, error: io::Error| {
+            let hint = match error.raw_os_error() {
+                Some(libc::EPERM) => " (needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW, or root)",
+                Some(libc::EBUSY | libc::EEXIST) => busy,
                 _ => "",
             };
             XdpError {
@@ -86,11 +80,11 @@ impl Xdp {
             }
         };
         let name = std::ffi::CString::new(iface)
-            .map_err(|_| fail("bad interface name", io::ErrorKind::InvalidInput.into()))?;
+            .map_err(|_| fail("bad interface name", "", io::ErrorKind::InvalidInput.into()))?;
         // SAFETY: a NUL-terminated string.
         let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
         if ifindex == 0 {
-            return Err(fail("no such interface", io::Error::last_os_error()));
+            return Err(fail("no such interface", "", io::Error::last_os_error()));
         }
         if ifindex == LOOPBACK_IFINDEX {
             loopback_ready(iface, listen).map_err(|message| XdpError {
@@ -99,19 +93,30 @@ impl Xdp {
             })?;
         }
         let queues = rx_queues(iface);
-        let map = program::socket_map(queues).map_err(|e| fail("creating the socket map", e))?;
+        let map =
+            program::socket_map(queues).map_err(|e| fail("creating the socket map", "", e))?;
         // The program first: it fails at once if the interface has one, and until a queue's
         // socket is in the map it passes that queue's frames on to the ordinary sockets.
-        let prog =
-            program::load(listen, MAX_FRAME, &map).map_err(|e| fail("loading the program", e))?;
-        let (link, mode) =
-            program::attach(&prog, ifindex).map_err(|e| fail("attaching the program", e))?;
+        let prog = program::load(listen, MAX_FRAME, &map)
+            .map_err(|e| fail("loading the program", "", e))?;
+        let (link, mode) = program::attach(&prog, ifindex).map_err(|e| {
+            fail(
+                "attaching the program",
+                " (the interface has an XDP program already)",
+                e,
+            )
+        })?;
         let mut sockets = Vec::with_capacity(queues as usize);
         for queue in 0..queues {
-            let s = Socket::new(ifindex, queue, listen.port())
-                .map_err(|e| fail("opening an AF_XDP socket", e))?;
+            let s = Socket::new(ifindex, queue, listen.port()).map_err(|e| {
+                fail(
+                    "opening an AF_XDP socket",
+                    " (another AF_XDP socket holds a receive queue of the interface)",
+                    e,
+                )
+            })?;
             program::set_socket(&map, queue, s.fd.as_raw_fd())
-                .map_err(|e| fail("filling the socket map", e))?;
+                .map_err(|e| fail("filling the socket map", "", e))?;
             sockets.push(s);
         }
         Ok(Xdp {
@@ -162,14 +167,17 @@ impl Xdp {
     }
 }
 
+/// Where [`Stats::dropped`] counts answers dropped for want of a free send frame.
+const NO_SEND_FRAME: usize = frame::Dropped::ALL.len();
+
 /// One socket's counters: written by its worker, read at scrape time.
 struct Stats {
     queue: u32,
     /// The socket, for the kernel's own drop counts.
     fd: Arc<OwnedFd>,
     received: AtomicU64,
-    /// By [`frame::Dropped::ALL`], then answers without a free send frame.
-    dropped: [AtomicU64; frame::Dropped::ALL.len() + 1],
+    /// By [`frame::Dropped`] (its discriminant), then answers without a free send frame.
+    dropped: [AtomicU64; NO_SEND_FRAME + 1],
 }
 
 impl Stats {
@@ -641,8 +649,7 @@ struct Worker {
     free_tx: Vec<u64>,
     batch: Batch,
     answers: Vec<Vec<u8>>,
-    query_log: bool,
-    logging: bool,
+    log: QueryLog,
 }
 
 impl Worker {
@@ -655,8 +662,7 @@ impl Worker {
                 .collect(),
             batch: Batch::default(),
             answers: (0..BATCH).map(|_| Vec::with_capacity(2048)).collect(),
-            query_log,
-            logging: logging_queries(query_log),
+            log: QueryLog::new(query_log),
         }
     }
 
@@ -720,26 +726,23 @@ impl Worker {
         let mut packets: [&[u8]; BATCH] = [&[]; BATCH];
         let mut replies: [Option<frame::Reply>; BATCH] = [None; BATCH];
         let mut addrs = [0u64; BATCH];
-        let mut lens = [0usize; BATCH];
+        let mut frames: [&[u8]; BATCH] = [&[]; BATCH];
         // The frames were written on the CPU that received them: start loading them all (the
         // headers and a typical query fill two cache lines) before reading any.
         for k in 0..n as usize {
             let d = socket.rx.read(k as u32);
-            (addrs[k], lens[k]) = (d.addr, d.len as usize);
-            let f = socket.frame(d.addr, d.len as usize);
-            prefetch(f.as_ptr());
-            prefetch(f.as_ptr().wrapping_add(64));
+            addrs[k] = d.addr;
+            frames[k] = socket.frame(d.addr, d.len as usize);
+            prefetch(frames[k].as_ptr());
+            prefetch(frames[k].as_ptr().wrapping_add(64));
         }
         for k in 0..n as usize {
-            match frame::parse(socket.frame(addrs[k], lens[k]), socket.port) {
+            match frame::parse(frames[k], socket.port) {
                 Ok((reply, message)) => {
                     packets[k] = message;
                     replies[k] = Some(reply);
                 }
-                Err(why) => {
-                    let at = frame::Dropped::ALL.iter().position(|d| *d == why);
-                    add(&self.stats.dropped[at.expect("every reason is listed")], 1);
-                }
+                Err(why) => add(&self.stats.dropped[why as usize], 1),
             }
         }
         add(&self.stats.received, n as u64);
@@ -760,12 +763,12 @@ impl Worker {
             };
             let answer = &self.answers[k];
             let Some(tx) = self.free_tx.pop() else {
-                add(&self.stats.dropped[frame::Dropped::ALL.len()], 1);
+                add(&self.stats.dropped[NO_SEND_FRAME], 1);
                 continue;
             };
             account(
                 counters,
-                (self.logging, self.query_log),
+                self.log,
                 &outcome,
                 reply.client,
                 packets[k].len(),
