@@ -36,11 +36,7 @@ fn in_netns(body: impl FnOnce() + Send + 'static) {
             "making a network namespace for the XDP tests needs root: {}",
             io::Error::last_os_error()
         );
-        let up = Command::new("ip")
-            .args(["link", "set", "lo", "up"])
-            .status()
-            .unwrap();
-        assert!(up.success());
+        ip(&["link", "set", "lo", "up"]);
         body();
     });
     if let Err(panic) = t.join() {
@@ -138,12 +134,19 @@ fn metric(scrape: &str, line_start: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn received() -> u64 {
+/// Frames the XDP program handed to the server on `iface`, by receive queue.
+fn received_by_queue(iface: &str) -> Vec<u64> {
     let (_, scrape) = http_get("/metrics").unwrap();
-    metric(
-        &scrape,
-        "clusterset_dns_xdp_received_total{interface=\"lo\",queue=\"0\"}",
-    )
+    let start = format!("clusterset_dns_xdp_received_total{{interface=\"{iface}\",queue=\"");
+    scrape
+        .lines()
+        .filter(|l| l.starts_with(&start))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+fn received() -> u64 {
+    received_by_queue("lo").iter().sum()
 }
 
 fn socket(at: &str) -> UdpSocket {
@@ -258,17 +261,7 @@ fn answers_through_xdp_are_the_sockets_answers_byte_for_byte() {
         for (client, server) in [("127.0.0.1:0", "127.0.0.1:53"), ("[::1]:0", "[::1]:53")] {
             let server: SocketAddr = server.parse().unwrap();
             let (plain, past) = (socket(client), socket_past_xdp(client));
-            let before = received();
-            let mut answered = 0;
-            for (what, packet) in &cases {
-                let through_xdp = ask(&plain, server, packet);
-                let through_sockets = ask(&past, server, packet);
-                assert_eq!(through_xdp, through_sockets, "{what} to {server}");
-                answered += through_xdp.is_some() as usize;
-            }
-            // Every plain datagram (and none of the others) went through the AF_XDP socket.
-            assert_eq!(received() - before, cases.len() as u64, "to {server}");
-            assert!(answered > cases.len() * 9 / 10, "{answered} answered");
+            same_answers_both_ways(&cases, &plain, &past, server, "lo");
             // Queries of any size the sockets take: frames longer than the AF_XDP socket's
             // (1,792 bytes with headers, at most) are left to the sockets, at the exact limit.
             let headers = if server.is_ipv4() {
@@ -295,6 +288,134 @@ fn answers_through_xdp_are_the_sockets_answers_byte_for_byte() {
             }
         }
     });
+}
+
+/// Sends every case through `plain` (which the XDP program on `iface` takes) and through `past`
+/// (which it leaves to the sockets): the answers must be equal byte for byte, and every plain
+/// datagram, and none of the others, must have gone through an AF_XDP socket.
+fn same_answers_both_ways(
+    cases: &[(String, Vec<u8>)],
+    plain: &UdpSocket,
+    past: &UdpSocket,
+    server: SocketAddr,
+    iface: &str,
+) {
+    let count = || received_by_queue(iface).iter().sum::<u64>();
+    let before = count();
+    let mut answered = 0;
+    for (what, packet) in cases {
+        let through_xdp = ask(plain, server, packet);
+        let through_sockets = ask(past, server, packet);
+        assert_eq!(through_xdp, through_sockets, "{what} to {server}");
+        answered += through_xdp.is_some() as usize;
+    }
+    assert_eq!(count() - before, cases.len() as u64, "to {server}");
+    assert!(answered > cases.len() * 9 / 10, "{answered} answered");
+}
+
+/// Driver-mode XDP (veth has it) on an interface with two receive queues, its clients in
+/// another namespace across the veth pair, as a pod's DNS server is reached. The server must
+/// find both queues (sysfs, mounted for another namespace, does not show the interface), put a
+/// socket on each, and answer on each what the sockets answer.
+#[test]
+fn driver_mode_serves_every_receive_queue() {
+    in_netns(|| {
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel::<i32>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        // The client's namespace: a thread of its own, which makes the sockets and exits
+        // (the sockets keep the namespace, and the veth end in it, alive).
+        let client = std::thread::spawn(move || {
+            // SAFETY: unshare(2) on this thread alone.
+            assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0);
+            // SAFETY: no arguments.
+            tid_tx.send(unsafe { libc::gettid() }).unwrap();
+            go_rx.recv().unwrap();
+            ip(&["addr", "add", "10.99.0.2/24", "dev", "xb"]);
+            ip(&["addr", "add", "fd00:99::2/64", "dev", "xb", "nodad"]);
+            ip(&["link", "set", "xb", "up"]);
+            let mut spread = Vec::new();
+            for _ in 0..32 {
+                spread.push(socket("10.99.0.2:0"));
+            }
+            (
+                [
+                    (socket("10.99.0.2:0"), socket_past_xdp("10.99.0.2:0")),
+                    (socket("[fd00:99::2]:0"), socket_past_xdp("[fd00:99::2]:0")),
+                ],
+                spread,
+            )
+        });
+        let tid = tid_rx.recv().unwrap().to_string();
+        ip(&[
+            "link",
+            "add",
+            "xa",
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "xb",
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+            "netns",
+            &tid,
+        ]);
+        ip(&["addr", "add", "10.99.0.1/24", "dev", "xa"]);
+        ip(&["addr", "add", "fd00:99::1/64", "dev", "xa", "nodad"]);
+        ip(&["link", "set", "xa", "up"]);
+        go_tx.send(()).unwrap();
+        let (pairs, spread) = client.join().unwrap();
+        let _server = start(&["--listen", "[::]:53", "--xdp", "xa"]);
+        assert_eq!(xdp_mode("xa").as_deref(), Some("xdp"), "not in driver mode");
+        let cases = cases();
+        for ((plain, past), server) in pairs.iter().zip(["10.99.0.1:53", "[fd00:99::1]:53"]) {
+            same_answers_both_ways(&cases, plain, past, server.parse().unwrap(), "xa");
+        }
+        // Clients spread over both queues (the sending side picks a queue per socket), and
+        // each queue's socket answers.
+        let before = received_by_queue("xa");
+        assert_eq!(before.len(), 2, "a socket for each receive queue");
+        let q = query("checkout.shop.svc.clusterset.local", RecordType::A, None);
+        for s in &spread {
+            let answer = ask(s, "10.99.0.1:53".parse().unwrap(), &q);
+            assert!(answer.is_some_and(|a| a.len() > q.len()), "no answer");
+        }
+        let after = received_by_queue("xa");
+        let grew: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        assert_eq!(grew.iter().sum::<u64>(), spread.len() as u64, "{grew:?}");
+        assert!(
+            grew.iter().all(|&n| n > 0),
+            "a queue answered nothing: {grew:?}"
+        );
+    });
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// How an XDP program is attached to `iface`, as `ip link` says it: "xdp" (driver mode),
+/// "xdpgeneric", "xdpoffload"; `None` without one.
+fn xdp_mode(iface: &str) -> Option<String> {
+    let out = Command::new("ip")
+        .args(["link", "show", iface])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|w| w.starts_with("xdp"))
+        .map(str::to_string)
 }
 
 /// An A query of `size` bytes: EDNS with a padding option (RFC 7830) filling it out.
@@ -434,14 +555,6 @@ fn frames_the_kernel_would_drop_get_no_answer_and_are_counted() {
     });
 }
 
-fn xdp_on_lo() -> bool {
-    let out = Command::new("ip")
-        .args(["-d", "link", "show", "lo"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
-}
-
 #[test]
 fn start_up_errors_name_the_fix_and_the_program_goes_with_the_process() {
     in_netns(|| {
@@ -453,7 +566,7 @@ fn start_up_errors_name_the_fix_and_the_program_goes_with_the_process() {
             "{err}"
         );
         assert_eq!(err.trim().lines().count(), 1, "{err}");
-        assert!(!xdp_on_lo());
+        assert!(xdp_mode("lo").is_none());
         let err = fails(&["--xdp", "lo", "--xdp-coalesce", "5ms"]);
         assert!(err.contains("more than 1ms"), "{err}");
         let err = fails(&["--listen", "127.0.0.1:53", "--xdp", "nosuch0"]);
@@ -463,7 +576,7 @@ fn start_up_errors_name_the_fix_and_the_program_goes_with_the_process() {
         );
         // IPv6 alone needs neither setting.
         let server = start(&["--listen", "[::1]:53", "--xdp", "lo"]);
-        assert!(xdp_on_lo());
+        assert!(xdp_mode("lo").is_some());
         let s = socket("[::1]:0");
         let q = query("frontend.shop.svc.clusterset.local", RecordType::AAAA, None);
         let answer = ask(&s, "[::1]:53".parse().unwrap(), &q).expect("an answer over ::1");
@@ -476,10 +589,13 @@ fn start_up_errors_name_the_fix_and_the_program_goes_with_the_process() {
         // Killed outright, the server takes its program with it.
         drop(server);
         let deadline = Instant::now() + Duration::from_secs(5);
-        while xdp_on_lo() && Instant::now() < deadline {
+        while xdp_mode("lo").is_some() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(!xdp_on_lo(), "the XDP program outlived the server");
+        assert!(
+            xdp_mode("lo").is_none(),
+            "the XDP program outlived the server"
+        );
         let _again = start(&["--listen", "127.0.0.1:53", "--xdp", "lo"]);
     });
 }

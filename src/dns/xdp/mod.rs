@@ -92,9 +92,8 @@ impl Xdp {
                 message: message.to_string(),
             })?;
         }
-        let queues = rx_queues(iface);
-        let map =
-            program::socket_map(queues).map_err(|e| fail("creating the socket map", "", e))?;
+        let bound = queue_bound(iface);
+        let map = program::socket_map(bound).map_err(|e| fail("creating the socket map", "", e))?;
         // The program first: it fails at once if the interface has one, and until a queue's
         // socket is in the map it passes that queue's frames on to the ordinary sockets.
         let prog = program::load(listen, MAX_FRAME, &map)
@@ -106,15 +105,20 @@ impl Xdp {
                 e,
             )
         })?;
-        let mut sockets = Vec::with_capacity(queues as usize);
-        for queue in 0..queues {
-            let s = Socket::new(ifindex, queue, listen.port()).map_err(|e| {
-                fail(
-                    "opening an AF_XDP socket",
-                    " (another AF_XDP socket holds a receive queue of the interface)",
-                    e,
-                )
-            })?;
+        let mut sockets = Vec::with_capacity(bound as usize);
+        for queue in 0..bound {
+            let s = match Socket::new(ifindex, queue, listen.port()) {
+                Ok(s) => s,
+                // Past the last queue the interface has (the bound can be too high).
+                Err(e) if queue > 0 && e.raw_os_error() == Some(libc::EINVAL) => break,
+                Err(e) => {
+                    return Err(fail(
+                        "opening an AF_XDP socket",
+                        " (another AF_XDP socket holds a receive queue of the interface)",
+                        e,
+                    ));
+                }
+            };
             program::set_socket(&map, queue, s.fd.as_raw_fd())
                 .map_err(|e| fail("filling the socket map", "", e))?;
             sockets.push(s);
@@ -304,16 +308,68 @@ fn loopback_ready(iface: &str, listen: SocketAddr) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Receive queues of `iface` (from sysfs; 1 if it cannot tell).
-fn rx_queues(iface: &str) -> u32 {
-    std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-                .count() as u32
-        })
-        .unwrap_or(1)
-        .max(1)
+/// At least as many as the receive queues of `iface`: the larger of the driver's channel count
+/// (ethtool) and sysfs's count, or 1. Either can be missing or wrong: loopback has no channels,
+/// veth counts its queues twice (as receive and as combined channels), and sysfs shows the
+/// network namespace it was mounted in, which need not be the process's. Binding sockets stops
+/// at the first queue the kernel says the interface does not have, so too high a bound only
+/// costs a few unused entries in the socket map.
+fn queue_bound(iface: &str) -> u32 {
+    let sysfs = std::fs::read_dir(format!("/sys/class/net/{iface}/queues")).map_or(0, |d| {
+        d.filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+            .count() as u32
+    });
+    channels(iface).unwrap_or(0).max(sysfs).clamp(1, MAX_QUEUES)
+}
+
+/// At most this many queues are served (the kernel's own limit for a device is 4,096).
+const MAX_QUEUES: u32 = 4096;
+
+/// `struct ethtool_channels` (linux/ethtool.h).
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+
+/// Receive-only plus combined channels of `iface`, as the driver reports them in the process's
+/// own network namespace; `None` if it does not say.
+fn channels(iface: &str) -> Option<u32> {
+    if iface.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    // SAFETY: plain socket(2); the descriptor is owned at once.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: just created, owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..Default::default()
+    };
+    // SAFETY: plain old data.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (to, from) in req.ifr_name.iter_mut().zip(iface.bytes()) {
+        *to = from as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
+    // SAFETY: SIOCETHTOOL with an ifreq whose data points at an ethtool_channels that outlives
+    // the call; the name is NUL-terminated (shorter than IFNAMSIZ, the rest zero).
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &mut req) };
+    (r == 0).then(|| ch.rx_count.saturating_add(ch.combined_count))
 }
 
 /// A memory mapping, unmapped on drop.
