@@ -111,7 +111,7 @@ pub async fn serve(
     )?;
     let attached = match xdp {
         Some(xdp) => {
-            info!(interface = %xdp.iface, mode = %xdp.mode, queues = xdp.queues(), "DNS answering UDP through AF_XDP");
+            info!(interface = %xdp.iface, mode = %xdp.mode, queues = xdp.queues(), locked_mib = xdp.locked() >> 20, "DNS answering UDP through AF_XDP");
             let (attached, more) =
                 xdp.spawn(zone.clone(), &metrics, stop.clone(), config.tcp.query_log)?;
             workers.extend(more);

@@ -7,29 +7,10 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use common::{kustomize as render_dir, yaml_objects as objects};
+
 fn render() -> String {
     render_dir("deploy/base")
-}
-
-fn render_dir(dir: &str) -> String {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(&base)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn objects(rendered: &str) -> Vec<serde_json::Value> {
-    serde_yaml_ng::Deserializer::from_str(rendered)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .collect()
 }
 
 fn validate(rendered: &str) {
@@ -51,25 +32,27 @@ fn validate(rendered: &str) {
 
 #[test]
 fn manifests_render_and_validate() {
-    let rendered = render();
-    validate(&rendered);
-    let kinds: Vec<String> = objects(&rendered)
-        .iter()
-        .map(|o| o["kind"].as_str().unwrap().to_string())
-        .collect();
-    for kind in [
-        "Namespace",
-        "ServiceAccount",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Deployment",
-        "Service",
-        "PodDisruptionBudget",
-    ] {
-        assert!(
-            kinds.iter().any(|k| k == kind),
-            "{kind} missing from {kinds:?}"
-        );
+    for dir in ["deploy/base", "deploy/xdp"] {
+        let rendered = render_dir(dir);
+        validate(&rendered);
+        let kinds: Vec<String> = objects(&rendered)
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap().to_string())
+            .collect();
+        for kind in [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Deployment",
+            "Service",
+            "PodDisruptionBudget",
+        ] {
+            assert!(
+                kinds.iter().any(|k| k == kind),
+                "{kind} missing from {dir}: {kinds:?}"
+            );
+        }
     }
 }
 
@@ -125,8 +108,33 @@ fn the_deployment_is_hardened_and_passes_only_real_flags() {
         c["resources"]["requests"]["memory"].is_string()
             && c["resources"]["requests"]["cpu"].is_string()
     );
-    // The flags exist: the binary accepts them all (with --version, it parses and exits).
-    let args: Vec<&str> = c["args"]
+    flags_exist(c);
+    // The Service sends port 53 to the container's DNS ports.
+    let svc = objs.iter().find(|o| o["kind"] == "Service").unwrap();
+    let ports: Vec<String> = svc["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            format!(
+                "{}/{}->{}",
+                p["port"],
+                p["protocol"].as_str().unwrap(),
+                p["targetPort"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(
+        ports.contains(&"53/UDP->dns".to_string())
+            && ports.contains(&"53/TCP->dns-tcp".to_string()),
+        "{ports:?}"
+    );
+}
+
+/// The container's flags exist: the binary accepts them all (with --version, it parses and
+/// exits), and --help lists each.
+fn flags_exist(container: &serde_json::Value) {
+    let args: Vec<&str> = container["args"]
         .as_array()
         .unwrap()
         .iter()
@@ -154,26 +162,99 @@ fn the_deployment_is_hardened_and_passes_only_real_flags() {
         let flag = a.split('=').next().unwrap();
         assert!(help.contains(flag), "{flag} is not in --help");
     }
-    // The Service sends port 53 to the container's DNS ports.
-    let svc = objs.iter().find(|o| o["kind"] == "Service").unwrap();
-    let ports: Vec<String> = svc["spec"]["ports"]
+}
+
+/// deploy/xdp is deploy/base with only what XDP needs changed: the namespace's Pod Security
+/// level, the --xdp flag, the memory limit and the container's privileges. Anything else that
+/// differs would be a second copy of the base drifting from it.
+#[test]
+fn the_xdp_flavour_changes_only_what_xdp_needs() {
+    let base = objects(&render());
+    let mut xdp = objects(&render_dir("deploy/xdp"));
+    assert_eq!(base.len(), xdp.len());
+    let dep = xdp.iter().position(|o| o["kind"] == "Deployment").unwrap();
+    let c = xdp[dep]["spec"]["template"]["spec"]["containers"][0].clone();
+    flags_exist(&c);
+    let sc = &c["securityContext"];
+    assert_eq!(sc["runAsUser"], 0);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    let mut add: Vec<&str> = sc["capabilities"]["add"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| {
-            format!(
-                "{}/{}->{}",
-                p["port"],
-                p["protocol"].as_str().unwrap(),
-                p["targetPort"].as_str().unwrap()
-            )
-        })
+        .map(|c| c.as_str().unwrap())
         .collect();
+    add.sort();
+    assert_eq!(add, ["BPF", "IPC_LOCK", "NET_ADMIN", "NET_RAW"]);
+    // Undo the four changes: what is left must be the base exactly.
+    let cb = &base.iter().find(|o| o["kind"] == "Deployment").unwrap()["spec"]["template"]["spec"]
+        ["containers"][0];
+    let x = &mut xdp[dep]["spec"]["template"]["spec"]["containers"][0];
+    let args = x["args"].as_array_mut().unwrap();
+    assert_eq!(args.pop().unwrap(), "--xdp=eth0");
+    x["securityContext"] = cb["securityContext"].clone();
+    x["resources"]["limits"]["memory"] = cb["resources"]["limits"]["memory"].clone();
+    let ns = xdp.iter().position(|o| o["kind"] == "Namespace").unwrap();
+    let level = &mut xdp[ns]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"];
+    assert_eq!(*level, "privileged");
+    *level = "restricted".into();
+    assert_eq!(xdp, base);
+}
+
+/// A real API server admits each flavour's pod in the namespace it renders: deploy/base's under
+/// Pod Security "restricted", deploy/xdp's (root, four capabilities) under "privileged"; and it
+/// refuses the XDP pod under "restricted", so the check is one that can fail.
+#[test]
+fn the_api_server_admits_each_flavours_pod() {
+    let k = common::k8s::Cluster::start();
+    let pod_dry_run = |rendered: &str| -> Result<(), String> {
+        let objs = objects(rendered);
+        let dep = objs.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let pod = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "clusterset-dns-probe",
+                "namespace": dep["metadata"]["namespace"],
+                "labels": dep["spec"]["template"]["metadata"]["labels"],
+            },
+            "spec": dep["spec"]["template"]["spec"],
+        });
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(k.kubeconfig("admin"))
+            .args(["create", "--dry-run=server", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(pod.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    };
+    let (base, xdp) = (render(), render_dir("deploy/xdp"));
+    k.apply(&base);
+    pod_dry_run(&base).expect("the base pod under restricted");
+    let refused = pod_dry_run(&xdp).expect_err("the XDP pod admitted under restricted");
     assert!(
-        ports.contains(&"53/UDP->dns".to_string())
-            && ports.contains(&"53/TCP->dns-tcp".to_string()),
-        "{ports:?}"
+        refused.contains("PodSecurity") && refused.contains("restricted"),
+        "{refused}"
     );
+    k.apply(&xdp);
+    pod_dry_run(&xdp).expect("the XDP pod under its own namespace's level");
 }
 
 /// The ConfigMap `name` in kube-system that `dir` renders to, and its data.

@@ -80,31 +80,37 @@ fn http_get(path: &str) -> Option<(u16, String)> {
 
 /// Starts the binary with `args` and waits until it is ready.
 fn start(args: &[&str]) -> Server {
-    let mut cmd = Command::new(BIN);
-    cmd.args([
-        "--file",
-        &example(),
-        "--admin-listen",
-        ADMIN,
-        "--log-level",
-        "warn",
-    ])
-    .args(args)
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
-    let mut server = Server(cmd.spawn().unwrap());
+    let mut all = vec!["--admin-listen", ADMIN];
+    all.extend_from_slice(args);
+    start_as(&[], &all)
+}
+
+/// The binary from the example data with `args`, run through `wrapper` (a command that runs
+/// the rest of its arguments, as setpriv does), if any.
+fn command(wrapper: &[&str], args: &[&str]) -> Command {
+    let mut cmd = match wrapper.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(BIN);
+            c
+        }
+        None => Command::new(BIN),
+    };
+    cmd.args(["--file", &example(), "--log-level", "warn"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// As [`start`], through `wrapper`, and without an --admin-listen of its own: `args` must put
+/// the admin server on [`ADMIN`]'s port.
+fn start_as(wrapper: &[&str], args: &[&str]) -> Server {
+    let mut server = Server(command(wrapper, args).spawn().unwrap());
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
-        if let Some(status) = server.0.try_wait().unwrap() {
-            let mut err = String::new();
-            server
-                .0
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            panic!("server exited ({status}): {err}");
+        if server.0.try_wait().unwrap().is_some() {
+            panic!("server exited: {}", server.stderr());
         }
         if http_get("/ready").is_some_and(|(s, _)| s == 200) {
             return server;
@@ -114,15 +120,38 @@ fn start(args: &[&str]) -> Server {
     panic!("server not ready within 10 s");
 }
 
+impl Server {
+    /// Stops the server and returns what it wrote to stderr.
+    fn stderr(&mut self) -> String {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let mut err = String::new();
+        if let Some(mut e) = self.0.stderr.take() {
+            e.read_to_string(&mut err).unwrap();
+        }
+        err
+    }
+}
+
 /// Runs the binary expecting it to fail at start-up; returns its stderr.
 fn fails(args: &[&str]) -> String {
-    let out = Command::new(BIN)
-        .args(["--file", &example(), "--admin-listen", "127.0.0.1:0"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "{args:?} started");
-    String::from_utf8(out.stderr).unwrap()
+    let mut all = vec!["--admin-listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    fails_as(&[], &all)
+}
+
+/// As [`fails`], through `wrapper`; a server still running after 10 s fails the test.
+fn fails_as(wrapper: &[&str], args: &[&str]) -> String {
+    let mut server = Server(command(wrapper, args).spawn().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = server.0.try_wait().unwrap() {
+            assert!(!status.success(), "{args:?} exited 0");
+            return server.stderr();
+        }
+        assert!(Instant::now() < deadline, "{wrapper:?} {args:?} started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A metric's value in a scrape (0 if absent).
@@ -313,6 +342,85 @@ fn same_answers_both_ways(
     assert!(answered > cases.len() * 9 / 10, "{answered} answered");
 }
 
+/// A network namespace for clients, joined to the calling thread's by a veth pair, as a pod is
+/// to its node: `iface` here (10.99.0.1/24, fd00:99::1/64) with `rx` receive queues, and `xb`
+/// there (.2, ::2) with `tx` send queues. A thread of its own stays in that namespace and runs
+/// there what [`Peer::run`] is given (sockets keep the namespace they were made in).
+struct Peer {
+    jobs: Option<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Peer {
+    fn new(iface: &str, rx: u32, tx: u32) -> Peer {
+        let (jobs, queue) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            // SAFETY: unshare(2) on this thread alone.
+            assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0);
+            // SAFETY: no arguments.
+            tid_tx.send(unsafe { libc::gettid() }).unwrap();
+            for job in queue {
+                job();
+            }
+        });
+        let tid = tid_rx.recv().unwrap().to_string();
+        let (rx, tx) = (rx.to_string(), tx.to_string());
+        ip(&[
+            "link",
+            "add",
+            iface,
+            "numrxqueues",
+            &rx,
+            "numtxqueues",
+            &rx,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "xb",
+            "numrxqueues",
+            &tx,
+            "numtxqueues",
+            &tx,
+            "netns",
+            &tid,
+        ]);
+        ip(&["addr", "add", "10.99.0.1/24", "dev", iface]);
+        ip(&["addr", "add", "fd00:99::1/64", "dev", iface, "nodad"]);
+        ip(&["link", "set", iface, "up"]);
+        let peer = Peer {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        };
+        peer.run(|| {
+            ip(&["link", "set", "lo", "up"]);
+            ip(&["addr", "add", "10.99.0.2/24", "dev", "xb"]);
+            ip(&["addr", "add", "fd00:99::2/64", "dev", "xb", "nodad"]);
+            ip(&["link", "set", "xb", "up"]);
+        });
+        peer
+    }
+
+    fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let job = Box::new(move || {
+            let _ = tx.send(f());
+        });
+        self.jobs.as_ref().unwrap().send(job).unwrap();
+        rx.recv().expect("the peer's thread panicked")
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.jobs.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Driver-mode XDP (veth has it) on an interface with two receive queues, its clients in
 /// another namespace across the veth pair, as a pod's DNS server is reached. The server must
 /// find both queues (sysfs, mounted for another namespace, does not show the interface), put a
@@ -320,57 +428,17 @@ fn same_answers_both_ways(
 #[test]
 fn driver_mode_serves_every_receive_queue() {
     in_netns(|| {
-        let (tid_tx, tid_rx) = std::sync::mpsc::channel::<i32>();
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        // The client's namespace: a thread of its own, which makes the sockets and exits
-        // (the sockets keep the namespace, and the veth end in it, alive).
-        let client = std::thread::spawn(move || {
-            // SAFETY: unshare(2) on this thread alone.
-            assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0);
-            // SAFETY: no arguments.
-            tid_tx.send(unsafe { libc::gettid() }).unwrap();
-            go_rx.recv().unwrap();
-            ip(&["addr", "add", "10.99.0.2/24", "dev", "xb"]);
-            ip(&["addr", "add", "fd00:99::2/64", "dev", "xb", "nodad"]);
-            ip(&["link", "set", "xb", "up"]);
-            let mut spread = Vec::new();
-            for _ in 0..32 {
-                spread.push(socket("10.99.0.2:0"));
-            }
+        let peer = Peer::new("xa", 2, 2);
+        let (pairs, spread) = peer.run(|| {
+            let pairs = [
+                (socket("10.99.0.2:0"), socket_past_xdp("10.99.0.2:0")),
+                (socket("[fd00:99::2]:0"), socket_past_xdp("[fd00:99::2]:0")),
+            ];
             (
-                [
-                    (socket("10.99.0.2:0"), socket_past_xdp("10.99.0.2:0")),
-                    (socket("[fd00:99::2]:0"), socket_past_xdp("[fd00:99::2]:0")),
-                ],
-                spread,
+                pairs,
+                (0..32).map(|_| socket("10.99.0.2:0")).collect::<Vec<_>>(),
             )
         });
-        let tid = tid_rx.recv().unwrap().to_string();
-        ip(&[
-            "link",
-            "add",
-            "xa",
-            "numtxqueues",
-            "2",
-            "numrxqueues",
-            "2",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "xb",
-            "numtxqueues",
-            "2",
-            "numrxqueues",
-            "2",
-            "netns",
-            &tid,
-        ]);
-        ip(&["addr", "add", "10.99.0.1/24", "dev", "xa"]);
-        ip(&["addr", "add", "fd00:99::1/64", "dev", "xa", "nodad"]);
-        ip(&["link", "set", "xa", "up"]);
-        go_tx.send(()).unwrap();
-        let (pairs, spread) = client.join().unwrap();
         let _server = start(&["--listen", "[::]:53", "--xdp", "xa"]);
         assert_eq!(xdp_mode("xa").as_deref(), Some("xdp"), "not in driver mode");
         let cases = cases();
@@ -393,6 +461,121 @@ fn driver_mode_serves_every_receive_queue() {
             grew.iter().all(|&n| n > 0),
             "a queue answered nothing: {grew:?}"
         );
+    });
+}
+
+/// A veth with fewer receive queues than its peer has send queues refuses driver mode
+/// (ENOSPC). The server says why and serves in generic mode.
+#[test]
+fn a_driver_that_refuses_xdp_leaves_generic_mode() {
+    in_netns(|| {
+        let peer = Peer::new("xa", 1, 2);
+        let s = peer.run(|| socket("10.99.0.2:0"));
+        let mut server = start(&["--listen", "0.0.0.0:53", "--xdp", "xa"]);
+        assert_eq!(xdp_mode("xa").as_deref(), Some("xdpgeneric"));
+        let q = query("checkout.shop.svc.clusterset.local", RecordType::A, None);
+        let answer = ask(&s, "10.99.0.1:53".parse().unwrap(), &q);
+        assert!(answer.is_some_and(|a| a.len() > q.len()), "no answer");
+        assert_eq!(received_by_queue("xa"), [1]);
+        let err = server.stderr();
+        assert!(
+            err.contains("the driver refused XDP")
+                && err.contains("as many receive queues as its peer has send queues")
+                && err.contains("using generic mode"),
+            "{err}"
+        );
+    });
+}
+
+/// deploy/xdp's container, as the runtime would start it: uid 0 with only the capabilities
+/// the manifest adds, no_new_privs (allowPrivilegeEscalation: false), a locked-memory limit
+/// far below the frames, the manifest's own flags and an interface named eth0. It serves
+/// through XDP in driver mode; without any one of those capabilities it refuses to start and
+/// says what it lacks.
+#[test]
+fn the_xdp_manifest_grants_what_xdp_needs_and_no_more() {
+    let objs = common::yaml_objects(&common::kustomize("deploy/xdp"));
+    let dep = objs.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let c = &dep["spec"]["template"]["spec"]["containers"][0];
+    let caps: Vec<String> = c["securityContext"]["capabilities"]["add"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_lowercase())
+        .collect();
+    assert_eq!(c["securityContext"]["runAsUser"], 0);
+    let mut args: Vec<String> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        args.iter().any(|a| a == "--admin-listen=0.0.0.0:9153"),
+        "{args:?}"
+    );
+    let port = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--listen=0.0.0.0:"))
+        .expect("--listen=0.0.0.0:PORT")
+        .to_string();
+    args.retain(|a| a != "--log-format=json");
+    in_netns(move || {
+        let peer = Peer::new("eth0", 2, 2);
+        let s = peer.run(|| socket("10.99.0.2:0"));
+        let bounding = |caps: &[String]| {
+            let mut set = "-all".to_string();
+            for c in caps {
+                set.push_str(",+");
+                set.push_str(c);
+            }
+            set
+        };
+        let wrapper = |set: &str| -> Vec<String> {
+            [
+                "prlimit",
+                "--memlock=65536",
+                "setpriv",
+                "--bounding-set",
+                set,
+                "--inh-caps",
+                "-all",
+                "--no-new-privs",
+                "--",
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let all = bounding(&caps);
+        let w = wrapper(&all);
+        let w: Vec<&str> = w.iter().map(String::as_str).collect();
+        {
+            let _server = start_as(&w, &args);
+            assert_eq!(xdp_mode("eth0").as_deref(), Some("xdp"));
+            let q = query("checkout.shop.svc.clusterset.local", RecordType::A, None);
+            let server: SocketAddr = format!("10.99.0.1:{port}").parse().unwrap();
+            let answer = ask(&s, server, &q);
+            assert!(answer.is_some_and(|a| a.len() > q.len()), "no answer");
+            assert_eq!(received_by_queue("eth0").iter().sum::<u64>(), 1);
+        }
+        for left_out in &caps {
+            let fewer: Vec<String> = caps.iter().filter(|c| *c != left_out).cloned().collect();
+            let set = bounding(&fewer);
+            let w = wrapper(&set);
+            let w: Vec<&str> = w.iter().map(String::as_str).collect();
+            let err = fails_as(&w, &args);
+            assert!(
+                err.contains("cannot serve UDP through XDP on eth0"),
+                "without {left_out}: {err}"
+            );
+            let hint = if left_out == "ipc_lock" {
+                "RLIMIT_MEMLOCK or grant CAP_IPC_LOCK"
+            } else {
+                "needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW"
+            };
+            assert!(err.contains(hint), "without {left_out}: {err}");
+        }
     });
 }
 

@@ -633,3 +633,26 @@ pub fn promtool_check(scrape: &str) {
     assert!(out.status.success(), "promtool check metrics: {said}");
     assert!(said.is_empty(), "promtool has lint findings: {said}");
 }
+
+/// `kubectl kustomize` of `dir` (relative to the repository).
+pub fn kustomize(dir: &str) -> String {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let out = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&base)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The documents of a YAML stream.
+pub fn yaml_objects(rendered: &str) -> Vec<serde_json::Value> {
+    serde_yaml_ng::Deserializer::from_str(rendered)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect()
+}

@@ -35,10 +35,21 @@ const FRAME: usize = 2048;
 /// headroom before each received frame. Longer queries (rare: DNS queries are small) are left
 /// to the ordinary sockets by the program.
 const MAX_FRAME: usize = FRAME - 256;
-/// Frames for receiving (all in the fill ring until the kernel uses them), then as many for
-/// sending. Each ring holds all of its frames.
-const RX_FRAMES: u32 = 1024;
-const TX_FRAMES: u32 = 1024;
+/// Each socket has as many frames for receiving (all in the fill ring until the kernel uses
+/// them) as for sending, and each ring holds all of its frames: 1,024 each (4 MiB a queue) while
+/// the sockets together stay within [`BUDGET`], fewer on interfaces with many queues (veth, as
+/// container networks make it, has a queue per CPU of the node), down to 128.
+const MOST_FRAMES: u32 = 1024;
+const LEAST_FRAMES: u32 = 128;
+/// The memory the sockets' frames take in all, as long as each keeps [`LEAST_FRAMES`].
+const BUDGET: usize = 16 << 20;
+
+/// Frames per ring for each of `queues` sockets (a power of two, as the kernel wants).
+fn ring_frames(queues: u32) -> u32 {
+    let fit = BUDGET / (queues.max(1) as usize * 2 * FRAME);
+    let pow2 = if fit == 0 { 0 } else { 1 << fit.ilog2() };
+    (pow2 as u32).clamp(LEAST_FRAMES, MOST_FRAMES)
+}
 /// How long a busy receive queue is waited for at start-up.
 const BIND_PATIENCE: Duration = Duration::from_secs(3);
 /// How often an idle worker looks at the stop flag, in milliseconds.
@@ -72,6 +83,10 @@ impl Xdp {
             let hint = match error.raw_os_error() {
                 Some(libc::EPERM) => " (needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW, or root)",
                 Some(libc::EBUSY | libc::EEXIST) => busy,
+                Some(libc::ENOBUFS) => {
+                    " (the sockets' frames are locked in memory, up to 4 MiB a receive queue: \
+                     raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK)"
+                }
                 _ => "",
             };
             XdpError {
@@ -98,16 +113,32 @@ impl Xdp {
         // socket is in the map it passes that queue's frames on to the ordinary sockets.
         let prog = program::load(listen, MAX_FRAME, &map)
             .map_err(|e| fail("loading the program", "", e))?;
-        let (link, mode) = program::attach(&prog, ifindex).map_err(|e| {
+        let (link, mode, refused) = program::attach(&prog, ifindex).map_err(|e| {
             fail(
                 "attaching the program",
                 " (the interface has an XDP program already)",
                 e,
             )
         })?;
+        match refused {
+            // The driver has no XDP: generic mode is all there is.
+            Some(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+            Some(e) => {
+                let hint = match e.raw_os_error() {
+                    Some(libc::ENOSPC) => {
+                        " (veth takes XDP only with at least as many receive queues as its \
+                         peer has send queues)"
+                    }
+                    _ => "",
+                };
+                warn!(interface = iface, error = %e, "the driver refused XDP{hint}; using generic mode, which costs more per frame");
+            }
+            None => {}
+        }
+        let frames = ring_frames(bound);
         let mut sockets = Vec::with_capacity(bound as usize);
         for queue in 0..bound {
-            let s = match Socket::new(ifindex, queue, listen.port()) {
+            let s = match Socket::new(ifindex, queue, listen.port(), frames) {
                 Ok(s) => s,
                 // Past the last queue the interface has (the bound can be too high).
                 Err(e) if queue > 0 && e.raw_os_error() == Some(libc::EINVAL) => break,
@@ -134,6 +165,11 @@ impl Xdp {
 
     pub fn queues(&self) -> usize {
         self.sockets.len()
+    }
+
+    /// Memory the sockets' frames lock, in bytes.
+    pub fn locked(&self) -> usize {
+        self.sockets.iter().map(|s| s.umem.len).sum()
     }
 
     /// Starts one worker thread per socket; they stop when `stop` is set. The program stays
@@ -512,6 +548,8 @@ struct Socket {
     fd: Arc<OwnedFd>,
     queue: u32,
     port: u16,
+    /// Frames for receiving (the first), then as many for sending.
+    frames: u32,
 }
 
 fn set<T>(fd: i32, opt: i32, value: &T) -> io::Result<()> {
@@ -533,7 +571,7 @@ fn set<T>(fd: i32, opt: i32, value: &T) -> io::Result<()> {
 }
 
 impl Socket {
-    fn new(ifindex: u32, queue: u32, port: u16) -> io::Result<Socket> {
+    fn new(ifindex: u32, queue: u32, port: u16, frames: u32) -> io::Result<Socket> {
         // SAFETY: plain socket(2).
         let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -542,7 +580,7 @@ impl Socket {
         // SAFETY: just created, owned by nothing else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let raw = fd.as_raw_fd();
-        let umem = Mapping::new(FRAME * (RX_FRAMES + TX_FRAMES) as usize, None)?;
+        let umem = Mapping::new(FRAME * 2 * frames as usize, None)?;
         let reg = libc::xdp_umem_reg {
             addr: umem.at.as_ptr() as u64,
             len: umem.len as u64,
@@ -552,10 +590,10 @@ impl Socket {
             tx_metadata_len: 0,
         };
         set(raw, libc::XDP_UMEM_REG, &reg)?;
-        set(raw, libc::XDP_UMEM_FILL_RING, &RX_FRAMES)?;
-        set(raw, libc::XDP_UMEM_COMPLETION_RING, &TX_FRAMES)?;
-        set(raw, libc::XDP_RX_RING, &RX_FRAMES)?;
-        set(raw, libc::XDP_TX_RING, &TX_FRAMES)?;
+        set(raw, libc::XDP_UMEM_FILL_RING, &frames)?;
+        set(raw, libc::XDP_UMEM_COMPLETION_RING, &frames)?;
+        set(raw, libc::XDP_RX_RING, &frames)?;
+        set(raw, libc::XDP_TX_RING, &frames)?;
         // SAFETY: plain old data, filled by getsockopt.
         let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
@@ -572,24 +610,19 @@ impl Socket {
         if r != 0 {
             return Err(io::Error::last_os_error());
         }
-        let fill = Ring::map(
-            raw,
-            &off.fr,
-            RX_FRAMES,
-            libc::XDP_UMEM_PGOFF_FILL_RING as i64,
-        )?;
+        let fill = Ring::map(raw, &off.fr, frames, libc::XDP_UMEM_PGOFF_FILL_RING as i64)?;
         let completion = Ring::map(
             raw,
             &off.cr,
-            TX_FRAMES,
+            frames,
             libc::XDP_UMEM_PGOFF_COMPLETION_RING as i64,
         )?;
-        let rx = Ring::map(raw, &off.rx, RX_FRAMES, libc::XDP_PGOFF_RX_RING)?;
-        let tx = Ring::map(raw, &off.tx, TX_FRAMES, libc::XDP_PGOFF_TX_RING)?;
-        for k in 0..RX_FRAMES {
+        let rx = Ring::map(raw, &off.rx, frames, libc::XDP_PGOFF_RX_RING)?;
+        let tx = Ring::map(raw, &off.tx, frames, libc::XDP_PGOFF_TX_RING)?;
+        for k in 0..frames {
             fill.write(k, k as u64 * FRAME as u64);
         }
-        fill.submit(RX_FRAMES);
+        fill.submit(frames);
         // SAFETY: plain old data.
         let mut addr: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
         addr.sxdp_family = libc::AF_XDP as u16;
@@ -626,6 +659,7 @@ impl Socket {
             fd: Arc::new(fd),
             queue,
             port,
+            frames,
         })
     }
 
@@ -711,11 +745,11 @@ struct Worker {
 impl Worker {
     fn new(socket: Socket, stats: Arc<Stats>, query_log: bool) -> Self {
         Worker {
-            socket,
-            stats,
-            free_tx: (RX_FRAMES..RX_FRAMES + TX_FRAMES)
+            free_tx: (socket.frames..2 * socket.frames)
                 .map(|k| k as u64 * FRAME as u64)
                 .collect(),
+            socket,
+            stats,
             batch: Batch::default(),
             answers: (0..BATCH).map(|_| Vec::with_capacity(2048)).collect(),
             log: QueryLog::new(query_log),
@@ -856,4 +890,27 @@ impl Worker {
 /// Adds to a counter only this thread writes (no locked instruction).
 fn add(counter: &AtomicU64, n: u64) {
     counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rings_shrink_with_many_queues_within_the_budget() {
+        assert_eq!(ring_frames(1), MOST_FRAMES);
+        assert_eq!(ring_frames(4), MOST_FRAMES);
+        assert_eq!(ring_frames(5), 512);
+        assert_eq!(ring_frames(32), LEAST_FRAMES);
+        assert_eq!(ring_frames(4096), LEAST_FRAMES);
+        for q in 1..=200 {
+            let f = ring_frames(q);
+            assert!(f.is_power_of_two(), "{q}: {f}");
+            let total = q as usize * 2 * f as usize * FRAME;
+            assert!(
+                total <= BUDGET || f == LEAST_FRAMES,
+                "{q} queues: {total} bytes"
+            );
+        }
+    }
 }

@@ -142,10 +142,15 @@ impl std::fmt::Display for Mode {
     }
 }
 
-/// Attaches `prog` to interface `ifindex` in driver mode if the driver has it, else in generic
-/// mode. The returned link detaches the program when it is closed, so it never outlives the
-/// process (a crash included), and it fails with EBUSY if the interface has a program already.
-pub fn attach(prog: &OwnedFd, ifindex: u32) -> io::Result<(OwnedFd, Mode)> {
+/// Attaches `prog` to interface `ifindex` in driver mode if the driver takes it, else in generic
+/// mode; with generic mode, also why the driver refused. The returned link detaches the program
+/// when it is closed, so it never outlives the process (a crash included), and it fails with
+/// EBUSY if the interface has a program already.
+///
+/// Drivers refuse for reasons of their own configuration (veth: fewer receive queues than its
+/// peer has send queues, ENOSPC; an MTU too large for a page, EINVAL), none of which generic
+/// mode minds, so any refusal falls back to it.
+pub fn attach(prog: &OwnedFd, ifindex: u32) -> io::Result<(OwnedFd, Mode, Option<io::Error>)> {
     let link = |flags: u32| {
         let mut attr = Attr::new()
             .u32(0, prog.as_raw_fd() as u32)
@@ -155,11 +160,8 @@ pub fn attach(prog: &OwnedFd, ifindex: u32) -> io::Result<(OwnedFd, Mode)> {
         bpf(BPF_LINK_CREATE, &mut attr).map(owned)
     };
     match link(XDP_FLAGS_DRV_MODE) {
-        Ok(fd) => Ok((fd, Mode::Driver)),
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => {
-            link(XDP_FLAGS_SKB_MODE).map(|fd| (fd, Mode::Generic))
-        }
-        Err(e) => Err(e),
+        Ok(fd) => Ok((fd, Mode::Driver, None)),
+        Err(refused) => link(XDP_FLAGS_SKB_MODE).map(|fd| (fd, Mode::Generic, Some(refused))),
     }
 }
 
