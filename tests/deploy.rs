@@ -222,28 +222,7 @@ fn the_api_server_admits_each_flavours_pod() {
             },
             "spec": dep["spec"]["template"]["spec"],
         });
-        let mut child = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(k.kubeconfig("admin"))
-            .args(["create", "--dry-run=server", "-f", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(pod.to_string().as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).into_owned())
-        }
+        k.kubectl_input(&["create", "--dry-run=server", "-f", "-"], &pod.to_string())
     };
     let (base, xdp) = (render(), render_dir("deploy/xdp"));
     k.apply(&base);

@@ -198,34 +198,42 @@ impl Cluster {
             .unwrap_or(false)
     }
 
+    /// kubectl as admin with `args`, `input` on its standard input; its stderr if it fails.
+    pub fn kubectl_input(&self, args: &[&str], input: &str) -> Result<(), String> {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig("admin"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
     /// `kubectl apply -f -` with `yaml`, retried briefly (a new CRD takes a moment to serve).
     pub fn apply(&self, yaml: &str) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let mut child = Command::new("kubectl")
-                .arg("--kubeconfig")
-                .arg(self.kubeconfig("admin"))
-                .args(["apply", "-f", "-"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(yaml.as_bytes())
-                .unwrap();
-            let out = child.wait_with_output().unwrap();
-            if out.status.success() {
+            let Err(e) = self.kubectl_input(&["apply", "-f", "-"], yaml) else {
                 return;
-            }
+            };
             assert!(
                 Instant::now() < deadline,
-                "kubectl apply failed: {}\n{yaml}",
-                String::from_utf8_lossy(&out.stderr)
+                "kubectl apply failed: {e}\n{yaml}"
             );
             std::thread::sleep(Duration::from_millis(300));
         }
