@@ -487,6 +487,45 @@ fn a_driver_that_refuses_xdp_leaves_generic_mode() {
     });
 }
 
+/// An interface deleted under the server (its AF_XDP sockets are unbound): the server says so,
+/// `clusterset_dns_xdp_up` drops to 0, and the ordinary sockets go on answering.
+#[test]
+fn an_interface_that_goes_away_leaves_the_sockets_answering() {
+    in_netns(|| {
+        let peer = Peer::new("xa", 2, 2);
+        let s = peer.run(|| socket("10.99.0.2:0"));
+        let mut server = start(&["--listen", "0.0.0.0:53", "--xdp", "xa"]);
+        let q = query("checkout.shop.svc.clusterset.local", RecordType::A, None);
+        let answer = ask(&s, "10.99.0.1:53".parse().unwrap(), &q);
+        assert!(answer.is_some_and(|a| a.len() > q.len()), "no answer");
+        let up = || {
+            let (_, scrape) = http_get("/metrics").unwrap();
+            (0..2)
+                .map(|q| {
+                    metric(
+                        &scrape,
+                        &format!("clusterset_dns_xdp_up{{interface=\"xa\",queue=\"{q}\"}}"),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(up(), [1, 1]);
+        ip(&["link", "del", "xa"]);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while up() != [0, 0] {
+            assert!(Instant::now() < deadline, "still up: {:?}", up());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (_, scrape) = http_get("/metrics").unwrap();
+        common::promtool_check(&scrape);
+        let local = socket("127.0.0.1:0");
+        let answer = ask(&local, "127.0.0.1:53".parse().unwrap(), &q);
+        assert!(answer.is_some_and(|a| a.len() > q.len()), "no answer after");
+        let err = server.stderr();
+        assert_eq!(err.matches("the interface went away").count(), 2, "{err}");
+    });
+}
+
 /// deploy/xdp's container, as the runtime would start it: uid 0 with only the capabilities
 /// the manifest adds, no_new_privs (allowPrivilegeEscalation: false), a locked-memory limit
 /// far below the frames, the manifest's own flags and an interface named eth0. It serves

@@ -194,11 +194,12 @@ impl Xdp {
             .zip(&stats)
             .map(|(socket, stats)| {
                 let (zone, counters, stop) = (zone.clone(), metrics.counters(), stop.clone());
-                let stats = stats.clone();
+                let (stats, iface) = (stats.clone(), iface.clone());
                 std::thread::Builder::new()
                     .name(format!("xdp-{}", socket.queue))
                     .spawn(move || {
-                        Worker::new(socket, stats, query_log).run(&zone, &counters, &stop, coalesce)
+                        Worker::new(socket, stats, query_log)
+                            .run(&iface, &zone, &counters, &stop, coalesce)
                     })
             })
             .collect::<io::Result<_>>()?;
@@ -218,6 +219,8 @@ struct Stats {
     received: AtomicU64,
     /// By [`frame::Dropped`] (its discriminant), then answers without a free send frame.
     dropped: [AtomicU64; NO_SEND_FRAME + 1],
+    /// False once the interface went away (its worker has stopped).
+    up: AtomicBool,
 }
 
 impl Stats {
@@ -227,6 +230,7 @@ impl Stats {
             fd: socket.fd.clone(),
             received: AtomicU64::new(0),
             dropped: Default::default(),
+            up: AtomicBool::new(true),
         }
     }
 
@@ -259,6 +263,14 @@ impl Stats {
 fn render(out: &mut String, iface: &str, stats: &[Arc<Stats>]) {
     use std::fmt::Write;
     let labels = |s: &Stats| format!("interface=\"{iface}\",queue=\"{}\"", s.queue);
+    out.push_str(
+        "# HELP clusterset_dns_xdp_up 1 while the AF_XDP socket of a receive queue is bound to its interface, 0 once the interface went away (the ordinary sockets answer then; restart to attach again).\n\
+         # TYPE clusterset_dns_xdp_up gauge\n",
+    );
+    for s in stats {
+        let up = s.up.load(Ordering::Relaxed) as u8;
+        let _ = writeln!(out, "clusterset_dns_xdp_up{{{}}} {up}", labels(s));
+    }
     out.push_str(
         "# HELP clusterset_dns_xdp_received_total Frames the XDP program handed to the server, by receive queue.\n\
          # TYPE clusterset_dns_xdp_received_total counter\n",
@@ -719,6 +731,23 @@ impl Socket {
         self.tx.room() < self.tx.size
     }
 
+    /// The socket's pending error (SO_ERROR), taken: ENETDOWN once its interface is gone.
+    fn error(&self) -> Option<io::Error> {
+        let mut err: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: an int of the size passed.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut err as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        (r == 0 && err != 0).then(|| io::Error::from_raw_os_error(err))
+    }
+
     /// Waits for frames, or `ms` milliseconds.
     fn wait(&self, ms: i32) {
         let mut p = libc::pollfd {
@@ -760,7 +789,14 @@ impl Worker {
     /// before looking again: the queries that arrive meanwhile are then answered together, and
     /// each send and each wake-up serves several answers instead of one or two (at the load of
     /// `benches/compare-knot.sh`, 1.4 answers a send without the wait).
-    fn run(mut self, zone: &Zone, counters: &QueryCounters, stop: &AtomicBool, coalesce: Duration) {
+    fn run(
+        mut self,
+        iface: &str,
+        zone: &Zone,
+        counters: &QueryCounters,
+        stop: &AtomicBool,
+        coalesce: Duration,
+    ) {
         let mut view = zone.view();
         let mut failed = false;
         if !coalesce.is_zero() {
@@ -780,6 +816,18 @@ impl Worker {
                     IDLE_CHECK_MS
                 };
                 self.socket.wait(ms);
+                if let Some(e) = self.socket.error() {
+                    if e.raw_os_error() == Some(libc::ENETDOWN) {
+                        warn!(
+                            interface = iface,
+                            queue = self.socket.queue,
+                            "the interface went away: UDP on it is answered by the ordinary sockets from now on (restart to attach XDP again)"
+                        );
+                        self.stats.up.store(false, Ordering::Relaxed);
+                        return;
+                    }
+                    warn!(interface = iface, error = %e, queue = self.socket.queue, "AF_XDP socket error");
+                }
                 self.socket.reap(&mut self.free_tx);
                 // Also while idle, so an old generation is not kept alive.
                 view.refresh();
