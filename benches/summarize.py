@@ -22,7 +22,9 @@ for name, rs in rows.items():
     cpu, ratio = col(1), col(2)
     print(f"{name:<20} {st.median(cpu):8.2f} [{min(cpu):.2f}-{max(cpu):.2f}]   {st.median(ratio):6.2f} [{min(ratio):.2f}-{max(ratio):.2f}] "
           f"{st.median(col(0)):10.0f} {st.median(col(3)):7.3f} {st.median(col(4)):9.2f} {st.median(col(5)):7.1f}")
-# Both XDP modes, when there: ours against Knot's, round by round.
-if "knot-xdp" in rows and "clusterset-dns-xdp" in rows:
-    r = [a[1] / b[1] for a, b in zip(rows["clusterset-dns-xdp"], rows["knot-xdp"])]
-    print(f"\nclusterset-dns-xdp / knot-xdp, CPU per query: {st.median(r):.2f} [{min(r):.2f}-{max(r):.2f}]")
+# Our XDP rows against Knot's XDP mode, round by round, when both are there.
+if "knot-xdp" in rows:
+    for name, rs in rows.items():
+        if "xdp" in name and name != "knot-xdp":
+            r = [a[1] / b[1] for a, b in zip(rs, rows["knot-xdp"])]
+            print(f"{name} / knot-xdp, CPU per query: {st.median(r):.2f} [{min(r):.2f}-{max(r):.2f}]")
