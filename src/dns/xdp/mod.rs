@@ -748,15 +748,15 @@ impl Socket {
         (r == 0 && err != 0).then(|| io::Error::from_raw_os_error(err))
     }
 
-    /// Waits for frames, or `ms` milliseconds.
-    fn wait(&self, ms: i32) {
+    /// Waits for frames, or `ms` milliseconds; false if none came in that time.
+    fn wait(&self, ms: i32) -> bool {
         let mut p = libc::pollfd {
             fd: self.fd.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         };
         // SAFETY: one pollfd.
-        unsafe { libc::poll(&mut p, 1, ms) };
+        unsafe { libc::poll(&mut p, 1, ms) != 0 }
     }
 }
 
@@ -815,8 +815,10 @@ impl Worker {
                 } else {
                     IDLE_CHECK_MS
                 };
-                self.socket.wait(ms);
-                if let Some(e) = self.socket.error() {
+                // A socket whose interface went away gets no more frames, so its error is
+                // looked at only after a wait that timed out (not once per wake-up).
+                let woken = self.socket.wait(ms);
+                if let Some(e) = (!woken).then(|| self.socket.error()).flatten() {
                     if e.raw_os_error() == Some(libc::ENETDOWN) {
                         warn!(
                             interface = iface,
