@@ -3,9 +3,9 @@
 # (benches/kit: a copy of the team's side-by-side kit), several rounds, Knot first in each.
 # Prints every round's table, then per server the median and the spread (min-max) of CPU per
 # answered query, the median ratio against Knot (from the same rounds), qps, lost queries and RSS.
-# Our server runs on its UDP sockets, and (as root) twice more answering through AF_XDP
-# (--xdp lo, without and with --xdp-coalesce 100us); as root Knot runs a second time too, in its
-# own XDP mode.
+# Our server runs on its UDP sockets, and (as root) three times more answering through AF_XDP
+# (--xdp lo with its default adaptive coalescing, with --xdp-coalesce 0 and with 100us always);
+# as root Knot runs a second time too, in its own XDP mode.
 #
 # usage: [QPS=N] benches/compare-knot.sh [ROUNDS=3] [SECONDS=10]   (QPS: dnsperf's rate cap)
 # needs: knotd and dnsperf (apt-get install knot dnsperf), taskset, python3
@@ -34,6 +34,7 @@ netns=()
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
   netns=(unshare --net sh -c 'ip link set lo up && sysctl -qw net.ipv4.conf.lo.accept_local=1 net.ipv4.conf.lo.route_localnet=1 && exec "$0" "$@"')
   rows+=("clusterset-dns-xdp|5311|$srv --listen 127.0.0.1:5311 --xdp lo")
+  rows+=("csdns-xdp-co0|5313|$srv --listen 127.0.0.1:5313 --xdp lo --xdp-coalesce 0")
   rows+=("csdns-xdp-co100us|5312|$srv --listen 127.0.0.1:5312 --xdp lo --xdp-coalesce 100us")
   # Knot's own XDP mode, last in each round (it may leave its program on lo when it stops; the
   # namespace, and its lo, go at the end of the round).

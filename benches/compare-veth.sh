@@ -3,7 +3,8 @@
 # servers in one network namespace on 10.99.0.1 (interface dns0, one receive queue, as one UDP
 # worker), dnsperf in another (10.99.0.2) with the same pinning, load and query file. Knot first
 # on its sockets; ours on its sockets, then through AF_XDP in driver mode on dns0 (veth has it),
-# without and with --xdp-coalesce 100us; Knot's own XDP mode last. Fresh namespaces each round.
+# with its default adaptive coalescing, with --xdp-coalesce 0 and with 100us always; Knot's own
+# XDP mode last. Fresh namespaces each round.
 #
 # usage: [QPS=N] benches/compare-veth.sh [ROUNDS=3] [SECONDS=10]   (as root)
 # needs: knotd and dnsperf (apt-get install knot dnsperf), iproute2, taskset, python3
@@ -46,6 +47,7 @@ srv="$bin --file \$W/objects.yaml --admin-listen 127.0.0.1:0 --log-level warn"
 rows=(
   "clusterset-dns|5310|$srv --listen 10.99.0.1:5310"
   "clusterset-dns-xdp|5311|$srv --listen 10.99.0.1:5311 --xdp dns0"
+  "csdns-xdp-co0|5313|$srv --listen 10.99.0.1:5313 --xdp dns0 --xdp-coalesce 0"
   "csdns-xdp-co100us|5312|$srv --listen 10.99.0.1:5312 --xdp dns0 --xdp-coalesce 100us"
   "knot-xdp|5303|knotd -c $BENCH_DIR/kxv/knot.conf"
 )

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::dns::tcp;
 use crate::dns::transfer::Cidr;
+use crate::dns::xdp::Coalescing;
 use crate::server;
 use crate::source::{file, kube};
 
@@ -98,12 +99,13 @@ pub struct Args {
     #[arg(long, env = "CLUSTERSET_DNS_XDP", value_name = "IFACE")]
     pub xdp: Option<String>,
 
-    /// With --xdp: after answering a receive that did not fill a batch, wait this long before
-    /// looking again, so that queries arriving meanwhile are answered together (as a network
-    /// card coalesces interrupts): much less CPU per query when saturated, more latency at
-    /// moderate load (see README). 0: never wait. At most 1ms.
-    #[arg(long, env = "CLUSTERSET_DNS_XDP_COALESCE", value_name = "DURATION", default_value = "0", value_parser = parse_coalesce)]
-    pub xdp_coalesce: Duration,
+    /// With --xdp: after answering a receive that did not fill a batch, wait before looking
+    /// again, so that queries arriving meanwhile are answered together (as a network card
+    /// coalesces interrupts): much less CPU per query when busy, more latency at moderate load
+    /// (see README). auto: wait 100us, but only while a queue is busy more than half the time;
+    /// 0: never wait; a duration (at most 1ms): wait that long after every such receive.
+    #[arg(long, env = "CLUSTERSET_DNS_XDP_COALESCE", value_name = "auto|0|DURATION", default_value = "auto", value_parser = parse_coalesce)]
+    pub xdp_coalesce: Coalescing,
 
     /// Address for the admin HTTP server: /metrics, /health, /ready.
     #[arg(
@@ -198,16 +200,21 @@ pub enum Command {
     },
 }
 
-/// `--xdp-coalesce`: `0` (off) or a duration up to 1 ms, such as `50us`.
-pub fn parse_coalesce(s: &str) -> Result<Duration, String> {
-    if s.trim() == "0" {
-        return Ok(Duration::ZERO);
+/// How long an adaptive XDP worker waits (`--xdp-coalesce auto`).
+pub const ADAPTIVE_WAIT: Duration = Duration::from_micros(100);
+
+/// `--xdp-coalesce`: `auto`, `0` (off) or a duration up to 1 ms, such as `50us`.
+pub fn parse_coalesce(s: &str) -> Result<Coalescing, String> {
+    match s.trim() {
+        "auto" => return Ok(Coalescing::Adaptive(ADAPTIVE_WAIT)),
+        "0" => return Ok(Coalescing::Off),
+        _ => {}
     }
-    let d = parse_duration(s)?;
+    let d = parse_duration(s).map_err(|e| format!("{e}, or auto, or 0"))?;
     if d > Duration::from_millis(1) {
         return Err(format!("{s:?} is more than 1ms"));
     }
-    Ok(d)
+    Ok(Coalescing::Always(d))
 }
 
 /// `50us`, `250ms`, `5s`, `2m`, or plain seconds.
@@ -285,11 +292,19 @@ mod tests {
         assert!(parse_duration("5h").unwrap_err().contains("unit"));
         assert!(parse_duration("x").is_err());
         assert_eq!(parse_duration("50us"), Ok(Duration::from_micros(50)));
-        assert_eq!(parse_coalesce("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_coalesce("1ms"), Ok(Duration::from_millis(1)));
+        assert_eq!(parse_coalesce("0"), Ok(Coalescing::Off));
+        assert_eq!(
+            parse_coalesce("1ms"),
+            Ok(Coalescing::Always(Duration::from_millis(1)))
+        );
+        assert_eq!(
+            parse_coalesce("auto"),
+            Ok(Coalescing::Adaptive(Duration::from_micros(100)))
+        );
         assert!(parse_coalesce("2ms").unwrap_err().contains("1ms"));
+        assert!(parse_coalesce("sometimes").unwrap_err().contains("auto"));
         let a = Args::try_parse_from(["clusterset-dns", "--file", "f"]).unwrap();
-        assert_eq!(a.xdp_coalesce, Duration::ZERO);
+        assert_eq!(a.xdp_coalesce, Coalescing::Adaptive(ADAPTIVE_WAIT));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::dns::xdp::{Xdp, XdpError};
+use crate::dns::xdp::{Coalescing, Xdp, XdpError};
 use crate::dns::{tcp, udp};
 use crate::metrics::Metrics;
 use crate::zone::Zone;
@@ -61,8 +61,8 @@ impl Listeners {
     }
 
     /// Also takes UDP queries to the DNS address from interface `iface` through AF_XDP; its
-    /// workers wait `coalesce` after a receive that did not fill a batch.
-    pub fn attach_xdp(&mut self, iface: &str, coalesce: Duration) -> Result<(), XdpError> {
+    /// workers wait after a receive that did not fill a batch as `coalesce` says.
+    pub fn attach_xdp(&mut self, iface: &str, coalesce: Coalescing) -> Result<(), XdpError> {
         self.xdp = Some(Xdp::attach(iface, self.dns_addr(), coalesce)?);
         Ok(())
     }
@@ -111,7 +111,7 @@ pub async fn serve(
     )?;
     let attached = match xdp {
         Some(xdp) => {
-            info!(interface = %xdp.iface, mode = %xdp.mode, queues = xdp.queues(), locked_mib = xdp.locked() >> 20, "DNS answering UDP through AF_XDP");
+            info!(interface = %xdp.iface, mode = %xdp.mode, queues = xdp.queues(), locked_mib = xdp.locked() >> 20, coalesce = %xdp.coalesce, "DNS answering UDP through AF_XDP");
             let (attached, more) =
                 xdp.spawn(zone.clone(), &metrics, stop.clone(), config.tcp.query_log)?;
             workers.extend(more);

@@ -70,14 +70,14 @@ pub struct Xdp {
     sockets: Vec<Socket>,
     pub mode: Mode,
     pub iface: String,
-    coalesce: Duration,
+    pub coalesce: Coalescing,
 }
 
 impl Xdp {
     /// Attaches to interface `iface` for the DNS server on `listen` (its UDP sockets must be
     /// bound already: they answer what the program passes on).
-    /// Its workers wait `coalesce` after a receive that did not fill a batch (see `run`).
-    pub fn attach(iface: &str, listen: SocketAddr, coalesce: Duration) -> Result<Xdp, XdpError> {
+    /// Its workers wait after a receive that did not fill a batch as `coalesce` says (see `run`).
+    pub fn attach(iface: &str, listen: SocketAddr, coalesce: Coalescing) -> Result<Xdp, XdpError> {
         // `busy`: what EBUSY means at this step.
         let fail = |what: &str, busy: &str, error: io::Error| {
             let hint = match error.raw_os_error() {
@@ -760,6 +760,94 @@ impl Socket {
     }
 }
 
+/// Whether XDP workers wait after a batch that did not fill, so that queries arriving meanwhile
+/// are answered together (`--xdp-coalesce`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coalescing {
+    /// Never: each wake-up answers what has come.
+    Off,
+    /// After every batch that did not fill.
+    Always(Duration),
+    /// Only while the queue is busy (more than half the time), and until the waits stop
+    /// gathering several queries each: as a network card's adaptive interrupt moderation.
+    Adaptive(Duration),
+}
+
+impl std::fmt::Display for Coalescing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Coalescing::Off => f.write_str("off"),
+            Coalescing::Always(d) => write!(f, "{}us", d.as_micros()),
+            Coalescing::Adaptive(d) => write!(f, "adaptive, {}us", d.as_micros()),
+        }
+    }
+}
+
+/// One worker's [`Coalescing`], with what the adaptive kind goes by.
+struct Coalesce {
+    wait: Duration,
+    adaptive: bool,
+    on: bool,
+    /// The current window: when it began, the time spent waiting in it (polls and sleeps), and
+    /// the frames the batches right after a sleep brought.
+    since: Instant,
+    idle: Duration,
+    sleeps: u64,
+    after_sleeps: u64,
+}
+
+/// How often an adaptive worker reconsiders.
+const WINDOW: Duration = Duration::from_millis(10);
+
+impl Coalesce {
+    fn new(how: Coalescing, now: Instant) -> Self {
+        let (wait, adaptive, on) = match how {
+            Coalescing::Off => (Duration::ZERO, false, false),
+            Coalescing::Always(d) => (d, false, !d.is_zero()),
+            Coalescing::Adaptive(d) => (d, true, false),
+        };
+        Coalesce {
+            wait,
+            adaptive,
+            on,
+            since: now,
+            idle: Duration::ZERO,
+            sleeps: 0,
+            after_sleeps: 0,
+        }
+    }
+
+    /// Time spent waiting.
+    fn idle(&mut self, d: Duration) {
+        self.idle += d;
+    }
+
+    /// After a batch of `n` frames (`slept`: right after a sleep of ours): how long to sleep.
+    fn after_batch(&mut self, n: u32, slept: bool, now: Instant) -> Option<Duration> {
+        if slept {
+            self.sleeps += 1;
+            self.after_sleeps += n as u64;
+        }
+        let elapsed = now - self.since;
+        if self.adaptive && elapsed >= WINDOW {
+            let busy = 1.0 - self.idle.as_secs_f64() / elapsed.as_secs_f64();
+            if !self.on {
+                // Busy more than half the time: queries queue behind each other already, so
+                // waiting for more costs little latency and saves the per-wake-up work.
+                self.on = busy > 0.5;
+            } else if busy < 0.2 || self.after_sleeps < 4 * self.sleeps {
+                // The waits no longer gather several queries each.
+                self.on = false;
+            }
+            self.since = now;
+            self.idle = Duration::ZERO;
+            self.sleeps = 0;
+            self.after_sleeps = 0;
+        }
+        (self.on && n < BATCH as u32).then_some(self.wait)
+    }
+}
+
 /// Buffers of one worker, reused for every batch.
 struct Worker {
     socket: Socket,
@@ -785,25 +873,28 @@ impl Worker {
         }
     }
 
-    /// Answers until `stop`. After a receive that did not fill a batch, it waits `coalesce`
-    /// before looking again: the queries that arrive meanwhile are then answered together, and
-    /// each send and each wake-up serves several answers instead of one or two (at the load of
-    /// `benches/compare-knot.sh`, 1.4 answers a send without the wait).
+    /// Answers until `stop`. After a receive that did not fill a batch, it may wait (as
+    /// `coalesce` says) before looking again: the queries that arrive meanwhile are then
+    /// answered together, and each send and each wake-up serves several answers instead of one
+    /// or two (at the load of `benches/compare-knot.sh`, 1.4 answers a send without the wait).
     fn run(
         mut self,
         iface: &str,
         zone: &Zone,
         counters: &QueryCounters,
         stop: &AtomicBool,
-        coalesce: Duration,
+        coalesce: Coalescing,
     ) {
         let mut view = zone.view();
         let mut failed = false;
-        if !coalesce.is_zero() {
+        if coalesce != Coalescing::Off {
             // Sleep for the time asked, not up to the default 50 µs of timer slack more.
             // SAFETY: prctl on this thread with an integer argument.
             unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64) };
         }
+        let mut co = Coalesce::new(coalesce, Instant::now());
+        // Whether the last thing this worker did was a coalescing sleep.
+        let mut slept = false;
         while !stop.load(Ordering::Relaxed) {
             let n = self.socket.rx.ready().min(BATCH as u32);
             if n == 0 {
@@ -817,7 +908,10 @@ impl Worker {
                 };
                 // A socket whose interface went away gets no more frames, so its error is
                 // looked at only after a wait that timed out (not once per wake-up).
+                let t = Instant::now();
                 let woken = self.socket.wait(ms);
+                co.idle(t.elapsed());
+                slept = false;
                 if let Some(e) = (!woken).then(|| self.socket.error()).flatten() {
                     if e.raw_os_error() == Some(libc::ENETDOWN) {
                         warn!(
@@ -838,8 +932,13 @@ impl Worker {
             view.refresh();
             self.batch(n, &view, counters);
             self.kick(&mut failed);
-            if n < BATCH as u32 && !coalesce.is_zero() {
-                std::thread::sleep(coalesce);
+            let now = Instant::now();
+            let sleep = co.after_batch(n, slept, now);
+            slept = false;
+            if let Some(d) = sleep {
+                std::thread::sleep(d);
+                co.idle(now.elapsed());
+                slept = true;
             }
         }
         debug!(queue = self.socket.queue, "XDP worker stopped");
@@ -945,6 +1044,65 @@ fn add(counter: &AtomicU64, n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Feeds `co` one window of batches of `n` frames, `busy` of the time working (the rest
+    /// idle), each batch after a sleep of its own if `slept`; returns the last decision.
+    fn window(
+        co: &mut Coalesce,
+        start: Instant,
+        n: u32,
+        busy: f64,
+        slept: bool,
+    ) -> Option<Duration> {
+        let batches = 10;
+        let step = WINDOW / batches;
+        let mut last = None;
+        for k in 1..=batches {
+            co.idle(step.mul_f64(1.0 - busy));
+            last = co.after_batch(n, slept, start + step * k);
+        }
+        last
+    }
+
+    #[test]
+    fn coalescing_waits_as_asked() {
+        let t = Instant::now();
+        let us = Duration::from_micros(100);
+        let mut off = Coalesce::new(Coalescing::Off, t);
+        assert_eq!(window(&mut off, t, 1, 1.0, false), None);
+        let mut always = Coalesce::new(Coalescing::Always(us), t);
+        assert_eq!(always.after_batch(1, false, t), Some(us));
+        assert_eq!(always.after_batch(BATCH as u32 - 1, true, t), Some(us));
+        // A full batch: more are waiting already.
+        assert_eq!(always.after_batch(BATCH as u32, true, t), None);
+        // Idle or quiet windows change nothing for it.
+        assert_eq!(window(&mut always, t, 1, 0.01, true), Some(us));
+    }
+
+    #[test]
+    fn adaptive_coalescing_follows_the_load() {
+        let t = Instant::now();
+        let us = Duration::from_micros(100);
+        let mut co = Coalesce::new(Coalescing::Adaptive(us), t);
+        // Starts without waiting, and stays so while the queue is busy half the time or less.
+        assert_eq!(co.after_batch(1, false, t), None);
+        assert_eq!(window(&mut co, t, 2, 0.5, false), None);
+        assert_eq!(window(&mut co, t + WINDOW, 2, 0.3, false), None);
+        // Busier: waits from the next window on.
+        assert_eq!(window(&mut co, t + WINDOW * 2, 2, 0.8, false), Some(us));
+        // While each wait gathers four or more, it goes on waiting, however busy the worker
+        // looks now that it waits.
+        assert_eq!(window(&mut co, t + WINDOW * 3, 6, 0.4, true), Some(us));
+        assert_eq!(window(&mut co, t + WINDOW * 4, 4, 0.3, true), Some(us));
+        // Waits that gather fewer: it stops.
+        assert_eq!(window(&mut co, t + WINDOW * 5, 3, 0.4, true), None);
+        // Busy again, then nearly idle: it stops even when the few waits gather enough.
+        assert_eq!(window(&mut co, t + WINDOW * 6, 2, 0.9, false), Some(us));
+        assert_eq!(window(&mut co, t + WINDOW * 7, 8, 0.1, true), None);
+        // A full batch never waits.
+        assert_eq!(window(&mut co, t + WINDOW * 8, 2, 0.9, false), Some(us));
+        assert_eq!(co.after_batch(BATCH as u32, true, t + WINDOW * 9), None);
+    }
 
     #[test]
     fn rings_shrink_with_many_queues_within_the_budget() {
