@@ -3,78 +3,16 @@
 //! exist and names that do not. Each iteration takes the next of 1024 different names, so the
 //! figures include hashing and cache misses of a real mix rather than one hot key.
 
+mod workload;
+
 use std::hint::black_box;
-use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Arc;
 use std::time::Instant;
 
 use clusterset_dns::dns::{BATCH, Batch, Transport, respond_in};
-use clusterset_dns::metrics::Metrics;
-use clusterset_dns::model::{Endpoint, Kind, Port, Protocol, Service, ServiceKey, Slice, Update};
-use clusterset_dns::zone::build::Builder;
+use clusterset_dns::zone::Lookup;
 use clusterset_dns::zone::render::wire_name;
-use clusterset_dns::zone::{Lookup, Zone};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-
-fn services(n: usize) -> Vec<Service> {
-    let http = Port {
-        name: Some("http".into()),
-        protocol: Protocol::Tcp,
-        port: 80,
-    };
-    (0..n)
-        .map(|i| {
-            let key = ServiceKey {
-                namespace: format!("ns{}", i % 50),
-                name: format!("svc{i}"),
-            };
-            let ip = |a: u8| IpAddr::V4(Ipv4Addr::new(10, a, (i >> 8) as u8, i as u8));
-            if i % 10 == 9 {
-                let slices = ["east", "west", "central"]
-                    .iter()
-                    .enumerate()
-                    .map(|(c, cluster)| Slice {
-                        name: format!("svc{i}-{cluster}"),
-                        cluster: Some(cluster.to_string()),
-                        ports: vec![http.clone()],
-                        endpoints: (0..2)
-                            .map(|k| Endpoint {
-                                addresses: vec![ip(200 + (c * 2 + k) as u8)],
-                                hostname: Some(format!("pod-{}", c * 2 + k)),
-                            })
-                            .collect(),
-                    })
-                    .collect();
-                Service {
-                    key,
-                    kind: Kind::Headless,
-                    ips: vec![],
-                    ports: vec![http.clone()],
-                    slices,
-                }
-            } else {
-                Service {
-                    key,
-                    kind: Kind::ClusterSetIp,
-                    ips: vec![ip(100)],
-                    ports: vec![http.clone()],
-                    slices: vec![],
-                }
-            }
-        })
-        .collect()
-}
-
-fn zone(n: usize) -> Arc<Zone> {
-    let zone = Arc::new(Zone::new(vec![wire_name("clusterset.local").unwrap()], 5));
-    let metrics = Arc::new(Metrics::new(
-        "dns://bench".into(),
-        vec!["clusterset.local.".into()],
-    ));
-    let mut b = Builder::new(zone.clone(), &[], metrics);
-    b.apply(Update::Reset(services(n).into()));
-    zone
-}
+use workload::{names, zone};
 
 fn packet(name: &str, qtype: u16) -> Vec<u8> {
     let mut p = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1];
@@ -84,19 +22,6 @@ fn packet(name: &str, qtype: u16) -> Vec<u8> {
     // OPT, 1232 bytes, as a stub resolver or CoreDNS's forward plugin sends it.
     p.extend_from_slice(&[0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, 0]);
     p
-}
-
-fn names(n: usize, hit: bool) -> Vec<String> {
-    (0..1024)
-        .map(|k| {
-            let i = (k * 7919) % n;
-            if hit {
-                format!("svc{i}.ns{}.svc.clusterset.local", i % 50)
-            } else {
-                format!("missing{i}.ns{}.svc.clusterset.local", i % 50)
-            }
-        })
-        .collect()
 }
 
 fn bench(c: &mut Criterion) {
