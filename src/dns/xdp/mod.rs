@@ -785,11 +785,11 @@ impl std::fmt::Display for Coalescing {
 
 /// One worker's [`Coalescing`], with what the adaptive kind goes by.
 struct Coalesce {
-    wait: Duration,
-    adaptive: bool,
+    how: Coalescing,
+    /// Adaptive: whether the worker waits now.
     on: bool,
-    /// The current window: when it began, the time spent waiting in it (polls and sleeps), and
-    /// the frames the batches right after a sleep brought.
+    /// Adaptive: the current window: when it began, the time spent waiting in it (polls and
+    /// sleeps), and the frames the batches right after a sleep brought.
     since: Instant,
     idle: Duration,
     sleeps: u64,
@@ -801,19 +801,25 @@ const WINDOW: Duration = Duration::from_millis(10);
 
 impl Coalesce {
     fn new(how: Coalescing, now: Instant) -> Self {
-        let (wait, adaptive, on) = match how {
-            Coalescing::Off => (Duration::ZERO, false, false),
-            Coalescing::Always(d) => (d, false, !d.is_zero()),
-            Coalescing::Adaptive(d) => (d, true, false),
-        };
         Coalesce {
-            wait,
-            adaptive,
-            on,
+            how,
+            on: false,
             since: now,
             idle: Duration::ZERO,
             sleeps: 0,
             after_sleeps: 0,
+        }
+    }
+
+    /// The time now, when the worker's choice depends on it (adaptive); else no clock is read.
+    fn clock(&self) -> Option<Instant> {
+        matches!(self.how, Coalescing::Adaptive(_)).then(Instant::now)
+    }
+
+    /// Time spent waiting since `from` (from [`Coalesce::clock`]).
+    fn waited_since(&mut self, from: Option<Instant>) {
+        if let Some(t) = from {
+            self.idle(t.elapsed());
         }
     }
 
@@ -822,29 +828,48 @@ impl Coalesce {
         self.idle += d;
     }
 
-    /// After a batch of `n` frames (`slept`: right after a sleep of ours): how long to sleep.
-    fn after_batch(&mut self, n: u32, slept: bool, now: Instant) -> Option<Duration> {
+    /// After a batch of `n` frames (`slept`: right after a sleep of ours; `now`: from
+    /// [`Coalesce::clock`]): how long to sleep.
+    fn after_batch(&mut self, n: u32, slept: bool, now: Option<Instant>) -> Option<Duration> {
+        let wait = match self.how {
+            Coalescing::Off => return None,
+            Coalescing::Always(d) => d,
+            Coalescing::Adaptive(d) => {
+                if let Some(now) = now {
+                    self.reconsider(n, slept, now);
+                }
+                if !self.on {
+                    return None;
+                }
+                d
+            }
+        };
+        (n < BATCH as u32).then_some(wait)
+    }
+
+    /// Adaptive: counts the batch, and at the end of a window decides whether to wait.
+    fn reconsider(&mut self, n: u32, slept: bool, now: Instant) {
         if slept {
             self.sleeps += 1;
             self.after_sleeps += n as u64;
         }
         let elapsed = now - self.since;
-        if self.adaptive && elapsed >= WINDOW {
-            let busy = 1.0 - self.idle.as_secs_f64() / elapsed.as_secs_f64();
-            if !self.on {
-                // Busy more than half the time: queries queue behind each other already, so
-                // waiting for more costs little latency and saves the per-wake-up work.
-                self.on = busy > 0.5;
-            } else if busy < 0.2 || self.after_sleeps < 4 * self.sleeps {
-                // The waits no longer gather several queries each.
-                self.on = false;
-            }
-            self.since = now;
-            self.idle = Duration::ZERO;
-            self.sleeps = 0;
-            self.after_sleeps = 0;
+        if elapsed < WINDOW {
+            return;
         }
-        (self.on && n < BATCH as u32).then_some(self.wait)
+        let busy = 1.0 - self.idle.as_secs_f64() / elapsed.as_secs_f64();
+        if !self.on {
+            // Busy more than half the time: queries queue behind each other already, so
+            // waiting for more costs little latency and saves the per-wake-up work.
+            self.on = busy > 0.5;
+        } else if busy < 0.2 || self.after_sleeps < 4 * self.sleeps {
+            // The waits no longer gather several queries each.
+            self.on = false;
+        }
+        self.since = now;
+        self.idle = Duration::ZERO;
+        self.sleeps = 0;
+        self.after_sleeps = 0;
     }
 }
 
@@ -908,11 +933,11 @@ impl Worker {
                 };
                 // A socket whose interface went away gets no more frames, so its error is
                 // looked at only after a wait that timed out (not once per wake-up).
-                let t = Instant::now();
+                let t = co.clock();
                 let woken = self.socket.wait(ms);
-                co.idle(t.elapsed());
+                co.waited_since(t);
                 slept = false;
-                if let Some(e) = (!woken).then(|| self.socket.error()).flatten() {
+                if !woken && let Some(e) = self.socket.error() {
                     if e.raw_os_error() == Some(libc::ENETDOWN) {
                         warn!(
                             interface = iface,
@@ -932,12 +957,12 @@ impl Worker {
             view.refresh();
             self.batch(n, &view, counters);
             self.kick(&mut failed);
-            let now = Instant::now();
+            let now = co.clock();
             let sleep = co.after_batch(n, slept, now);
             slept = false;
             if let Some(d) = sleep {
                 std::thread::sleep(d);
-                co.idle(now.elapsed());
+                co.waited_since(now);
                 slept = true;
             }
         }
@@ -1059,7 +1084,7 @@ mod tests {
         let mut last = None;
         for k in 1..=batches {
             co.idle(step.mul_f64(1.0 - busy));
-            last = co.after_batch(n, slept, start + step * k);
+            last = co.after_batch(n, slept, Some(start + step * k));
         }
         last
     }
@@ -1071,10 +1096,13 @@ mod tests {
         let mut off = Coalesce::new(Coalescing::Off, t);
         assert_eq!(window(&mut off, t, 1, 1.0, false), None);
         let mut always = Coalesce::new(Coalescing::Always(us), t);
-        assert_eq!(always.after_batch(1, false, t), Some(us));
-        assert_eq!(always.after_batch(BATCH as u32 - 1, true, t), Some(us));
+        assert_eq!(always.after_batch(1, false, Some(t)), Some(us));
+        assert_eq!(
+            always.after_batch(BATCH as u32 - 1, true, Some(t)),
+            Some(us)
+        );
         // A full batch: more are waiting already.
-        assert_eq!(always.after_batch(BATCH as u32, true, t), None);
+        assert_eq!(always.after_batch(BATCH as u32, true, Some(t)), None);
         // Idle or quiet windows change nothing for it.
         assert_eq!(window(&mut always, t, 1, 0.01, true), Some(us));
     }
@@ -1085,7 +1113,7 @@ mod tests {
         let us = Duration::from_micros(100);
         let mut co = Coalesce::new(Coalescing::Adaptive(us), t);
         // Starts without waiting, and stays so while the queue is busy half the time or less.
-        assert_eq!(co.after_batch(1, false, t), None);
+        assert_eq!(co.after_batch(1, false, Some(t)), None);
         assert_eq!(window(&mut co, t, 2, 0.5, false), None);
         assert_eq!(window(&mut co, t + WINDOW, 2, 0.3, false), None);
         // Busier: waits from the next window on.
@@ -1101,7 +1129,10 @@ mod tests {
         assert_eq!(window(&mut co, t + WINDOW * 7, 8, 0.1, true), None);
         // A full batch never waits.
         assert_eq!(window(&mut co, t + WINDOW * 8, 2, 0.9, false), Some(us));
-        assert_eq!(co.after_batch(BATCH as u32, true, t + WINDOW * 9), None);
+        assert_eq!(
+            co.after_batch(BATCH as u32, true, Some(t + WINDOW * 9)),
+            None
+        );
     }
 
     #[test]
