@@ -33,33 +33,10 @@ rows=("clusterset-dns|5310|$srv --listen 127.0.0.1:5310")
 netns=()
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
   netns=(unshare --net sh -c 'ip link set lo up && sysctl -qw net.ipv4.conf.lo.accept_local=1 net.ipv4.conf.lo.route_localnet=1 && exec "$0" "$@"')
-  rows+=("clusterset-dns-xdp|5311|$srv --listen 127.0.0.1:5311 --xdp lo")
-  rows+=("csdns-xdp-co0|5313|$srv --listen 127.0.0.1:5313 --xdp lo --xdp-coalesce 0")
-  rows+=("csdns-xdp-co100us|5312|$srv --listen 127.0.0.1:5312 --xdp lo --xdp-coalesce 100us")
-  # Knot's own XDP mode, last in each round (it may leave its program on lo when it stops; the
-  # namespace, and its lo, go at the end of the round).
-  mkdir -p "$BENCH_DIR/kx/run" "$BENCH_DIR/kx/db"
-  cat > "$BENCH_DIR/kx/knot.conf" <<K
-server:
-    listen: 127.0.0.1@5303
-    rundir: $BENCH_DIR/kx/run
-    udp-workers: 1
-    tcp-workers: 1
-    background-workers: 1
-xdp:
-    listen: lo@5303
-    udp: on
-log:
-  - target: stderr
-    any: error
-database:
-    storage: $BENCH_DIR/kx/db
-zone:
-  - domain: clusterset.local
-    file: $BENCH_DIR/clusterset.local.zone
-    journal-content: none
-K
-  rows+=("knot-xdp|5303|knotd -c $BENCH_DIR/kx/knot.conf")
+  # Ours through XDP three ways, then Knot's XDP mode (the namespace, and its lo, go at the end
+  # of the round).
+  source "$here/xdp-rows.sh"
+  xdp_rows 127.0.0.1 lo "$BENCH_DIR/kx"
 else
   echo "not root: no XDP row (--xdp needs root)" >&2
 fi

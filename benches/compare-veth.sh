@@ -22,35 +22,10 @@ srv_ns=csdns-bench-srv-$$
 cli_ns=csdns-bench-cli-$$
 cleanup() { ip netns del "$srv_ns" 2>/dev/null || true; ip netns del "$cli_ns" 2>/dev/null || true; }
 trap cleanup EXIT
-mkdir -p "$BENCH_DIR/kxv/run" "$BENCH_DIR/kxv/db"
-cat > "$BENCH_DIR/kxv/knot.conf" <<K
-server:
-    listen: 10.99.0.1@5303
-    rundir: $BENCH_DIR/kxv/run
-    udp-workers: 1
-    tcp-workers: 1
-    background-workers: 1
-xdp:
-    listen: dns0@5303
-    udp: on
-log:
-  - target: stderr
-    any: error
-database:
-    storage: $BENCH_DIR/kxv/db
-zone:
-  - domain: clusterset.local
-    file: $BENCH_DIR/clusterset.local.zone
-    journal-content: none
-K
 srv="$bin --file \$W/objects.yaml --admin-listen 127.0.0.1:0 --log-level warn"
-rows=(
-  "clusterset-dns|5310|$srv --listen 10.99.0.1:5310"
-  "clusterset-dns-xdp|5311|$srv --listen 10.99.0.1:5311 --xdp dns0"
-  "csdns-xdp-co0|5313|$srv --listen 10.99.0.1:5313 --xdp dns0 --xdp-coalesce 0"
-  "csdns-xdp-co100us|5312|$srv --listen 10.99.0.1:5312 --xdp dns0 --xdp-coalesce 100us"
-  "knot-xdp|5303|knotd -c $BENCH_DIR/kxv/knot.conf"
-)
+rows=("clusterset-dns|5310|$srv --listen 10.99.0.1:5310")
+source "$here/xdp-rows.sh"
+xdp_rows 10.99.0.1 dns0 "$BENCH_DIR/kxv"
 out=$(mktemp)
 for r in $(seq "$rounds"); do
   cleanup
