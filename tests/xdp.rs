@@ -224,6 +224,16 @@ fn ask(s: &UdpSocket, server: SocketAddr, packet: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// Asks `server` for checkout's A record through `s` and fails unless an answer comes.
+fn answered(s: &UdpSocket, server: &str) {
+    let q = query("checkout.shop.svc.clusterset.local", RecordType::A, None);
+    let answer = ask(s, server.parse().unwrap(), &q);
+    assert!(
+        answer.is_some_and(|a| a.len() > q.len()),
+        "no answer from {server}"
+    );
+}
+
 /// Queries of every kind the behaviour document covers, over the example data: each served
 /// type and some not served, names that exist, are empty non-terminals, are missing or are out
 /// of the zone, 0x20 spelling, no EDNS, small and large EDNS sizes (truncation), EDNS version 1
@@ -449,10 +459,8 @@ fn driver_mode_serves_every_receive_queue() {
         // each queue's socket answers.
         let before = received_by_queue("xa");
         assert_eq!(before.len(), 2, "a socket for each receive queue");
-        let q = query("checkout.shop.svc.clusterset.local", RecordType::A, None);
         for s in &spread {
-            let answer = ask(s, "10.99.0.1:53".parse().unwrap(), &q);
-            assert!(answer.is_some_and(|a| a.len() > q.len()), "no answer");
+            answered(s, "10.99.0.1:53");
         }
         let after = received_by_queue("xa");
         let grew: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
@@ -502,9 +510,7 @@ fn a_driver_that_refuses_xdp_leaves_generic_mode() {
         let s = peer.run(|| socket("10.99.0.2:0"));
         let mut server = start(&["--listen", "0.0.0.0:53", "--xdp", "xa"]);
         assert_eq!(xdp_mode("xa").as_deref(), Some("xdpgeneric"));
-        let q = query("checkout.shop.svc.clusterset.local", RecordType::A, None);
-        let answer = ask(&s, "10.99.0.1:53".parse().unwrap(), &q);
-        assert!(answer.is_some_and(|a| a.len() > q.len()), "no answer");
+        answered(&s, "10.99.0.1:53");
         assert_eq!(received_by_queue("xa"), [1]);
         let err = server.stderr();
         assert!(
@@ -524,9 +530,7 @@ fn an_interface_that_goes_away_leaves_the_sockets_answering() {
         let peer = Peer::new("xa", 2, 2);
         let s = peer.run(|| socket("10.99.0.2:0"));
         let mut server = start(&["--listen", "0.0.0.0:53", "--xdp", "xa"]);
-        let q = query("checkout.shop.svc.clusterset.local", RecordType::A, None);
-        let answer = ask(&s, "10.99.0.1:53".parse().unwrap(), &q);
-        assert!(answer.is_some_and(|a| a.len() > q.len()), "no answer");
+        answered(&s, "10.99.0.1:53");
         let up = || {
             let (_, scrape) = http_get("/metrics").unwrap();
             (0..2)
@@ -547,9 +551,7 @@ fn an_interface_that_goes_away_leaves_the_sockets_answering() {
         }
         let (_, scrape) = http_get("/metrics").unwrap();
         common::promtool_check(&scrape);
-        let local = socket("127.0.0.1:0");
-        let answer = ask(&local, "127.0.0.1:53".parse().unwrap(), &q);
-        assert!(answer.is_some_and(|a| a.len() > q.len()), "no answer after");
+        answered(&socket("127.0.0.1:0"), "127.0.0.1:53");
         let err = server.stderr();
         assert_eq!(err.matches("the interface went away").count(), 2, "{err}");
     });
@@ -620,10 +622,7 @@ fn the_xdp_manifest_grants_what_xdp_needs_and_no_more() {
         {
             let _server = start_as(&w, &args);
             assert_eq!(xdp_mode("eth0").as_deref(), Some("xdp"));
-            let q = query("checkout.shop.svc.clusterset.local", RecordType::A, None);
-            let server: SocketAddr = format!("10.99.0.1:{port}").parse().unwrap();
-            let answer = ask(&s, server, &q);
-            assert!(answer.is_some_and(|a| a.len() > q.len()), "no answer");
+            answered(&s, &format!("10.99.0.1:{port}"));
             assert_eq!(received_by_queue("eth0").iter().sum::<u64>(), 1);
         }
         for left_out in &caps {

@@ -200,23 +200,14 @@ impl Cluster {
 
     /// kubectl as admin with `args`, `input` on its standard input; its stderr if it fails.
     pub fn kubectl_input(&self, args: &[&str], input: &str) -> Result<(), String> {
-        let mut child = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig("admin"))
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = super::output_with_input(
+            Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(self.kubeconfig("admin"))
+                .args(args),
+            input,
+        )
+        .expect("kubectl runs");
         if out.status.success() {
             Ok(())
         } else {

@@ -607,24 +607,30 @@ pub fn malformed(name: &str) -> Vec<(&'static str, Vec<u8>, Option<ResponseCode>
     ]
 }
 
-/// Runs `promtool check metrics` on a scrape and fails on any error or lint finding.
-pub fn promtool_check(scrape: &str) {
+/// Runs `cmd` with `input` on its standard input; its output, both streams captured (an error
+/// if it cannot be started).
+pub fn output_with_input(
+    cmd: &mut std::process::Command,
+    input: &str,
+) -> std::io::Result<std::process::Output> {
     use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut check = Command::new("promtool")
-        .args(["check", "metrics"])
+    use std::process::Stdio;
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool runs (apt-get install prometheus)");
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(scrape.as_bytes())
-        .unwrap();
-    let out = check.wait_with_output().unwrap();
+        .spawn()?;
+    child.stdin.take().unwrap().write_all(input.as_bytes())?;
+    child.wait_with_output()
+}
+
+/// Runs `promtool check metrics` on a scrape and fails on any error or lint finding.
+pub fn promtool_check(scrape: &str) {
+    let out = output_with_input(
+        std::process::Command::new("promtool").args(["check", "metrics"]),
+        scrape,
+    )
+    .expect("promtool runs (apt-get install prometheus)");
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
