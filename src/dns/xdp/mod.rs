@@ -44,6 +44,52 @@ const LEAST_FRAMES: u32 = 128;
 /// The memory the sockets' frames take in all, as long as each keeps [`LEAST_FRAMES`].
 const BUDGET: usize = 16 << 20;
 
+/// Why the kernel may have said EPERM, from the process's `/proc/self/status`: the
+/// capabilities XDP needs that the process lacks; or, when it holds them all, the seccomp filter
+/// it runs under (container runtimes whose default profile allows bpf(2) only with
+/// CAP_SYS_ADMIN) or else a security module.
+fn permission_hint(status: &str) -> String {
+    const NEEDS: &str = "needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW, or root";
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    let Some(held) = field("CapEff:").and_then(|v| u64::from_str_radix(v, 16).ok()) else {
+        return format!(" ({NEEDS})");
+    };
+    let has = |bit: u32| held & (1 << bit) != 0;
+    // CAP_SYS_ADMIN still does what CAP_BPF does.
+    let lacking: Vec<&str> = [
+        ("CAP_NET_ADMIN", has(CAP_NET_ADMIN)),
+        ("CAP_BPF", has(CAP_BPF) || has(CAP_SYS_ADMIN)),
+        ("CAP_NET_RAW", has(CAP_NET_RAW)),
+    ]
+    .into_iter()
+    .filter(|(_, held)| !held)
+    .map(|(name, _)| name)
+    .collect();
+    if !lacking.is_empty() {
+        format!(" (lacks {}: {NEEDS})", lacking.join(", "))
+    } else if field("Seccomp:") == Some("2") {
+        " (the process holds CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW, so its seccomp filter \
+         refuses the call: some container runtimes' default profiles, CRI-O's and Podman's among \
+         them, allow bpf(2) only with CAP_SYS_ADMIN; give the container a seccomp profile that \
+         allows bpf, Localhost or Unconfined)"
+            .to_string()
+    } else {
+        " (the process holds CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW and runs under no seccomp \
+         filter: a security module such as SELinux or AppArmor may refuse it)"
+            .to_string()
+    }
+}
+/// Capability numbers (linux/capability.h).
+const CAP_NET_ADMIN: u32 = 12;
+const CAP_NET_RAW: u32 = 13;
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_BPF: u32 = 39;
+
 /// Frames per ring for each of `queues` sockets (a power of two, as the kernel wants).
 fn ring_frames(queues: u32) -> u32 {
     let fit = BUDGET / (queues.max(1) as usize * 2 * FRAME);
@@ -81,13 +127,15 @@ impl Xdp {
         // `busy`: what EBUSY means at this step.
         let fail = |what: &str, busy: &str, error: io::Error| {
             let hint = match error.raw_os_error() {
-                Some(libc::EPERM) => " (needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW, or root)",
-                Some(libc::EBUSY | libc::EEXIST) => busy,
-                Some(libc::ENOBUFS) => {
-                    " (the sockets' frames are locked in memory, up to 4 MiB a receive queue: \
-                     raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK)"
-                }
-                _ => "",
+                Some(libc::EPERM) => permission_hint(
+                    &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
+                ),
+                Some(libc::EBUSY | libc::EEXIST) => busy.to_string(),
+                Some(libc::ENOBUFS) => " (the sockets' frames are locked in memory, up to 4 MiB \
+                                        a receive queue: raise RLIMIT_MEMLOCK or grant \
+                                        CAP_IPC_LOCK)"
+                    .to_string(),
+                _ => String::new(),
             };
             XdpError {
                 iface: iface.to_string(),
@@ -1069,6 +1117,45 @@ fn add(counter: &AtomicU64, n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A /proc/self/status with capabilities `held` (bit numbers) and seccomp mode `seccomp`.
+    fn status(held: &[u32], seccomp: u8) -> String {
+        let eff: u64 = held.iter().map(|b| 1u64 << b).sum();
+        format!(
+            "Name:\tclusterset-dns\nCapInh:\t0000000000000000\nCapEff:\t{eff:016x}\nSeccomp:\t{seccomp}\n"
+        )
+    }
+
+    #[test]
+    fn a_refusal_names_the_missing_capability_or_else_the_seccomp_filter() {
+        let all = [CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW];
+        let hint = permission_hint(&status(&[CAP_NET_ADMIN, CAP_NET_RAW], 2));
+        assert!(
+            hint.starts_with(" (lacks CAP_BPF: needs CAP_NET_ADMIN"),
+            "{hint}"
+        );
+        let hint = permission_hint(&status(&[], 0));
+        assert!(
+            hint.starts_with(" (lacks CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW:"),
+            "{hint}"
+        );
+        // CAP_SYS_ADMIN does what CAP_BPF does.
+        let hint = permission_hint(&status(&[CAP_NET_ADMIN, CAP_SYS_ADMIN], 0));
+        assert!(hint.starts_with(" (lacks CAP_NET_RAW:"), "{hint}");
+        let hint = permission_hint(&status(&all, 2));
+        assert!(
+            hint.contains("its seccomp filter refuses the call"),
+            "{hint}"
+        );
+        assert!(hint.contains("CRI-O"), "{hint}");
+        let hint = permission_hint(&status(&all, 0));
+        assert!(hint.contains("runs under no seccomp filter"), "{hint}");
+        // Unreadable: the general rule.
+        assert_eq!(
+            permission_hint(""),
+            " (needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW, or root)"
+        );
+    }
 
     /// Feeds `co` one window of batches of `n` frames, `busy` of the time working (the rest
     /// idle), each batch after a sleep of its own if `slept`; returns the last decision.
