@@ -1,5 +1,6 @@
 //! The `clusterset-dns` binary: flags, logging, sockets, signals; everything else is in the library.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -31,8 +32,18 @@ fn init_logging(format: LogFormat, level: LogLevel) {
                     .with_writer(std::io::stderr),
             )
             .init(),
+        // Colours only for a person at a terminal: a pipe, a file or a container's log (what
+        // `kubectl logs` shows) gets plain `key=value` text. NO_COLOR (no-color.org) turns
+        // them off at a terminal too.
         LogFormat::Text => registry
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(
+                        std::io::stderr().is_terminal()
+                            && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+                    )
+                    .with_writer(std::io::stderr),
+            )
             .init(),
     }
 }

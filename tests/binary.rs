@@ -201,3 +201,49 @@ fn startup_errors_are_one_clear_line_and_a_failure_exit() {
         assert!(help.contains(flag), "--help lacks {flag}");
     }
 }
+
+/// Text logs carry colours only for a person at a terminal: through a pipe (a container's log,
+/// a file, journald) the start-up line is plain `key=value` text, and NO_COLOR turns the
+/// colours off at a terminal too (`script` gives the server a pseudo-terminal).
+#[test]
+fn text_logs_are_plain_unless_a_person_is_at_a_terminal() {
+    let server = format!(
+        "timeout -s TERM 1 '{BIN}' --file '{}' --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0",
+        example().display()
+    );
+    let run = |terminal: bool, no_color: bool| {
+        let mut cmd = if terminal {
+            let mut c = Command::new("script");
+            c.args(["-q", "-e", "-c", &server, "/dev/null"]);
+            c
+        } else {
+            let mut c = Command::new("sh");
+            c.args(["-c", &format!("{server} 2>&1")]);
+            c
+        };
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        } else {
+            cmd.env_remove("NO_COLOR");
+        }
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(text.contains("starting"), "{cmd:?}: {text}");
+        text
+    };
+    let piped = run(false, false);
+    assert!(!piped.contains('\x1b'), "{piped:?}");
+    let line = piped.lines().find(|l| l.contains("starting")).unwrap();
+    assert!(
+        line.contains(" INFO ") && line.contains("udp_workers="),
+        "{line}"
+    );
+    assert!(
+        run(true, false).contains("\x1b["),
+        "no colours at a terminal"
+    );
+    assert!(
+        !run(true, true).contains('\x1b'),
+        "colours despite NO_COLOR"
+    );
+}
