@@ -106,7 +106,12 @@ fn command(wrapper: &[&str], args: &[&str]) -> Command {
 /// As [`start`], through `wrapper`, and without an --admin-listen of its own: `args` must put
 /// the admin server on [`ADMIN`]'s port.
 fn start_as(wrapper: &[&str], args: &[&str]) -> Server {
-    let mut server = Server(command(wrapper, args).spawn().unwrap());
+    start_with(command(wrapper, args))
+}
+
+/// Starts `cmd` (which must put the admin server on [`ADMIN`]) and waits until it is ready.
+fn start_with(mut cmd: Command) -> Server {
+    let mut server = Server(cmd.spawn().unwrap());
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if server.0.try_wait().unwrap().is_some() {
@@ -543,6 +548,62 @@ fn driver_mode_serves_every_receive_queue() {
     });
 }
 
+/// In a container, sysfs is mounted for the container's own network namespace and lists its
+/// interface's receive queues exactly. The server takes that count (veth's channel count says
+/// twice as many), so each socket gets the full rings: 4 MiB a queue, 12 MiB for three, where
+/// sizing for six would halve them.
+#[test]
+fn sysfs_of_the_own_namespace_gives_the_exact_queue_count() {
+    in_netns(|| {
+        // SAFETY: unshare(2) and mount(2) on this thread alone, with NUL-terminated strings.
+        unsafe {
+            assert_eq!(libc::unshare(libc::CLONE_NEWNS), 0);
+            let none = std::ptr::null();
+            assert_eq!(
+                libc::mount(
+                    none,
+                    c"/".as_ptr(),
+                    none,
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null()
+                ),
+                0
+            );
+            assert_eq!(
+                libc::mount(
+                    c"sysfs".as_ptr(),
+                    c"/sys".as_ptr(),
+                    c"sysfs".as_ptr(),
+                    0,
+                    std::ptr::null()
+                ),
+                0,
+                "{}",
+                io::Error::last_os_error()
+            );
+        }
+        let peer = Peer::new("eth0", 3, 3);
+        let s = peer.run(|| socket("10.99.0.2:0"));
+        let mut cmd = Command::new(BIN);
+        cmd.args(["--file", &example(), "--admin-listen", ADMIN])
+            .args(["--listen", "0.0.0.0:53", "--xdp", "eth0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut server = start_with(cmd);
+        answered(&s, "10.99.0.1:53");
+        assert_eq!(received_by_queue("eth0").len(), 3);
+        let log = server.stderr();
+        let line = log
+            .lines()
+            .find(|l| l.contains("DNS answering UDP through AF_XDP"))
+            .unwrap_or_else(|| panic!("no start-up line: {log}"));
+        assert!(
+            line.contains("queues=3") && line.contains("locked_mib=12"),
+            "{line}"
+        );
+    });
+}
+
 /// A veth with fewer receive queues than its peer has send queues refuses driver mode
 /// (ENOSPC). The server says why and serves in generic mode.
 #[test]
@@ -666,6 +727,9 @@ fn the_xdp_manifest_grants_what_xdp_needs_and_no_more() {
             assert_eq!(xdp_mode("eth0").as_deref(), Some("xdp"));
             answered(&s, &format!("10.99.0.1:{port}"));
             assert_eq!(received_by_queue("eth0").iter().sum::<u64>(), 1);
+            // Both queues, whatever the host's own eth0 (which sysfs, mounted for the host's
+            // namespace, shows under the same name) has.
+            assert_eq!(received_by_queue("eth0").len(), 2);
         }
         for left_out in &caps {
             let fewer: Vec<String> = caps.iter().filter(|c| *c != left_out).cloned().collect();
