@@ -16,12 +16,13 @@ for line in open(sys.argv[1]):
         rows.setdefault(f[0], []).append([float(x) for x in f[1:]])
 if not rows:
     sys.exit("no result rows")
+w = max(20, *map(len, rows))
 print(f"\nsummary over {len(next(iter(rows.values())))} rounds: median [min-max]")
-print(f"{'server':<20} {'cpu_us/q':>22} {'ratio_vs_knot':>20} {'qps':>10} {'lat_ms':>7} {'lost_pct':>9} {'rss_mb':>7} {'user_us':>7} {'sys_us':>7}")
+print(f"{'server':<{w}} {'cpu_us/q':>22} {'ratio_vs_knot':>20} {'qps':>10} {'lat_ms':>7} {'lost_pct':>9} {'rss_mb':>7} {'user_us':>7} {'sys_us':>7}")
 for name, rs in rows.items():
     col = lambda i: [r[i] for r in rs]
     cpu, ratio = col(1), col(2)
-    print(f"{name:<20} {st.median(cpu):8.2f} [{min(cpu):.2f}-{max(cpu):.2f}]   {st.median(ratio):6.2f} [{min(ratio):.2f}-{max(ratio):.2f}] "
+    print(f"{name:<{w}} {st.median(cpu):8.2f} [{min(cpu):.2f}-{max(cpu):.2f}]   {st.median(ratio):6.2f} [{min(ratio):.2f}-{max(ratio):.2f}] "
           f"{st.median(col(0)):10.0f} {st.median(col(3)):7.3f} {st.median(col(4)):9.2f} {st.median(col(5)):7.1f}"
           + (f" {st.median(col(6)):7.2f} {st.median(col(7)):7.2f}" if len(rs[0]) == 8 else ""))
 # Our XDP rows against Knot's XDP mode, round by round, when both are there.
