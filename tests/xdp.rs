@@ -699,7 +699,8 @@ fn an_interface_that_goes_away_leaves_the_sockets_answering() {
 /// the manifest adds, no_new_privs (allowPrivilegeEscalation: false), a locked-memory limit
 /// far below the frames, the manifest's own flags and an interface named eth0. It serves
 /// through XDP in driver mode; without any one of those capabilities it refuses to start and
-/// says what it lacks.
+/// says what it lacks, and with all of them it names what else refused: a seccomp filter, or a
+/// user namespace.
 #[test]
 fn the_xdp_manifest_grants_what_xdp_needs_and_no_more() {
     let objs = common::yaml_objects(&common::kustomize("deploy/xdp"));
@@ -796,9 +797,17 @@ fn the_xdp_manifest_grants_what_xdp_needs_and_no_more() {
             "{err}"
         );
         assert!(
-            err.contains("holds CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW, so its seccomp filter refuses the call"),
+            err.contains("holds CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW, so its seccomp filter is the likely refuser"),
             "{err}"
         );
+        // Root in a user namespace of its own (a pod with hostUsers: false) holds every
+        // capability there, and none reaches bpf(2): the namespace is named.
+        let err = fails_as(&["unshare", "--user", "--map-root-user"], &args);
+        assert!(
+            err.contains("creating the socket map: Operation not permitted"),
+            "{err}"
+        );
+        assert!(err.contains("but in a user namespace"), "{err}");
     });
 }
 

@@ -44,12 +44,14 @@ const LEAST_FRAMES: u32 = 128;
 /// The memory the sockets' frames take in all, as long as each keeps [`LEAST_FRAMES`].
 const BUDGET: usize = 16 << 20;
 
-/// Why the kernel may have said EPERM, from the process's `/proc/self/status`: the
-/// capabilities XDP needs that the process lacks; or, when it holds them all, the seccomp filter
+/// Why the kernel may have said EPERM, from the process's `/proc/self/status` and
+/// `/proc/self/uid_map`: the capabilities XDP needs that the process lacks; or, when it holds
+/// them all, a user namespace (its capabilities do not reach bpf(2) or XDP), the seccomp filter
 /// it runs under (container runtimes whose default profile allows bpf(2) only with
-/// CAP_SYS_ADMIN) or else a security module.
-fn permission_hint(status: &str) -> String {
+/// CAP_SYS_ADMIN), or else a security module.
+fn permission_hint(status: &str, uid_map: &str) -> String {
     const NEEDS: &str = "needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW, or root";
+    const HOLDS: &str = "the process holds CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW";
     let field = |name: &str| {
         status
             .lines()
@@ -70,18 +72,27 @@ fn permission_hint(status: &str) -> String {
     .filter(|(_, held)| !held)
     .map(|(name, _)| name)
     .collect();
+    // The first user namespace maps every user id onto itself.
+    let own_namespace = uid_map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
     if !lacking.is_empty() {
         format!(" (lacks {}: {NEEDS})", lacking.join(", "))
+    } else if !uid_map.is_empty() && !own_namespace {
+        format!(
+            " ({HOLDS}, but in a user namespace, where capabilities do not reach bpf(2) or \
+             XDP: run it in the host's user namespace (a pod with hostUsers: true))"
+        )
     } else if field("Seccomp:") == Some("2") {
-        " (the process holds CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW, so its seccomp filter \
-         refuses the call: some container runtimes' default profiles, CRI-O's and Podman's among \
-         them, allow bpf(2) only with CAP_SYS_ADMIN; give the container a seccomp profile that \
-         allows bpf, Localhost or Unconfined)"
-            .to_string()
+        format!(
+            " ({HOLDS}, so its seccomp filter is the likely refuser: some container runtimes' \
+             default profiles, CRI-O's and Podman's among them, allow bpf(2) only with \
+             CAP_SYS_ADMIN; give the container a seccomp profile that allows bpf, Localhost or \
+             Unconfined)"
+        )
     } else {
-        " (the process holds CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW and runs under no seccomp \
-         filter: a security module such as SELinux or AppArmor may refuse it)"
-            .to_string()
+        format!(
+            " ({HOLDS} and runs under no seccomp filter: a security module such as SELinux or \
+             AppArmor may refuse it)"
+        )
     }
 }
 /// Capability numbers (linux/capability.h).
@@ -127,9 +138,10 @@ impl Xdp {
         // `busy`: what EBUSY means at this step.
         let fail = |what: &str, busy: &str, error: io::Error| {
             let hint = match error.raw_os_error() {
-                Some(libc::EPERM) => permission_hint(
-                    &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
-                ),
+                Some(libc::EPERM) => {
+                    let read = |f| std::fs::read_to_string(f).unwrap_or_default();
+                    permission_hint(&read("/proc/self/status"), &read("/proc/self/uid_map"))
+                }
                 Some(libc::EBUSY | libc::EEXIST) => busy.to_string(),
                 Some(libc::ENOBUFS) => " (the sockets' frames are locked in memory, up to 4 MiB \
                                         a receive queue: raise RLIMIT_MEMLOCK or grant \
@@ -1168,32 +1180,36 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_names_the_missing_capability_or_else_the_seccomp_filter() {
+    fn a_refusal_names_the_missing_capability_or_else_what_refused() {
         let all = [CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW];
-        let hint = permission_hint(&status(&[CAP_NET_ADMIN, CAP_NET_RAW], 2));
+        let host = "         0          0 4294967295\n";
+        let hint = permission_hint(&status(&[CAP_NET_ADMIN, CAP_NET_RAW], 2), host);
         assert!(
             hint.starts_with(" (lacks CAP_BPF: needs CAP_NET_ADMIN"),
             "{hint}"
         );
-        let hint = permission_hint(&status(&[], 0));
+        let hint = permission_hint(&status(&[], 0), host);
         assert!(
             hint.starts_with(" (lacks CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW:"),
             "{hint}"
         );
         // CAP_SYS_ADMIN does what CAP_BPF does.
-        let hint = permission_hint(&status(&[CAP_NET_ADMIN, CAP_SYS_ADMIN], 0));
+        let hint = permission_hint(&status(&[CAP_NET_ADMIN, CAP_SYS_ADMIN], 0), host);
         assert!(hint.starts_with(" (lacks CAP_NET_RAW:"), "{hint}");
-        let hint = permission_hint(&status(&all, 2));
+        let hint = permission_hint(&status(&all, 2), "0 100000 65536\n");
+        assert!(hint.contains("but in a user namespace"), "{hint}");
+        assert!(hint.contains("hostUsers: true"), "{hint}");
+        let hint = permission_hint(&status(&all, 2), host);
         assert!(
-            hint.contains("its seccomp filter refuses the call"),
+            hint.contains("so its seccomp filter is the likely refuser"),
             "{hint}"
         );
         assert!(hint.contains("CRI-O"), "{hint}");
-        let hint = permission_hint(&status(&all, 0));
+        let hint = permission_hint(&status(&all, 0), host);
         assert!(hint.contains("runs under no seccomp filter"), "{hint}");
         // Unreadable: the general rule.
         assert_eq!(
-            permission_hint(""),
+            permission_hint("", ""),
             " (needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW, or root)"
         );
     }
