@@ -95,6 +95,7 @@ fn permission_hint(status: &str, uid_map: &str) -> String {
         )
     }
 }
+
 /// Capability numbers (linux/capability.h).
 const CAP_NET_ADMIN: u32 = 12;
 const CAP_NET_RAW: u32 = 13;
