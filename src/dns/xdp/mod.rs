@@ -297,20 +297,10 @@ impl Stats {
 
     /// The kernel's XDP_STATISTICS for the socket, labelled.
     fn kernel(&self) -> Option<[(&'static str, u64); 5]> {
-        // SAFETY: plain old data, filled by getsockopt.
-        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
-        // SAFETY: `st` has the size passed in `len`; the descriptor is open while `self` is.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_XDP,
-                libc::XDP_STATISTICS,
-                (&mut st as *mut libc::xdp_statistics).cast(),
-                &mut len,
-            )
-        };
-        (r == 0).then_some([
+        // SAFETY: the option's C struct, plain old data; the descriptor is open while `self` is.
+        let st: libc::xdp_statistics =
+            unsafe { get(self.fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_STATISTICS) }.ok()?;
+        Some([
             ("dropped", st.rx_dropped),
             ("rx_ring_full", st.rx_ring_full),
             ("fill_ring_empty", st.rx_fill_ring_empty_descs),
@@ -684,6 +674,24 @@ fn set<T>(fd: i32, opt: i32, value: &T) -> io::Result<()> {
     }
 }
 
+/// Reads socket option `opt` at `level` into a `T`.
+///
+/// # Safety
+/// `T` must be the option's C struct or integer: plain old data for which all zeroes, and
+/// whatever the kernel writes, are valid values.
+unsafe fn get<T>(fd: i32, level: i32, opt: i32) -> io::Result<T> {
+    // SAFETY: all zeroes is a valid `T` (the caller's promise).
+    let mut value: T = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` has the size passed in `len`.
+    let r = unsafe { libc::getsockopt(fd, level, opt, (&mut value as *mut T).cast(), &mut len) };
+    if r == 0 {
+        Ok(value)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 impl Socket {
     fn new(ifindex: u32, queue: u32, port: u16, frames: u32) -> io::Result<Socket> {
         // SAFETY: plain socket(2).
@@ -708,22 +716,9 @@ impl Socket {
         set(raw, libc::XDP_UMEM_COMPLETION_RING, &frames)?;
         set(raw, libc::XDP_RX_RING, &frames)?;
         set(raw, libc::XDP_TX_RING, &frames)?;
-        // SAFETY: plain old data, filled by getsockopt.
-        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
-        // SAFETY: `off` has the size passed in `len`.
-        let r = unsafe {
-            libc::getsockopt(
-                raw,
-                libc::SOL_XDP,
-                libc::XDP_MMAP_OFFSETS,
-                (&mut off as *mut libc::xdp_mmap_offsets).cast(),
-                &mut len,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        // SAFETY: the option's C struct, plain old data.
+        let off: libc::xdp_mmap_offsets =
+            unsafe { get(raw, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS)? };
         let fill = Ring::map(raw, &off.fr, frames, libc::XDP_UMEM_PGOFF_FILL_RING as i64)?;
         let completion = Ring::map(
             raw,
@@ -835,19 +830,10 @@ impl Socket {
 
     /// The socket's pending error (SO_ERROR), taken: ENETDOWN once its interface is gone.
     fn error(&self) -> Option<io::Error> {
-        let mut err: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: an int of the size passed.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        (r == 0 && err != 0).then(|| io::Error::from_raw_os_error(err))
+        // SAFETY: the option is an int.
+        let err: libc::c_int =
+            unsafe { get(self.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ERROR) }.ok()?;
+        (err != 0).then(|| io::Error::from_raw_os_error(err))
     }
 
     /// Waits for frames, or `ms` milliseconds; false if none came in that time.
