@@ -32,10 +32,10 @@ rows=("clusterset-dns|5310|$srv --listen 127.0.0.1:5310")
 # need (see README) without touching the machine's.
 netns=()
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
-  netns=(unshare --net sh -c 'ip link set lo up && sysctl -qw net.ipv4.conf.lo.accept_local=1 net.ipv4.conf.lo.route_localnet=1 && exec "$0" "$@"')
+  source "$here/xdp-rows.sh"
+  lo_netns
   # Ours through XDP three ways, then Knot's XDP mode (the namespace, and its lo, go at the end
   # of the round).
-  source "$here/xdp-rows.sh"
   xdp_rows 127.0.0.1 lo "$BENCH_DIR/kx"
 else
   echo "not root: no XDP row (--xdp needs root)" >&2

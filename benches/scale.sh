@@ -25,7 +25,8 @@ srv="$bin --file \$W/objects.yaml --admin-listen 127.0.0.1:0 --log-level warn"
 rows=("clusterset-dns|5310|$srv --listen 127.0.0.1:5310")
 netns=()
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
-  netns=(unshare --net sh -c 'ip link set lo up && sysctl -qw net.ipv4.conf.lo.accept_local=1 net.ipv4.conf.lo.route_localnet=1 && exec "$0" "$@"')
+  source "$here/xdp-rows.sh"
+  lo_netns
   rows+=("clusterset-dns-xdp|5311|$srv --listen 127.0.0.1:5311 --xdp lo")
 else
   echo "not root: no XDP row (--xdp needs root)" >&2

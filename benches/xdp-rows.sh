@@ -1,4 +1,13 @@
-# Sourced by compare-knot.sh and compare-veth.sh: xdp_rows ADDR IFACE DIR appends to the
+# Sourced by the comparison scripts.
+#
+# lo_netns sets the caller's `netns` to a command prefix that runs the rest in a network
+# namespace of its own, with lo up and the two lo settings AF_XDP answers to 127.0.0.1 need
+# (see README), so a round neither sees nor changes the machine's lo.
+lo_netns() {
+  netns=(unshare --net sh -c 'ip link set lo up && sysctl -qw net.ipv4.conf.lo.accept_local=1 net.ipv4.conf.lo.route_localnet=1 && exec "$0" "$@"')
+}
+
+# xdp_rows ADDR IFACE DIR (compare-knot.sh and compare-veth.sh) appends to the
 # caller's `rows` (needs `srv`, the command line of our server without --listen) the XDP rows
 # both compare: ours on IFACE with its default adaptive coalescing, never waiting and always
 # waiting 100us, then Knot's own XDP mode (last in a round: it may leave its program on IFACE
