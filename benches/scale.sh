@@ -21,7 +21,7 @@ sizes=(1000 10000 100000)
 for n in "${sizes[@]}"; do
   [ -f "$base/$n/queries.txt" ] || python3 "$here/kit/genzone.py" "$base/$n" "$n" $((n / 10)) >/dev/null
 done
-srv="$bin --file \$W/objects.yaml --admin-listen 127.0.0.1:0 --log-level warn"
+srv="$bin --file \$W/objects.yaml --admin-listen 127.0.0.1:0 --log-level warn --max-zone-names 0"
 rows=("clusterset-dns|5310|$srv --listen 127.0.0.1:5310")
 netns=()
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then

@@ -1,5 +1,5 @@
 //! Admin HTTP: `/metrics` (Prometheus text), `/health` (the process answers), `/ready` (the zone
-//! has had its first full sync).
+//! has had its first full sync, and no shutdown has begun).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::metrics::Metrics;
+use crate::server::Shutdown;
 use crate::zone::Zone;
 
 fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
@@ -24,7 +25,13 @@ fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Resp
         .expect("static response parts are valid")
 }
 
-fn route(method: &Method, path: &str, zone: &Zone, metrics: &Metrics) -> Response<Full<Bytes>> {
+fn route(
+    method: &Method,
+    path: &str,
+    zone: &Zone,
+    metrics: &Metrics,
+    shutdown: &Shutdown,
+) -> Response<Full<Bytes>> {
     const TEXT: &str = "text/plain; charset=utf-8";
     if method != Method::GET && method != Method::HEAD {
         return reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "only GET and HEAD\n");
@@ -36,6 +43,11 @@ fn route(method: &Method, path: &str, zone: &Zone, metrics: &Metrics) -> Respons
             metrics.render(),
         ),
         "/health" => reply(StatusCode::OK, TEXT, "ok\n"),
+        "/ready" if shutdown.stopping() => reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            TEXT,
+            "not ready: shutting down (lame duck)\n",
+        ),
         "/ready" if zone.synced() => reply(StatusCode::OK, TEXT, "ready\n"),
         "/ready" => reply(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -50,16 +62,17 @@ fn route(method: &Method, path: &str, zone: &Zone, metrics: &Metrics) -> Respons
     }
 }
 
-/// Serves admin requests until shutdown.
+/// Serves admin requests until `stop`; `/ready` is 503 from the start of `shutdown`'s lame duck.
 pub async fn serve(
     listener: TcpListener,
     zone: Arc<Zone>,
     metrics: Arc<Metrics>,
-    shutdown: CancellationToken,
+    shutdown: Shutdown,
+    stop: CancellationToken,
 ) {
     loop {
         let stream = tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = stop.cancelled() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
@@ -69,9 +82,9 @@ pub async fn serve(
                 }
             },
         };
-        let (zone, metrics) = (zone.clone(), metrics.clone());
+        let (zone, metrics, shutdown) = (zone.clone(), metrics.clone(), shutdown.clone());
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-            let resp = route(req.method(), req.uri().path(), &zone, &metrics);
+            let resp = route(req.method(), req.uri().path(), &zone, &metrics, &shutdown);
             async move { Ok::<_, Infallible>(resp) }
         });
         tokio::spawn(async move {

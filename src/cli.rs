@@ -7,11 +7,14 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::cidr::Cidr;
 use crate::dns::tcp;
-use crate::dns::transfer::Cidr;
 use crate::dns::xdp::Coalescing;
 use crate::server;
+use crate::source::objects::is_label;
+use crate::source::policy::Policy;
 use crate::source::{file, kube};
+use crate::zone::build::Limits;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -149,7 +152,13 @@ pub struct Args {
     #[arg(long, env = "CLUSTERSET_DNS_TCP_MAX_CONNECTIONS", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     pub tcp_max_connections: u32,
 
-    /// How long in-flight queries get to finish after SIGTERM or SIGINT.
+    /// After SIGTERM or SIGINT, keep answering for this long while /ready answers 503, so the
+    /// endpoint is withdrawn before the server stops (CoreDNS's `health { lameduck }`); 0: stop
+    /// at once. A second signal ends it at once.
+    #[arg(long, env = "CLUSTERSET_DNS_LAMEDUCK", value_name = "DURATION", default_value = "5s", value_parser = parse_duration_or_zero)]
+    pub lameduck: Duration,
+
+    /// How long in-flight TCP queries get to finish once the server stops answering.
     #[arg(long, env = "CLUSTERSET_DNS_SHUTDOWN_GRACE", value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
@@ -162,6 +171,51 @@ pub struct Args {
         value_delimiter = ','
     )]
     pub allow_transfer: Vec<Cidr>,
+
+    /// Never answer addresses in these blocks (say, the node network), on top of the addresses
+    /// no client may be sent to (loopback, link-local and metadata, multicast, ...); repeatable.
+    #[arg(
+        long = "deny-cidr",
+        global = true,
+        env = "CLUSTERSET_DNS_DENY_CIDR",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub deny_cidr: Vec<Cidr>,
+
+    /// Answer only addresses inside these blocks (the cluster set's pod and service ranges);
+    /// repeatable. Default: any address not refused.
+    #[arg(
+        long = "allow-cidr",
+        global = true,
+        env = "CLUSTERSET_DNS_ALLOW_CIDR",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub allow_cidr: Vec<Cidr>,
+
+    /// ServiceImports and EndpointSlices in these namespaces are not served; an empty value
+    /// (--exclude-namespace=) serves every namespace.
+    #[arg(
+        long = "exclude-namespace",
+        global = true,
+        env = "CLUSTERSET_DNS_EXCLUDE_NAMESPACE",
+        value_name = "NS",
+        value_delimiter = ',',
+        default_value = "kube-system,kube-public,kube-node-lease"
+    )]
+    pub exclude_namespaces: Vec<String>,
+
+    /// A service whose slices hold more ready endpoints is refused: a new one is not served, a
+    /// served one keeps its last accepted answers (logged once, counted). 0: no limit.
+    #[arg(long, global = true, env = "CLUSTERSET_DNS_MAX_ENDPOINTS_PER_SERVICE", value_name = "N", default_value_t = DEFAULT_LIMITS.endpoints_per_service)]
+    pub max_endpoints_per_service: usize,
+
+    /// Most DNS names the services may own in all served zones together; a service that would
+    /// go beyond it is refused until there is room, and served ones keep their answers. 0: no
+    /// limit.
+    #[arg(long, global = true, env = "CLUSTERSET_DNS_MAX_ZONE_NAMES", value_name = "N", default_value_t = DEFAULT_LIMITS.zone_names)]
+    pub max_zone_names: usize,
 
     /// Log every query at info (client, name, type, rcode, size, duration); without it, query
     /// lines appear only at --log-level debug.
@@ -200,6 +254,13 @@ pub enum Command {
     },
 }
 
+/// The zone's budget by default: see docs/operations.md ("Bounded growth") for how it was
+/// chosen against deploy/base's 256 MiB memory limit.
+pub const DEFAULT_LIMITS: Limits = Limits {
+    endpoints_per_service: 5_000,
+    zone_names: 200_000,
+};
+
 /// How long an adaptive XDP worker waits (`--xdp-coalesce auto`).
 pub const ADAPTIVE_WAIT: Duration = Duration::from_micros(100);
 
@@ -217,25 +278,33 @@ pub fn parse_coalesce(s: &str) -> Result<Coalescing, String> {
     Ok(Coalescing::Always(d))
 }
 
-/// `50us`, `250ms`, `5s`, `2m`, or plain seconds.
+/// `50us`, `250ms`, `5s`, `2m`, or plain seconds; above zero.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration_or_zero(s)? {
+        d if d.is_zero() => Err("a duration must be above zero".into()),
+        d => Ok(d),
+    }
+}
+
+/// As [`parse_duration`], and `0` (or `0s`, …) for none.
+pub fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let n: u64 = num
         .parse()
         .map_err(|_| format!("{s:?} is not a duration like 500ms, 5s or 2m"))?;
-    let d = match unit {
+    Ok(match unit {
         "us" => Duration::from_micros(n),
         "ms" => Duration::from_millis(n),
         "" | "s" => Duration::from_secs(n),
         "m" => Duration::from_secs(n * 60),
         _ => return Err(format!("{s:?} has an unknown unit (use us, ms, s or m)")),
-    };
-    if d.is_zero() {
-        return Err("a duration must be above zero".into());
-    }
-    Ok(d)
+    })
+}
+
+fn unlimited_if_zero(n: usize) -> usize {
+    if n == 0 { usize::MAX } else { n }
 }
 
 impl Args {
@@ -247,24 +316,59 @@ impl Args {
         }
     }
 
+    /// `--deny-cidr`, `--allow-cidr` and `--exclude-namespace`, checked against `--namespace`.
+    fn policy(&self) -> Result<Policy, String> {
+        let exclude: Vec<String> = self
+            .exclude_namespaces
+            .iter()
+            .map(|n| n.trim())
+            .filter(|n| !n.is_empty())
+            .map(String::from)
+            .collect();
+        if let Some(bad) = exclude.iter().find(|n| !is_label(n)) {
+            return Err(format!(
+                "--exclude-namespace {bad:?} is not a namespace name (a lower-case DNS label)"
+            ));
+        }
+        if let Some(both) = self.namespaces.iter().find(|n| exclude.contains(n)) {
+            return Err(format!(
+                "namespace {both:?} is given to --namespace but excluded by --exclude-namespace \
+                 (default kube-system,kube-public,kube-node-lease); give --exclude-namespace \
+                 without it to serve it"
+            ));
+        }
+        Ok(Policy {
+            deny: self.deny_cidr.clone(),
+            allow: self.allow_cidr.clone(),
+            exclude_namespaces: exclude,
+        })
+    }
+
     pub fn config(&self) -> Result<crate::Config, String> {
         crate::apexes(&self.zones).map_err(|e| e.to_string())?;
+        let policy = self.policy()?;
         let source = match &self.file {
             Some(path) => crate::SourceConfig::File(file::Config {
                 path: path.clone(),
                 poll: self.file_poll_interval,
+                policy,
             }),
             None => crate::SourceConfig::Kube(kube::Config {
                 kubeconfig: self.kubeconfig.clone(),
                 context: self.context.clone(),
                 namespaces: self.namespaces.clone(),
                 import_version: self.serviceimport_version.clone(),
+                policy,
             }),
         };
         Ok(crate::Config {
             zones: self.zones.clone(),
             ttl: self.ttl,
             ns_addresses: self.ns_addresses.clone(),
+            limits: Limits {
+                endpoints_per_service: unlimited_if_zero(self.max_endpoints_per_service),
+                zone_names: unlimited_if_zero(self.max_zone_names),
+            },
             server: server::Config {
                 tcp: tcp::Config {
                     idle_timeout: self.tcp_idle_timeout,
@@ -273,6 +377,7 @@ impl Args {
                     query_log: self.log_queries,
                 },
                 grace: self.shutdown_grace,
+                lameduck: self.lameduck,
             },
             source,
         })
@@ -292,6 +397,11 @@ mod tests {
         assert!(parse_duration("5h").unwrap_err().contains("unit"));
         assert!(parse_duration("x").is_err());
         assert_eq!(parse_duration("50us"), Ok(Duration::from_micros(50)));
+        assert_eq!(parse_duration_or_zero("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration_or_zero("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration_or_zero("5s"), Ok(Duration::from_secs(5)));
+        assert!(parse_duration_or_zero("0h").unwrap_err().contains("unit"));
+        assert!(parse_duration_or_zero("-1").is_err());
         assert_eq!(parse_coalesce("0"), Ok(Coalescing::Off));
         assert_eq!(
             parse_coalesce("1ms"),
@@ -332,5 +442,41 @@ mod tests {
         assert!(Args::try_parse_from(["clusterset-dns", "--file", "f", "--context", "c"]).is_err());
         assert!(Args::try_parse_from(["clusterset-dns", "--serviceimport-version", "v2"]).is_err());
         assert!(Args::try_parse_from(["clusterset-dns", "--listen", "nowhere"]).is_err());
+        // The trust boundary's flags.
+        let policy = |args: &[&str]| {
+            let mut all = vec!["clusterset-dns"];
+            all.extend_from_slice(args);
+            Args::try_parse_from(all).unwrap().policy()
+        };
+        assert_eq!(policy(&[]).unwrap(), Policy::default());
+        assert!(
+            policy(&["--exclude-namespace="])
+                .unwrap()
+                .exclude_namespaces
+                .is_empty()
+        );
+        let p = policy(&[
+            "--deny-cidr",
+            "198.18.0.0/15,fd00::/8",
+            "--allow-cidr",
+            "10.0.0.0/8",
+            "--exclude-namespace",
+            "a,b",
+        ])
+        .unwrap();
+        assert_eq!((p.deny.len(), p.allow.len()), (2, 1));
+        assert_eq!(p.exclude_namespaces, ["a", "b"]);
+        let e = policy(&["--namespace", "kube-system"]).unwrap_err();
+        assert!(
+            e.contains("\"kube-system\" is given to --namespace but excluded"),
+            "{e}"
+        );
+        assert!(policy(&["--namespace", "kube-system", "--exclude-namespace="]).is_ok());
+        assert!(
+            policy(&["--exclude-namespace", "Kube_System"])
+                .unwrap_err()
+                .contains("Kube_System")
+        );
+        assert!(Args::try_parse_from(["clusterset-dns", "--deny-cidr", "10.0.0.0/40"]).is_err());
     }
 }

@@ -10,6 +10,7 @@ use crate::metrics::Metrics;
 use crate::model::Update;
 use crate::source::file::parse_text;
 use crate::source::objects::{Classified, Store, classify};
+use crate::source::policy::Policy;
 use crate::zone::Zone;
 use crate::zone::build::Builder;
 use crate::zone::render::wire_name;
@@ -29,7 +30,7 @@ fn zone_from(text: &str) -> Arc<Zone> {
     let mut builder = Builder::new(zone.clone(), &[], metrics);
     let mut store = Store::default();
     let _ = parse_text(text, &mut |v| {
-        if let Classified::Object(o) = classify(&v) {
+        if let Classified::Object(o) = classify(&v, &Policy::default()) {
             store.insert(o);
         }
     });

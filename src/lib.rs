@@ -12,6 +12,7 @@
 //! tests call the same way with sockets bound to port 0.
 
 pub mod admin;
+pub mod cidr;
 pub mod cli;
 pub mod dns;
 #[doc(hidden)]
@@ -30,10 +31,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::metrics::Metrics;
-use crate::server::Listeners;
+use crate::server::{Listeners, Shutdown};
 use crate::source::file;
 use crate::zone::Zone;
-use crate::zone::build::Builder;
+use crate::zone::build::{Builder, Limits};
 use crate::zone::render::wire_name;
 
 /// Everything [`run`] needs besides its sockets.
@@ -44,6 +45,8 @@ pub struct Config {
     pub ttl: u32,
     /// Addresses of `ns.dns.<zone>`, given as glue with the apex NS record.
     pub ns_addresses: Vec<IpAddr>,
+    /// The zone's budget.
+    pub limits: Limits,
     pub server: server::Config,
     pub source: SourceConfig,
 }
@@ -94,7 +97,8 @@ fn new_zone(
     let zone_texts = apexes.iter().map(|a| zone::render::name_text(a)).collect();
     let metrics = Arc::new(Metrics::new(server, zone_texts));
     let zone = Arc::new(Zone::new(apexes, config.ttl));
-    let builder = Builder::new(zone.clone(), &config.ns_addresses, metrics.clone());
+    let builder = Builder::new(zone.clone(), &config.ns_addresses, metrics.clone())
+        .with_limits(config.limits);
     Ok((metrics, zone, builder))
 }
 
@@ -131,14 +135,17 @@ pub async fn zone_text(config: &Config, wait: std::time::Duration) -> anyhow::Re
     Ok(dns::transfer::zone_text(&zone))
 }
 
-/// Runs the server until `shutdown` is cancelled. Fails early (before serving) when the
-/// configuration or the source's first load is unusable.
-pub async fn run(
-    config: Config,
-    listeners: Listeners,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
+/// Runs the server until `shutdown` has been through its lame duck (see [`Shutdown`]). Fails
+/// early (before serving) when the configuration or the source's first load is unusable.
+pub async fn run(config: Config, listeners: Listeners, shutdown: Shutdown) -> anyhow::Result<()> {
     let (metrics, zone, builder) = new_zone(&config, format!("dns://{}", listeners.dns_addr()))?;
+    // Sources, the admin server and the listeners stop when the lame duck is over.
+    let stop = CancellationToken::new();
+    tokio::spawn(shutdown.clone().lame_duck(
+        config.server.lameduck,
+        config.server.grace,
+        stop.clone(),
+    ));
     let (tx, rx) = mpsc::channel(1024);
     match &config.source {
         SourceConfig::File(fc) => {
@@ -148,7 +155,7 @@ pub async fn run(
                 first,
                 tx,
                 metrics.clone(),
-                shutdown.clone(),
+                stop.clone(),
             ));
         }
         SourceConfig::Kube(kc) => {
@@ -160,7 +167,7 @@ pub async fn run(
                 client,
                 tx,
                 metrics.clone(),
-                shutdown.clone(),
+                stop.clone(),
             ));
         }
     }
@@ -173,6 +180,7 @@ pub async fn run(
         zone.clone(),
         metrics.clone(),
         shutdown.clone(),
+        stop.clone(),
     ));
 
     server::serve(
@@ -182,6 +190,7 @@ pub async fn run(
         listeners.tcp,
         zone,
         metrics,
+        stop,
         shutdown,
     )
     .await?;

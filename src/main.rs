@@ -5,8 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use clusterset_dns::cli::{Args, Command, LogFormat, LogLevel};
-use clusterset_dns::server::Listeners;
-use tokio_util::sync::CancellationToken;
+use clusterset_dns::server::{Listeners, Shutdown};
 use tracing::{error, info};
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::prelude::*;
@@ -117,7 +116,7 @@ fn main() -> ExitCode {
             ?config,
             "starting"
         );
-        let shutdown = CancellationToken::new();
+        let shutdown = Shutdown::new();
         let signals = shutdown.clone();
         tokio::spawn(async move {
             use tokio::signal::unix::{SignalKind, signal};
@@ -128,11 +127,20 @@ fn main() -> ExitCode {
                 error!("cannot listen for SIGTERM/SIGINT");
                 return;
             };
-            tokio::select! {
-                _ = term.recv() => info!("SIGTERM: shutting down"),
-                _ = int.recv() => info!("SIGINT: shutting down"),
+            // The first signal starts the lame duck; a second one (Ctrl-C twice) stops at once.
+            for first in [true, false] {
+                let name = tokio::select! {
+                    _ = term.recv() => "SIGTERM",
+                    _ = int.recv() => "SIGINT",
+                };
+                if first {
+                    info!(signal = name, "shutting down");
+                    signals.begin();
+                } else {
+                    info!(signal = name, "second signal: exiting at once");
+                    signals.now();
+                }
             }
-            signals.cancel();
         });
         match clusterset_dns::run(config, listeners, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,

@@ -85,9 +85,75 @@ pub struct Config {
     pub tcp: tcp::Config,
     /// How long in-flight TCP answers get to finish at shutdown.
     pub grace: Duration,
+    /// How long every listener keeps answering after [`Shutdown::begin`] while `/ready` says
+    /// 503 (zero: stop at once).
+    pub lameduck: Duration,
 }
 
-/// Serves DNS on `udp`, `xdp` and `tcp` until `shutdown`.
+/// How the server is told to stop (the binary: SIGTERM or SIGINT).
+///
+/// [`begin`](Self::begin) starts the lame duck: `/ready` answers 503 at once, so the endpoint is
+/// withdrawn (by the kubelet's probe and every node's kube-proxy) while UDP, XDP and TCP keep
+/// answering for [`Config::lameduck`]; then the server stops accepting, gives in-flight TCP
+/// answers [`Config::grace`] and returns. [`now`](Self::now) (a second signal) cuts both short.
+#[derive(Debug, Clone, Default)]
+pub struct Shutdown {
+    lame_duck: CancellationToken,
+    now: CancellationToken,
+}
+
+impl Shutdown {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts the lame duck (once; later calls change nothing).
+    pub fn begin(&self) {
+        self.lame_duck.cancel();
+    }
+
+    /// Stops at once: no lame duck, no drain.
+    pub fn now(&self) {
+        self.lame_duck.cancel();
+        self.now.cancel();
+    }
+
+    /// Whether [`begin`](Self::begin) or [`now`](Self::now) was called: `/ready` is 503 from then.
+    pub fn stopping(&self) -> bool {
+        self.lame_duck.is_cancelled()
+    }
+
+    /// Cancels `stop` when the lame duck is over: `lameduck` after [`begin`](Self::begin), or at
+    /// [`now`](Self::now). One log line at each step.
+    pub(crate) async fn lame_duck(
+        self,
+        lameduck: Duration,
+        grace: Duration,
+        stop: CancellationToken,
+    ) {
+        self.lame_duck.cancelled().await;
+        if self.now.is_cancelled() {
+            info!("stopping at once");
+        } else if !lameduck.is_zero() {
+            info!(lameduck = ?lameduck, "lame duck: /ready answers 503, DNS still answered");
+            tokio::select! {
+                _ = tokio::time::sleep(lameduck) => info!(grace = ?grace, "lame duck over: no longer answering, draining TCP"),
+                _ = self.now.cancelled() => info!("lame duck cut short: stopping at once"),
+            }
+        } else {
+            info!(grace = ?grace, "stopping: no longer answering, draining TCP");
+        }
+        stop.cancel();
+    }
+
+    /// Completes at [`now`](Self::now).
+    pub(crate) async fn hurried(&self) {
+        self.now.cancelled().await
+    }
+}
+
+/// Serves DNS on `udp`, `xdp` and `tcp` until `stop`; then gives in-flight TCP answers the grace
+/// period, or none once `shutdown` says [`Shutdown::now`].
 #[allow(clippy::too_many_arguments)]
 pub async fn serve(
     config: Config,
@@ -96,41 +162,44 @@ pub async fn serve(
     tcp: std::net::TcpListener,
     zone: Arc<Zone>,
     metrics: Arc<Metrics>,
-    shutdown: CancellationToken,
+    stop: CancellationToken,
+    shutdown: Shutdown,
 ) -> std::io::Result<()> {
     let tcp = tokio::net::TcpListener::from_std(tcp)?;
     info!(address = %udp[0].local_addr()?, workers = udp.len(), "DNS listening on UDP");
     info!(address = %tcp.local_addr()?, max_connections = config.tcp.max_connections, "DNS listening on TCP");
-    let stop = Arc::new(AtomicBool::new(false));
+    let halt = Arc::new(AtomicBool::new(false));
     let mut workers = udp::spawn(
         udp,
         zone.clone(),
         &metrics,
-        stop.clone(),
+        halt.clone(),
         config.tcp.query_log,
     )?;
     let attached = match xdp {
         Some(xdp) => {
             info!(interface = %xdp.iface, mode = %xdp.mode, queues = xdp.queues(), locked_mib = xdp.locked() >> 20, coalesce = %xdp.coalesce, "DNS answering UDP through AF_XDP");
             let (attached, more) =
-                xdp.spawn(zone.clone(), &metrics, stop.clone(), config.tcp.query_log)?;
+                xdp.spawn(zone.clone(), &metrics, halt.clone(), config.tcp.query_log)?;
             workers.extend(more);
             Some(attached)
         }
         None => None,
     };
-    let tcp = tokio::spawn(tcp::serve(tcp, config.tcp, zone, metrics, shutdown.clone()));
-    shutdown.cancelled().await;
-    stop.store(true, Ordering::Relaxed);
-    let drained = tokio::time::timeout(config.grace, async {
+    let tcp = tokio::spawn(tcp::serve(tcp, config.tcp, zone, metrics, stop.clone()));
+    stop.cancelled().await;
+    halt.store(true, Ordering::Relaxed);
+    let drain = async {
         let _ = tcp.await;
         let _ =
             tokio::task::spawn_blocking(move || workers.into_iter().for_each(|w| drop(w.join())))
                 .await;
-    })
-    .await;
-    if drained.is_err() {
-        warn!(grace = ?config.grace, "shutdown grace period over; stopping anyway");
+    };
+    tokio::select! {
+        drained = tokio::time::timeout(config.grace, drain) => if drained.is_err() {
+            warn!(grace = ?config.grace, "shutdown grace period over; stopping anyway");
+        },
+        _ = shutdown.hurried() => {}
     }
     drop(attached);
     Ok(())

@@ -15,8 +15,9 @@ use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::transfer::{Cidr, transfer};
+use super::transfer::transfer;
 use super::{QueryLog, Transport, respond};
+use crate::cidr::Cidr;
 use crate::metrics::{Answered, Metrics, QueryCounters};
 use crate::zone::Zone;
 
@@ -66,7 +67,9 @@ impl Open {
     }
 }
 
-/// Accepts connections on `listener` until shutdown.
+/// Accepts connections on `listener` until `shutdown`; then stops accepting and returns once
+/// every connection has finished the query it was reading or answering (idle ones close at
+/// once). The caller bounds that wait.
 pub async fn serve(
     listener: TcpListener,
     config: Config,
@@ -76,9 +79,15 @@ pub async fn serve(
 ) {
     let open = Arc::new(Mutex::new(Open::default()));
     let counters = metrics.shared_counters();
+    // Each connection holds a sender; `recv` returns `None` once the last of them is gone.
+    let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
     loop {
         let (stream, src) = tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => {
+                drop((listener, alive));
+                let _ = all_closed.recv().await;
+                return;
+            }
             r = listener.accept() => match r {
                 Ok(r) => r,
                 Err(e) => {
@@ -97,26 +106,27 @@ pub async fn serve(
             debug!(%src, max = config.max_connections, "TCP connection limit reached; closed the longest-idle connection");
             metrics.tcp_evicted();
         }
-        let (zone, counters, shutdown, config, open, metrics) = (
+        let (zone, counters, shutdown, config, open, metrics, alive) = (
             zone.clone(),
             counters.clone(),
             shutdown.clone(),
             config.clone(),
             open.clone(),
             metrics.clone(),
+            alive.clone(),
         );
         metrics.tcp_open(1);
         tokio::spawn(async move {
             let touch = || open.lock().expect("connections lock").touch(id);
             tokio::select! {
-                _ = shutdown.cancelled() => {}
                 _ = stop.cancelled() => {}
-                r = connection(stream, src, &config, &zone, &counters, &touch) => if let Err(e) = r {
+                r = connection(stream, src, &config, &zone, &counters, &touch, &shutdown) => if let Err(e) = r {
                     debug!(%src, error = %e, "TCP connection ended");
                 },
             }
             open.lock().expect("connections lock").conns.remove(&id);
             metrics.tcp_open(-1);
+            drop(alive);
         });
     }
 }
@@ -128,6 +138,7 @@ async fn connection(
     zone: &Zone,
     counters: &QueryCounters,
     touch: &(dyn Fn() + Send + Sync),
+    shutdown: &CancellationToken,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     let idle = config.idle_timeout;
@@ -137,6 +148,15 @@ async fn connection(
     let mut out = Vec::with_capacity(4096);
     let mut messages = Vec::new();
     loop {
+        // At shutdown a connection closes between queries: one that has begun to arrive, or
+        // is pipelined behind the last, is still read and answered.
+        let deadline = tokio::time::Instant::now() + idle;
+        tokio::select! {
+            biased;
+            r = stream.readable() => r?,
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep_until(deadline) => return Ok(()),
+        }
         // The whole message, length and body, must arrive within the idle timeout: a client
         // trickling bytes is treated like an idle one.
         let read = async {
@@ -145,7 +165,7 @@ async fn connection(
             stream.read_exact(&mut query).await?;
             Ok::<usize, std::io::Error>(len)
         };
-        let len = match timeout(idle, read).await {
+        let len = match tokio::time::timeout_at(deadline, read).await {
             Err(_) => return Ok(()),
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
             Ok(r) => r?,

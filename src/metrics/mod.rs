@@ -31,6 +31,7 @@ pub struct Metrics {
     serial: IntGauge,
     changed: IntGauge,
     skipped: IntCounterVec,
+    refused_addresses: IntCounterVec,
     reloads: IntCounterVec,
     source_objects: IntGaugeVec,
     source_events: IntCounterVec,
@@ -39,6 +40,10 @@ pub struct Metrics {
     source_last_event: IntGauge,
     source_last_sync: IntGauge,
     programming: Histogram,
+    limit: IntGaugeVec,
+    limit_used: IntGaugeVec,
+    refused_updates: IntCounterVec,
+    refused_services: IntGaugeVec,
     tcp_connections: IntGauge,
     tcp_evicted: prometheus::IntCounter,
     /// Every serving worker's query counters, summed at scrape time.
@@ -111,6 +116,12 @@ impl Metrics {
                 "Objects (or names of objects) that could not be used, by kind and reason.",
                 &["kind", "reason"],
             ),
+            refused_addresses: counter(
+                &r,
+                "clusterset_dns_refused_addresses_total",
+                "Addresses in imported objects that are never answered (loopback, link_local, metadata, denied, not_allowed, ...), by kind and reason.",
+                &["kind", "reason"],
+            ),
             reloads: counter(
                 &r,
                 "clusterset_dns_source_reloads_total",
@@ -165,6 +176,30 @@ impl Metrics {
                     .expect("metric registered once");
                 h
             },
+            limit: gauge_vec(
+                &r,
+                "clusterset_dns_limit",
+                "The zone's budget: --max-endpoints-per-service (endpoints_per_service) and --max-zone-names (zone_names).",
+                &["limit"],
+            ),
+            limit_used: gauge_vec(
+                &r,
+                "clusterset_dns_limit_used",
+                "What the zone uses of each budget: the most ready endpoints of a served service, and the names the services own.",
+                &["limit"],
+            ),
+            refused_updates: counter(
+                &r,
+                "clusterset_dns_refused_updates_total",
+                "Services refused by the zone's budget (logged once each), by limit; served ones keep their last accepted answers.",
+                &["limit"],
+            ),
+            refused_services: gauge_vec(
+                &r,
+                "clusterset_dns_refused_services",
+                "Services the zone's budget holds back now, by limit.",
+                &["limit"],
+            ),
             tcp_connections: gauge(
                 &r,
                 "clusterset_dns_tcp_connections",
@@ -224,8 +259,48 @@ impl Metrics {
         self.changed.set(changed_at as i64);
     }
 
+    /// The configured budget (`usize::MAX`, none, shows as the largest gauge value).
+    pub fn limits(&self, endpoints_per_service: usize, zone_names: usize) {
+        let set = |limit: &str, n: usize| {
+            self.limit
+                .with_label_values(&[limit])
+                .set(i64::try_from(n).unwrap_or(i64::MAX))
+        };
+        set("endpoints_per_service", endpoints_per_service);
+        set("zone_names", zone_names);
+    }
+
+    /// What the zone uses of its budget, and how many services each limit holds back.
+    pub fn limits_used(
+        &self,
+        largest_service: usize,
+        zone_names: usize,
+        too_big: usize,
+        no_room: usize,
+    ) {
+        for (limit, used, held) in [
+            ("endpoints_per_service", largest_service, too_big),
+            ("zone_names", zone_names, no_room),
+        ] {
+            self.limit_used.with_label_values(&[limit]).set(used as i64);
+            self.refused_services
+                .with_label_values(&[limit])
+                .set(held as i64);
+        }
+    }
+
+    pub fn refused_update(&self, limit: &str) {
+        self.refused_updates.with_label_values(&[limit]).inc();
+    }
+
     pub fn skipped(&self, kind: &str, reason: &str) {
         self.skipped.with_label_values(&[kind, reason]).inc();
+    }
+
+    pub fn refused_address(&self, kind: &str, reason: &str) {
+        self.refused_addresses
+            .with_label_values(&[kind, reason])
+            .inc();
     }
 
     pub fn source_objects(&self, kind: &str, n: usize) {

@@ -12,7 +12,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::objects::{Classified, Store, classify, flatten};
+use super::objects::{Classified, Store, classify, flatten, report_refused};
+use super::policy::Policy;
 use crate::metrics::Metrics;
 use crate::model::{Snapshot, Update};
 
@@ -21,6 +22,8 @@ pub struct Config {
     pub path: PathBuf,
     /// How often the file is checked for changes.
     pub poll: Duration,
+    /// What imported data may say.
+    pub policy: Policy,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,8 +86,9 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// Reads and converts the file; each unusable object is logged and counted, then skipped.
-pub fn load(path: &Path, metrics: &Metrics) -> Result<Loaded, LoadError> {
+/// Reads and converts the file; each unusable object (and refused address) is logged and
+/// counted, then skipped.
+pub fn load(path: &Path, policy: &Policy, metrics: &Metrics) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
     let seen = Instant::now();
     let text = std::fs::read_to_string(path).map_err(|error| LoadError::Read {
@@ -93,8 +97,13 @@ pub fn load(path: &Path, metrics: &Metrics) -> Result<Loaded, LoadError> {
     })?;
     let mut store = Store::default();
     let mut invalid = Vec::new();
-    parse_text(&text, &mut |object| match classify(&object) {
+    let mut refused = Vec::new();
+    parse_text(&text, &mut |object| match classify(&object, policy) {
         Classified::Object(o) => {
+            if !o.refused().is_empty() {
+                let (kind, object) = o.identity();
+                refused.push((kind, object, o.refused().to_vec()));
+            }
             store.insert(o);
         }
         Classified::Ignored(what) => debug!(file = %shown, "ignored: {what}"),
@@ -108,6 +117,9 @@ pub fn load(path: &Path, metrics: &Metrics) -> Result<Loaded, LoadError> {
     for e in &invalid {
         warn!(file = %shown, reason = e.reason, "skipped {e}");
         metrics.skipped(e.kind, e.reason);
+    }
+    for (kind, object, addresses) in &refused {
+        report_refused(kind, object, addresses, metrics);
     }
     let skipped = invalid.len();
     metrics.source_synced();
@@ -129,7 +141,7 @@ fn stamp(path: &Path) -> Option<(SystemTime, u64, u64)> {
 
 /// Loads the file once, so a bad file stops start-up with its reason.
 pub fn initial(config: &Config, metrics: &Metrics) -> Result<Loaded, LoadError> {
-    let loaded = load(&config.path, metrics);
+    let loaded = load(&config.path, &config.policy, metrics);
     metrics.reload(loaded.is_ok());
     loaded
 }
@@ -164,7 +176,7 @@ pub async fn run(
             }
             _ = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => "SIGHUP",
         };
-        match load(&config.path, &metrics) {
+        match load(&config.path, &config.policy, &metrics) {
             Ok(loaded) => {
                 metrics.reload(true);
                 info!(file = %config.path.display(), why, "reloaded");

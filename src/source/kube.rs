@@ -22,8 +22,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::objects::{
-    Classified, LABEL_SERVICE_NAME, MCS_GROUP, Object, ObjectId, Store, classify,
+    Classified, LABEL_SERVICE_NAME, MCS_GROUP, Object, ObjectId, Store, classify, report_refused,
 };
+use super::policy::Policy;
 use crate::metrics::Metrics;
 use crate::model::{ServiceKey, Snapshot, Update};
 
@@ -36,6 +37,8 @@ pub struct Config {
     pub namespaces: Vec<String>,
     /// ServiceImport API version to use instead of discovering it.
     pub import_version: Option<String>,
+    /// What imported data may say; its excluded namespaces are also left out server-side.
+    pub policy: Policy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,8 +85,10 @@ pub struct Core {
     store: Store,
     streams: Vec<StreamState>,
     synced: bool,
-    /// The reason last logged for each unusable object, so each problem is logged once.
+    /// What was last logged for each unusable object (or its refused addresses), so each
+    /// problem is logged once.
     logged: HashMap<(Kind, ObjectId), String>,
+    policy: Policy,
     metrics: Arc<Metrics>,
 }
 
@@ -95,7 +100,7 @@ fn object_id(v: &Value) -> Option<ObjectId> {
 }
 
 impl Core {
-    pub fn new(scopes: Vec<Scope>, metrics: Arc<Metrics>) -> Self {
+    pub fn new(scopes: Vec<Scope>, policy: Policy, metrics: Arc<Metrics>) -> Self {
         let streams = scopes
             .into_iter()
             .map(|scope| StreamState {
@@ -109,6 +114,7 @@ impl Core {
             streams,
             synced: false,
             logged: HashMap::new(),
+            policy,
             metrics,
         }
     }
@@ -264,9 +270,18 @@ impl Core {
             }
         };
         drop(obj);
-        let parsed = match classify(&yaml) {
-            Classified::Object(o) => {
+        let parsed = match classify(&yaml, &self.policy) {
+            Classified::Object(o) if o.refused().is_empty() => {
                 self.logged.remove(&(kind, id.clone()));
+                Some(o)
+            }
+            Classified::Object(o) => {
+                let message = format!("{:?}", o.refused());
+                if self.logged.get(&(kind, id.clone())) != Some(&message) {
+                    let (kind_label, object) = o.identity();
+                    report_refused(kind_label, &object, o.refused(), &self.metrics);
+                    self.logged.insert((kind, id.clone()), message);
+                }
                 Some(o)
             }
             Classified::Ignored(what) => {
@@ -406,12 +421,14 @@ pub async fn run(
     let mut streams = Vec::new();
     for ns in &namespaces {
         for kind in [Kind::Import, Kind::Slice] {
+            let mut wc = watcher::Config::default();
+            if ns.is_none() && !config.policy.exclude_namespaces.is_empty() {
+                // The API server leaves them out: they are neither sent nor held here.
+                wc = wc.fields(&excluded_namespaces_selector(&config.policy));
+            }
             let (resource, wc) = match kind {
-                Kind::Import => (import_resource(&version), watcher::Config::default()),
-                Kind::Slice => (
-                    slice_resource(),
-                    watcher::Config::default().labels(LABEL_SERVICE_NAME),
-                ),
+                Kind::Import => (import_resource(&version), wc),
+                Kind::Slice => (slice_resource(), wc.labels(LABEL_SERVICE_NAME)),
             };
             let api: Api<DynamicObject> = match ns {
                 Some(n) => Api::namespaced_with(client.clone(), n, &resource),
@@ -430,7 +447,7 @@ pub async fn run(
             );
         }
     }
-    let mut core = Core::new(scopes, metrics.clone());
+    let mut core = Core::new(scopes, config.policy.clone(), metrics.clone());
     let mut events = futures::stream::select_all(streams);
     loop {
         let next = tokio::select! {
@@ -464,6 +481,17 @@ pub async fn run(
             }
         }
     }
+}
+
+/// A field selector that leaves out the policy's excluded namespaces (every resource, custom
+/// ones included, can be selected by `metadata.namespace`).
+fn excluded_namespaces_selector(policy: &Policy) -> String {
+    policy
+        .exclude_namespaces
+        .iter()
+        .map(|ns| format!("metadata.namespace!={ns}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The object as JSON with only the metadata the conversion reads (name, namespace, labels,
@@ -547,6 +575,7 @@ mod tests {
                     namespace: None,
                 },
             ],
+            Policy::default(),
             metrics(),
         )
     }

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_yaml_ng::Value;
 
 use super::packed::{self, Packed, PackedImport};
+use super::policy::{Policy, refusal};
 use crate::model::{Endpoint, Kind, Port, Protocol, Service, ServiceKey, Slice, Snapshot};
 
 pub const LABEL_SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
@@ -24,6 +25,40 @@ pub struct ObjectError {
     pub object: String,
     pub reason: &'static str,
     pub message: String,
+}
+
+/// An address an object gave that is never answered (see [`super::policy`]): dropped alone,
+/// the rest of the object is served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// Where in the object, e.g. `spec.ips[1]` or `endpoints[0].addresses[0]`.
+    pub field: String,
+    pub address: IpAddr,
+    /// The metric's `reason` label: `loopback`, `link_local`, `denied`, …
+    pub reason: &'static str,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} refused ({})",
+            self.field, self.address, self.reason
+        )
+    }
+}
+
+/// Logs (warn) and counts each address that object `object` of `kind` gave and is not served.
+pub fn report_refused(
+    kind: &str,
+    object: &str,
+    refused: &[Refused],
+    metrics: &crate::metrics::Metrics,
+) {
+    for r in refused {
+        tracing::warn!(kind, object, address = %r.address, reason = r.reason, "refused address: {kind} {object} {r}; the object's other addresses are served");
+        metrics.refused_address(kind, r.reason);
+    }
 }
 
 /// One object read from a source, already validated.
@@ -50,6 +85,8 @@ pub struct Import {
     pub kind: Kind,
     pub ips: Vec<IpAddr>,
     pub ports: Vec<Port>,
+    /// Addresses left out of `ips`.
+    pub refused: Vec<Refused>,
 }
 
 /// A validated EndpointSlice with the service it belongs to.
@@ -57,6 +94,29 @@ pub struct Import {
 pub struct SliceObject {
     pub service: ServiceKey,
     pub slice: Slice,
+    /// Addresses left out of the endpoints (an endpoint left with none is left out too).
+    pub refused: Vec<Refused>,
+}
+
+impl Object {
+    /// The object's kind and `namespace/name`, as log lines name it.
+    pub fn identity(&self) -> (&'static str, String) {
+        match self {
+            Object::Import(i) => ("ServiceImport", i.key.to_string()),
+            Object::Slice(s) => (
+                "EndpointSlice",
+                format!("{}/{}", s.service.namespace, s.slice.name),
+            ),
+        }
+    }
+
+    /// The addresses the object gave that are not served.
+    pub fn refused(&self) -> &[Refused] {
+        match self {
+            Object::Import(i) => &i.refused,
+            Object::Slice(s) => &s.refused,
+        }
+    }
 }
 
 // ---- slim wire shapes: unknown fields are tolerated, absent and null lists are empty ----
@@ -124,17 +184,34 @@ fn object_name(v: &Value) -> String {
     format!("{ns}/{name}")
 }
 
-/// Classify one raw object (a YAML/JSON mapping). `List` objects are not handled here: see
-/// [`flatten`].
-pub fn classify(v: &Value) -> Classified {
+/// Classify one raw object (a YAML/JSON mapping) under `policy`. `List` objects are not handled
+/// here: see [`flatten`].
+pub fn classify(v: &Value, policy: &Policy) -> Classified {
     let api = str_field(v, "apiVersion").unwrap_or("");
     let kind = str_field(v, "kind").unwrap_or("");
-    match (kind, api) {
-        ("ServiceImport", "multicluster.x-k8s.io/v1alpha1" | "multicluster.x-k8s.io/v1beta1") => {
-            import_from_value(v)
-        }
-        ("EndpointSlice", "discovery.k8s.io/v1") => slice_from_value(v),
-        _ => Classified::Ignored(format!("{kind} {api} {}", object_name(v))),
+    let served = matches!(
+        (kind, api),
+        (
+            "ServiceImport",
+            "multicluster.x-k8s.io/v1alpha1" | "multicluster.x-k8s.io/v1beta1"
+        ) | ("EndpointSlice", "discovery.k8s.io/v1")
+    );
+    if !served {
+        return Classified::Ignored(format!("{kind} {api} {}", object_name(v)));
+    }
+    let namespace = v
+        .get("metadata")
+        .and_then(|m| str_field(m, "namespace"))
+        .unwrap_or("");
+    if !policy.serves_namespace(namespace) {
+        return Classified::Ignored(format!(
+            "{kind} {}: namespace {namespace} is excluded (--exclude-namespace)",
+            object_name(v)
+        ));
+    }
+    match kind {
+        "ServiceImport" => import_from_value(v, policy),
+        _ => slice_from_value(v, policy),
     }
 }
 
@@ -196,7 +273,7 @@ fn identity(
     }
 }
 
-fn import_from_value(v: &Value) -> Classified {
+fn import_from_value(v: &Value, policy: &Policy) -> Classified {
     const KIND: &str = "ServiceImport";
     let object = object_name(v);
     let raw: RawImport = match read_raw(KIND, &object, v) {
@@ -241,9 +318,17 @@ fn import_from_value(v: &Value) -> Classified {
         _ => Kind::ClusterSetIp,
     };
     let mut ips = Vec::new();
+    let mut refused = Vec::new();
     for (i, ip) in spec.ips.unwrap_or_default().iter().enumerate() {
         match ip.trim().parse::<IpAddr>() {
-            Ok(ip) => ips.push(ip),
+            Ok(address) => match refusal(policy, address) {
+                None => ips.push(address),
+                Some(reason) => refused.push(Refused {
+                    field: format!("spec.ips[{i}]"),
+                    address,
+                    reason,
+                }),
+            },
             Err(_) => {
                 return invalid(
                     KIND,
@@ -269,10 +354,11 @@ fn import_from_value(v: &Value) -> Classified {
         kind,
         ips,
         ports,
+        refused,
     }))
 }
 
-fn slice_from_value(v: &Value) -> Classified {
+fn slice_from_value(v: &Value, policy: &Policy) -> Classified {
     const KIND: &str = "EndpointSlice";
     let object = object_name(v);
     let raw: RawSlice = match read_raw(KIND, &object, v) {
@@ -338,6 +424,7 @@ fn slice_from_value(v: &Value) -> Classified {
         }
     }
     let mut endpoints = Vec::new();
+    let mut refused = Vec::new();
     for (i, e) in raw.endpoints.unwrap_or_default().into_iter().enumerate() {
         if e.conditions.and_then(|c| c.ready) == Some(false) {
             continue;
@@ -345,7 +432,14 @@ fn slice_from_value(v: &Value) -> Classified {
         let mut addresses = Vec::new();
         for (j, a) in e.addresses.unwrap_or_default().iter().enumerate() {
             match a.trim().parse::<IpAddr>() {
-                Ok(ip) if ip.is_ipv6() == v6 => addresses.push(ip),
+                Ok(ip) if ip.is_ipv6() == v6 => match refusal(policy, ip) {
+                    None => addresses.push(ip),
+                    Some(reason) => refused.push(Refused {
+                        field: format!("endpoints[{i}].addresses[{j}]"),
+                        address: ip,
+                        reason,
+                    }),
+                },
                 Ok(_) => {
                     return invalid(
                         KIND,
@@ -401,6 +495,7 @@ fn slice_from_value(v: &Value) -> Classified {
             ports,
             endpoints,
         },
+        refused,
     }))
 }
 
@@ -606,7 +701,10 @@ mod tests {
     use super::*;
 
     fn one(yaml: &str) -> Classified {
-        classify(&serde_yaml_ng::from_str::<Value>(yaml).unwrap())
+        classify(
+            &serde_yaml_ng::from_str::<Value>(yaml).unwrap(),
+            &Policy::default(),
+        )
     }
 
     #[test]
@@ -711,6 +809,63 @@ mod tests {
             assert_eq!(e.reason, reason, "{e}");
             assert!(e.to_string().contains(mention), "{e}");
             assert!(e.to_string().contains("shop/"), "{e}");
+        }
+    }
+
+    #[test]
+    fn refused_addresses_are_dropped_alone_and_excluded_namespaces_not_served() {
+        let Classified::Object(Object::Import(i)) = one(
+            "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\n\
+             spec: {type: ClusterSetIP, ips: [169.254.169.254, 10.0.0.1, '::ffff:127.0.0.1'], ports: [{port: 80}]}",
+        ) else {
+            panic!()
+        };
+        assert_eq!(i.ips, ["10.0.0.1".parse::<IpAddr>().unwrap()]);
+        let refused: Vec<String> = i.refused.iter().map(|r| r.to_string()).collect();
+        assert_eq!(
+            refused,
+            [
+                "spec.ips[0] 169.254.169.254 refused (link_local)",
+                "spec.ips[2] ::ffff:127.0.0.1 refused (loopback)"
+            ]
+        );
+        let Classified::Object(Object::Slice(s)) = one(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\n\
+             addressType: IPv4\nendpoints:\n- {addresses: [255.255.255.255], hostname: gone}\n- {addresses: [0.0.0.0, 10.1.0.2], hostname: kept}",
+        ) else {
+            panic!()
+        };
+        assert_eq!(
+            s.slice.endpoints.len(),
+            1,
+            "an endpoint with no address left goes"
+        );
+        assert_eq!(s.slice.endpoints[0].hostname.as_deref(), Some("kept"));
+        assert_eq!(
+            s.slice.endpoints[0].addresses,
+            ["10.1.0.2".parse::<IpAddr>().unwrap()]
+        );
+        let reasons: Vec<_> = s
+            .refused
+            .iter()
+            .map(|r| (r.field.as_str(), r.reason))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("endpoints[0].addresses[0]", "broadcast"),
+                ("endpoints[1].addresses[0]", "unspecified")
+            ]
+        );
+        for kind in [
+            "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: dns, namespace: kube-system}\nspec: {type: ClusterSetIP, ips: [10.0.0.1]}",
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: kube-public, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4",
+        ] {
+            let c = one(kind);
+            assert!(
+                matches!(&c, Classified::Ignored(w) if w.contains("excluded")),
+                "{c:?}"
+            );
         }
     }
 

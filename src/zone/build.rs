@@ -2,7 +2,7 @@
 //! service owns into precompiled answers and swapping them into the zone. A change to one service
 //! re-renders that service only.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,10 +14,70 @@ use super::render::{BodyWriter, TYPE_A, TYPE_AAAA, TYPE_NS, TYPE_SRV, TYPE_TXT, 
 use super::{Answer, Entry, Zone};
 use crate::metrics::Metrics;
 use crate::model::{Kind, Port, Service, ServiceKey, Update};
+use crate::source::packed::{self, Packed, PackedImport};
 
 /// The MCS DNS schema version we implement (KEP-1645 specification 1.0.0).
 pub const SCHEMA_VERSION: &str = "1.0.0";
 const VERSION_TTL: u32 = 28800;
+
+/// The zone's budget (`--max-endpoints-per-service`, `--max-zone-names`): beyond it, new data
+/// is refused and what is served stays as it is, so one exporting cluster's bug (or an
+/// attacker) cannot grow the server until it is killed for memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// A service whose slices hold more ready endpoints is not taken: a new one is not served,
+    /// a served one keeps its last accepted answers.
+    pub endpoints_per_service: usize,
+    /// Names the services may own in all served zones together (with `<ns>.svc` names); a
+    /// service that would take the zone beyond it waits, and is served once there is room.
+    pub zone_names: usize,
+}
+
+impl Limits {
+    /// No budget at all (benchmarks and tests of other things).
+    pub const NONE: Limits = Limits {
+        endpoints_per_service: usize::MAX,
+        zone_names: usize::MAX,
+    };
+}
+
+/// Which budget a refused service ran into; the word is the metrics' `limit` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    EndpointsPerService,
+    ZoneNames,
+}
+
+impl Limit {
+    pub fn label(self) -> &'static str {
+        match self {
+            Limit::EndpointsPerService => "endpoints_per_service",
+            Limit::ZoneNames => "zone_names",
+        }
+    }
+}
+
+/// A service the budget keeps out of the zone (or at its last accepted answers).
+enum Held {
+    /// Too many endpoints: taken again when the source sends it smaller.
+    TooBig { endpoints: usize },
+    /// No room: kept (packed, a few bytes an endpoint, as the source keeps it) to be taken
+    /// when room frees, without the source sending it again.
+    NoRoom {
+        names: usize,
+        import: PackedImport,
+        slices: Vec<Packed>,
+    },
+}
+
+impl Held {
+    fn limit(&self) -> Limit {
+        match self {
+            Held::TooBig { .. } => Limit::EndpointsPerService,
+            Held::NoRoom { .. } => Limit::ZoneNames,
+        }
+    }
+}
 
 pub struct Builder {
     zone: Arc<Zone>,
@@ -27,6 +87,14 @@ pub struct Builder {
     namespaces: HashMap<String, usize>,
     /// Ready endpoints over all services, kept as services change (never recounted).
     endpoints: usize,
+    limits: Limits,
+    /// Names the services own (their entries); with the namespaces' names, what
+    /// [`Limits::zone_names`] bounds.
+    names: usize,
+    /// How many served services have each endpoint count, for the largest.
+    sizes: BTreeMap<usize, usize>,
+    /// Services the budget refused, in the order room is given to them.
+    held: BTreeMap<ServiceKey, Held>,
 }
 
 fn endpoint_count(service: &Service) -> usize {
@@ -64,7 +132,19 @@ impl Builder {
             services: HashMap::new(),
             namespaces: HashMap::new(),
             endpoints: 0,
+            limits: Limits::NONE,
+            names: 0,
+            sizes: BTreeMap::new(),
+            held: BTreeMap::new(),
         }
+    }
+
+    /// Holds the zone to `limits` (none by default).
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self.metrics
+            .limits(limits.endpoints_per_service, limits.zone_names);
+        self
     }
 
     /// Applies updates until every sender is gone; each carries when its source saw the change.
@@ -99,6 +179,8 @@ impl Builder {
                 for key in gone {
                     changed |= self.remove(&key);
                 }
+                self.held.retain(|k, _| keep.contains(k));
+                changed |= self.admit_held();
                 self.zone.publish();
                 release_free_memory();
                 if self.zone.len() >= super::memory::MIN_NAMES {
@@ -119,8 +201,11 @@ impl Builder {
                 self.zone.set_synced();
                 changed
             }
-            Update::Upsert(service) => self.upsert(service),
-            Update::Remove(key) => self.remove(&key),
+            Update::Upsert(service) => self.upsert(service) | self.admit_held(),
+            Update::Remove(key) => {
+                self.release(&key);
+                self.remove(&key) | self.admit_held()
+            }
         };
         self.zone.publish();
         if changed {
@@ -133,6 +218,75 @@ impl Builder {
             self.zone.serial(),
             self.zone.changed_at(),
         );
+        self.metrics.limits_used(
+            self.sizes.last_key_value().map_or(0, |(n, _)| *n),
+            self.zone_names(),
+            self.held_count(Limit::EndpointsPerService),
+            self.held_count(Limit::ZoneNames),
+        );
+        changed
+    }
+
+    fn held_count(&self, limit: Limit) -> usize {
+        self.held.values().filter(|h| h.limit() == limit).count()
+    }
+
+    /// Refuses `service` (its last accepted answers, if any, stay); logs once per service and
+    /// reason and counts it.
+    fn hold(&mut self, service: &Service, held: Held) {
+        let limit = held.limit();
+        if self.held.get(&service.key).map(Held::limit) != Some(limit) {
+            let served = self.services.contains_key(&service.key);
+            let what = if served {
+                "keeps its last accepted answers"
+            } else {
+                "is not served"
+            };
+            match &held {
+                Held::TooBig { endpoints } => warn!(
+                    service = %service.key, limit = limit.label(), endpoints, max = self.limits.endpoints_per_service,
+                    "refused: {} has {endpoints} ready endpoints, more than --max-endpoints-per-service {}; it {what} until it has fewer",
+                    service.key, self.limits.endpoints_per_service
+                ),
+                Held::NoRoom { names, .. } => warn!(
+                    service = %service.key, limit = limit.label(), names, zone_names = self.zone_names(), max = self.limits.zone_names,
+                    "refused: {} needs {names} names and the zone holds {} of --max-zone-names {}; it {what} until there is room",
+                    service.key, self.zone_names(), self.limits.zone_names
+                ),
+            }
+            self.metrics.refused_update(limit.label());
+        }
+        self.held.insert(service.key.clone(), held);
+    }
+
+    /// Forgets a held service (it is gone, or was taken).
+    fn release(&mut self, key: &ServiceKey) -> Option<Held> {
+        let held = self.held.remove(key)?;
+        info!(service = %key, limit = held.limit().label(), "no longer refused");
+        Some(held)
+    }
+
+    /// Takes held services, in key order, while the first of them fits; true when the zone
+    /// changed. Stops at the first that does not fit, so a call costs nothing while the zone
+    /// is full and the wait is first come (by name), first served.
+    fn admit_held(&mut self) -> bool {
+        let mut changed = false;
+        while self.zone_names() < self.limits.zone_names {
+            let Some((key, names)) = self.held.iter().find_map(|(k, h)| match h {
+                Held::NoRoom { names, .. } => Some((k.clone(), *names)),
+                Held::TooBig { .. } => None,
+            }) else {
+                break;
+            };
+            if !self.fits(&key, names) {
+                break;
+            }
+            let Some(Held::NoRoom { import, slices, .. }) = self.held.remove(&key) else {
+                unreachable!("found as NoRoom above")
+            };
+            info!(service = %key, limit = Limit::ZoneNames.label(), "no longer refused: there is room");
+            changed |= self.upsert(packed::service(key, &import, &slices));
+        }
         changed
     }
 
@@ -143,6 +297,13 @@ impl Builder {
             .get(&service.key)
             .is_some_and(|o| o.fingerprint == print)
         {
+            // Back to what is served: nothing is refused any more.
+            self.release(&service.key);
+            return false;
+        }
+        let endpoints = endpoint_count(&service);
+        if endpoints > self.limits.endpoints_per_service {
+            self.hold(&service, Held::TooBig { endpoints });
             return false;
         }
         let mut rendered = Vec::new();
@@ -158,6 +319,21 @@ impl Builder {
                 },
             ));
         }
+        let names = rendered.len() + self.new_namespace_names(&service.key);
+        if !self.fits(&service.key, names) {
+            let import = PackedImport::new(service.kind, &service.ips, &service.ports);
+            let slices = service.slices.iter().map(Packed::new).collect();
+            self.hold(
+                &service,
+                Held::NoRoom {
+                    names,
+                    import,
+                    slices,
+                },
+            );
+            return false;
+        }
+        self.release(&service.key);
         let old = self.services.remove(&service.key);
         let old_entries: HashMap<&[u8], &Entry> = old
             .iter()
@@ -174,11 +350,16 @@ impl Builder {
             }
         }
         match &old {
-            Some(o) => self.endpoints -= o.endpoints,
+            Some(o) => {
+                self.endpoints -= o.endpoints;
+                self.names -= o.entries.len();
+                self.forget_size(o.endpoints);
+            }
             None => self.add_namespace(&service.key.namespace),
         }
-        let endpoints = endpoint_count(&service);
         self.endpoints += endpoints;
+        *self.sizes.entry(endpoints).or_insert(0) += 1;
+        self.names += rendered.len();
         debug!(service = %service.key, names = rendered.len(), "service rendered");
         rendered.shrink_to_fit();
         self.services.insert(
@@ -192,6 +373,36 @@ impl Builder {
         true
     }
 
+    /// What [`Limits::zone_names`] bounds: the services' names and their namespaces'.
+    fn zone_names(&self) -> usize {
+        self.names + self.namespaces.len() * self.zone.apexes().len()
+    }
+
+    /// Whether `key` may own `names` names (its namespace's new ones included) instead of
+    /// those it owns now.
+    fn fits(&self, key: &ServiceKey, names: usize) -> bool {
+        let now = self.services.get(key).map_or(0, |o| o.entries.len());
+        self.zone_names() - now + names <= self.limits.zone_names
+    }
+
+    /// The `<ns>.svc` names a first service in its namespace adds (one per served zone).
+    fn new_namespace_names(&self, key: &ServiceKey) -> usize {
+        if self.namespaces.contains_key(&key.namespace) {
+            0
+        } else {
+            self.zone.apexes().len()
+        }
+    }
+
+    fn forget_size(&mut self, endpoints: usize) {
+        if let Some(n) = self.sizes.get_mut(&endpoints) {
+            *n -= 1;
+            if *n == 0 {
+                self.sizes.remove(&endpoints);
+            }
+        }
+    }
+
     fn remove(&mut self, key: &ServiceKey) -> bool {
         let Some(old) = self.services.remove(key) else {
             return false;
@@ -200,6 +411,8 @@ impl Builder {
             self.zone.remove(entry.name());
         }
         self.endpoints -= old.endpoints;
+        self.names -= old.entries.len();
+        self.forget_size(old.endpoints);
         let ns = &key.namespace;
         let count = self
             .namespaces
@@ -503,6 +716,219 @@ pub fn render_service(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{Endpoint, Slice};
+
+    /// A headless service `name` in `shop` with `n` named endpoints in cluster `east`.
+    fn headless(name: &str, n: usize, first: u8) -> Service {
+        Service {
+            key: ServiceKey {
+                namespace: "shop".into(),
+                name: name.into(),
+            },
+            kind: Kind::Headless,
+            ips: vec![],
+            ports: vec![],
+            slices: vec![Slice {
+                name: format!("{name}-east"),
+                cluster: Some("east".into()),
+                ports: vec![],
+                endpoints: (0..n)
+                    .map(|i| Endpoint {
+                        addresses: vec![IpAddr::from([10, first, 0, i as u8])],
+                        hostname: Some(format!("h{i}")),
+                    })
+                    .collect(),
+            }],
+        }
+    }
+
+    fn builder(limits: Limits) -> (Arc<Zone>, Arc<Metrics>, Builder) {
+        let zone = Arc::new(Zone::new(
+            vec![super::super::render::wire_name("clusterset.local").unwrap()],
+            5,
+        ));
+        let metrics = Arc::new(Metrics::new(
+            "dns://test".into(),
+            vec!["clusterset.local.".into()],
+        ));
+        let b = Builder::new(zone.clone(), &[], metrics.clone()).with_limits(limits);
+        (zone, metrics, b)
+    }
+
+    /// The A records of `name` in the zone's master-file text, sorted.
+    fn a(zone: &Zone, name: &str) -> Vec<String> {
+        let owner = format!("{name}.shop.svc.clusterset.local.");
+        let mut v: Vec<String> = crate::dns::transfer::zone_text(zone)
+            .lines()
+            .filter(|l| l.split_whitespace().next() == Some(owner.as_str()) && l.contains("\tA\t"))
+            .map(|l| l.rsplit('\t').next().unwrap().to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn metric(metrics: &Metrics, series: &str) -> String {
+        metrics
+            .render()
+            .lines()
+            .find(|l| l.starts_with(series))
+            .unwrap_or_else(|| panic!("no {series}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn a_service_over_the_endpoint_cap_is_refused_and_a_served_one_keeps_its_answers() {
+        let (zone, metrics, mut b) = builder(Limits {
+            endpoints_per_service: 3,
+            zone_names: usize::MAX,
+        });
+        b.apply(Update::Reset(vec![headless("db", 2, 1)].into()));
+        assert_eq!(a(&zone, "db"), ["10.1.0.0", "10.1.0.1"]);
+        // Grows past the cap: the update is refused, the old answers stay.
+        assert!(!b.apply(Update::Upsert(headless("db", 4, 2))));
+        assert_eq!(a(&zone, "db"), ["10.1.0.0", "10.1.0.1"]);
+        // A new service past the cap is not served at all.
+        b.apply(Update::Upsert(headless("big", 9, 3)));
+        assert!(a(&zone, "big").is_empty());
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_updates_total{limit=\"endpoints_per_service\"}"
+            ),
+            "2"
+        );
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"endpoints_per_service\"}"
+            ),
+            "2"
+        );
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_limit_used{limit=\"endpoints_per_service\"}"
+            ),
+            "2"
+        );
+        // The same refusal again is not counted again.
+        b.apply(Update::Upsert(headless("big", 8, 3)));
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_updates_total{limit=\"endpoints_per_service\"}"
+            ),
+            "2"
+        );
+        // Back under the cap, both are taken.
+        b.apply(Update::Upsert(headless("db", 3, 2)));
+        b.apply(Update::Upsert(headless("big", 1, 3)));
+        assert_eq!(a(&zone, "db"), ["10.2.0.0", "10.2.0.1", "10.2.0.2"]);
+        assert_eq!(a(&zone, "big"), ["10.3.0.0"]);
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"endpoints_per_service\"}"
+            ),
+            "0"
+        );
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_limit{limit=\"endpoints_per_service\"}"
+            ),
+            "3"
+        );
+    }
+
+    #[test]
+    fn beyond_the_name_cap_new_services_wait_and_are_served_once_there_is_room() {
+        // A headless service with n hostnames owns 1 + n names (`<svc>`, `<h>.east.<svc>`) and
+        // the empty non-terminal `east.<svc>` is not a name of its own; the namespace adds one.
+        let (zone, metrics, mut b) = builder(Limits {
+            endpoints_per_service: usize::MAX,
+            zone_names: 10,
+        });
+        b.apply(Update::Reset(vec![headless("a", 3, 1)].into()));
+        let used = metric(&metrics, "clusterset_dns_limit_used{limit=\"zone_names\"}");
+        assert_eq!(a(&zone, "a").len(), 3);
+        // Two more of the same size do not both fit: the first by name is served, then one waits.
+        b.apply(Update::Upsert(headless("b", 3, 2)));
+        b.apply(Update::Upsert(headless("c", 3, 3)));
+        assert_eq!(a(&zone, "b").len(), 3);
+        assert!(a(&zone, "c").is_empty());
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"zone_names\"}"
+            ),
+            "1"
+        );
+        // A served service that would grow beyond the cap keeps its answers.
+        b.apply(Update::Upsert(headless("a", 5, 4)));
+        assert_eq!(a(&zone, "a"), ["10.1.0.0", "10.1.0.1", "10.1.0.2"]);
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"zone_names\"}"
+            ),
+            "2"
+        );
+        // Room frees: the waiting services are taken in name order, as far as they fit.
+        b.apply(Update::Remove(ServiceKey {
+            namespace: "shop".into(),
+            name: "b".into(),
+        }));
+        assert_eq!(a(&zone, "a").len(), 5, "a's held growth taken");
+        assert!(
+            a(&zone, "c").is_empty(),
+            "c does not fit beside the grown a"
+        );
+        b.apply(Update::Upsert(headless("a", 1, 5)));
+        assert_eq!(a(&zone, "c").len(), 3, "c taken once a shrank");
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"zone_names\"}"
+            ),
+            "0"
+        );
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_updates_total{limit=\"zone_names\"}"
+            ),
+            "2"
+        );
+        // The zone never held more than the cap; the count matches what is served.
+        assert!(used.parse::<usize>().unwrap() <= 10);
+        assert_eq!(
+            metric(&metrics, "clusterset_dns_limit_used{limit=\"zone_names\"}"),
+            "7"
+        );
+        // A full reset that no longer has a waiting service forgets it.
+        b.apply(Update::Upsert(headless("d", 9, 6)));
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"zone_names\"}"
+            ),
+            "1"
+        );
+        b.apply(Update::Reset(
+            vec![headless("a", 1, 5), headless("c", 3, 3)].into(),
+        ));
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"zone_names\"}"
+            ),
+            "0"
+        );
+    }
 
     #[test]
     fn derived_hostnames() {

@@ -10,17 +10,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clusterset_dns::dns::tcp;
-use clusterset_dns::server::{self, Listeners};
+use clusterset_dns::server::{self, Listeners, Shutdown};
 use clusterset_dns::source::file;
 use hickory_proto::op::{Message, MessageType, ResponseCode};
 use hickory_proto::rr::RecordType;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_util::sync::CancellationToken;
 
 pub struct Server {
     pub dns: SocketAddr,
     pub admin: SocketAddr,
-    pub shutdown: CancellationToken,
+    pub shutdown: Shutdown,
     pub task: tokio::task::JoinHandle<anyhow::Result<()>>,
     /// Keeps the fixture file alive.
     pub dir: tempfile::TempDir,
@@ -29,7 +28,7 @@ pub struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.shutdown.cancel();
+        self.shutdown.now();
     }
 }
 
@@ -38,6 +37,7 @@ pub fn config(file: &Path, zones: &[&str]) -> clusterset_dns::Config {
         zones: zones.iter().map(|z| z.to_string()).collect(),
         ttl: 5,
         ns_addresses: vec![],
+        limits: clusterset_dns::zone::build::Limits::NONE,
         server: server::Config {
             tcp: tcp::Config {
                 idle_timeout: Duration::from_secs(5),
@@ -46,10 +46,12 @@ pub fn config(file: &Path, zones: &[&str]) -> clusterset_dns::Config {
                 query_log: false,
             },
             grace: Duration::from_secs(1),
+            lameduck: Duration::ZERO,
         },
         source: clusterset_dns::SourceConfig::File(file::Config {
             path: file.to_path_buf(),
             poll: Duration::from_millis(50),
+            policy: Default::default(),
         }),
     }
 }
@@ -74,7 +76,7 @@ pub async fn start_on(
     let listeners =
         Listeners::bind(listen.parse().unwrap(), 2, "127.0.0.1:0".parse().unwrap()).unwrap();
     let (dns, admin) = (listeners.dns_addr(), listeners.admin_addr());
-    let shutdown = CancellationToken::new();
+    let shutdown = Shutdown::new();
     let task = tokio::spawn(clusterset_dns::run(cfg, listeners, shutdown.clone()));
     let server = Server {
         dns,
