@@ -9,25 +9,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::coredns::CoreDns;
+use common::coredns::{CoreDns, clusterset_block};
 use common::{Running, dig, http_get, metric_in, spawn_binary};
-
-/// The `clusterset.local:53 { … }` block of Corefile.example, as written there.
-pub fn clusterset_block() -> String {
-    let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Corefile.example"))
-            .unwrap();
-    let start = text
-        .lines()
-        .position(|l| l.starts_with("clusterset.local:53 {"))
-        .expect("Corefile.example has a clusterset.local:53 block");
-    let lines: Vec<&str> = text.lines().skip(start).collect();
-    let end = lines
-        .iter()
-        .position(|l| *l == "}")
-        .expect("the block ends with a lone }");
-    lines[..=end].join("\n") + "\n"
-}
 
 /// Runs CoreDNS with Corefile.example's block, its listen port and upstream address changed to
 /// the test's loopback ones (and bound to loopback only).

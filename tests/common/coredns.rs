@@ -29,6 +29,23 @@ pub fn binary() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
+/// The `clusterset.local:53 { … }` block of Corefile.example, as written there.
+pub fn clusterset_block() -> String {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Corefile.example"))
+            .unwrap();
+    let start = text
+        .lines()
+        .position(|l| l.starts_with("clusterset.local:53 {"))
+        .expect("Corefile.example has a clusterset.local:53 block");
+    let lines: Vec<&str> = text.lines().skip(start).collect();
+    let end = lines
+        .iter()
+        .position(|l| *l == "}")
+        .expect("the block ends with a lone }");
+    lines[..=end].join("\n") + "\n"
+}
+
 impl CoreDns {
     /// Runs CoreDNS with the Corefile `corefile(port)` for a free loopback port, and waits
     /// (`wait_secs` at most) until `dig <probe>` through it prints a line containing `expect`.
