@@ -109,6 +109,31 @@ fn the_deployment_is_hardened_and_passes_only_real_flags() {
             && c["resources"]["requests"]["cpu"].is_string()
     );
     flags_exist(c);
+    // A rollout drops nothing: the readiness probe sees the lame duck's 503 well within it,
+    // and the pod is given the lame duck and the drain before it is killed.
+    let flag = |name: &str| -> u64 {
+        let arg = c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a.as_str()?.strip_prefix(&format!("--{name}=")))
+            .next()
+            .unwrap_or_else(|| panic!("the Deployment sets --{name}"));
+        arg.strip_suffix('s').unwrap().parse().unwrap()
+    };
+    let (lameduck, grace) = (flag("lameduck"), flag("shutdown-grace"));
+    let probe = &c["readinessProbe"];
+    let noticed =
+        probe["periodSeconds"].as_u64().unwrap() * probe["failureThreshold"].as_u64().unwrap();
+    assert!(
+        noticed < lameduck,
+        "readiness notices the lame duck after {noticed} s of {lameduck}"
+    );
+    let kill = spec["terminationGracePeriodSeconds"].as_u64().unwrap();
+    assert!(
+        kill >= lameduck + grace,
+        "killed after {kill} s, before lame duck {lameduck} + grace {grace}"
+    );
     // The Service sends port 53 to the container's DNS ports.
     let svc = objs.iter().find(|o| o["kind"] == "Service").unwrap();
     let ports: Vec<String> = svc["spec"]["ports"]
@@ -351,7 +376,9 @@ fn the_dockerfile_builds_from_what_it_copies_and_matches_the_deployment() {
     // binaries, build script) with the full checkout's package.
     let needed = |dir: &Path| -> Vec<(String, String)> {
         let out = Command::new("cargo")
-            .args(["metadata", "--locked", "--offline", "--format-version", "1"])
+            // --no-deps: only the package's own targets matter, and a new machine may not
+            // have downloaded crates for other platforms that a full resolve would want.
+            .args(["metadata", "--no-deps", "--offline", "--format-version", "1"])
             .arg("--manifest-path")
             .arg(dir.join("Cargo.toml"))
             .output()
