@@ -378,7 +378,13 @@ fn the_dockerfile_builds_from_what_it_copies_and_matches_the_deployment() {
         let out = Command::new("cargo")
             // --no-deps: only the package's own targets matter, and a new machine may not
             // have downloaded crates for other platforms that a full resolve would want.
-            .args(["metadata", "--no-deps", "--offline", "--format-version", "1"])
+            .args([
+                "metadata",
+                "--no-deps",
+                "--offline",
+                "--format-version",
+                "1",
+            ])
             .arg("--manifest-path")
             .arg(dir.join("Cargo.toml"))
             .output()
