@@ -563,3 +563,146 @@ fn log_queries_logs_one_line_per_query() {
     assert!(quiet.logged("\"message\":\"starting\""));
     assert!(quiet.logged("udp_workers"));
 }
+
+/// The trust boundary through the file source and the flags, as a user runs them: the zone
+/// subcommand, AXFR and plain queries (UDP and TCP) agree on what is refused.
+#[test]
+fn refused_addresses_and_excluded_namespaces_agree_in_zone_axfr_and_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("objects.yaml");
+    let import = |ns: &str, name: &str, kind: &str, ips: &str| {
+        format!(
+            "---\napiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{type: {kind}, ips: {ips}, ports: [{{name: http, port: 80}}]}}\n"
+        )
+    };
+    let slice = |name: &str, family: &str, endpoints: &str| {
+        format!(
+            "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: {name}, namespace: shop, labels: {{multicluster.kubernetes.io/service-name: db, multicluster.kubernetes.io/source-cluster: east}}}}\naddressType: {family}\nendpoints: {endpoints}\n"
+        )
+    };
+    let yaml = import(
+        "shop",
+        "web",
+        "ClusterSetIP",
+        "[169.254.169.254, 198.18.0.10]",
+    ) + &import(
+        "shop",
+        "six",
+        "ClusterSetIP",
+        "['fe80::1', 'fd00:ec2::254']",
+    ) + &import(
+        "shop",
+        "any",
+        "ClusterSetIP",
+        "['0.0.0.0', '::ffff:127.0.0.1']",
+    ) + &import("shop", "near", "ClusterSetIP", "[198.19.0.7, 198.18.5.5]")
+        + &import("shop", "db", "Headless", "[]")
+        + &slice(
+            "db-v4",
+            "IPv4",
+            "[{addresses: [255.255.255.255], hostname: a}, {addresses: [224.0.0.251], hostname: b}, {addresses: [100.100.100.200], hostname: c}, {addresses: [198.18.1.4], hostname: d}]",
+        )
+        + &slice(
+            "db-v6",
+            "IPv6",
+            "[{addresses: ['::1'], hostname: e}, {addresses: ['ff02::fb'], hostname: f}, {addresses: ['fd00::9'], hostname: g}]",
+        )
+        + &import("kube-system", "dns", "ClusterSetIP", "[198.18.0.53]");
+    std::fs::write(&file, yaml).unwrap();
+    // Beyond the fixed classes: refuse the node network 198.19.0.0/16, answer only 198.18/15 and
+    // fd00::/8.
+    let flags = [
+        "--file",
+        file.to_str().unwrap(),
+        "--deny-cidr",
+        "198.19.0.0/16",
+        "--allow-cidr",
+        "198.18.0.0/15,fd00::/8",
+    ];
+    let (ok, text, err) = zone_command(&flags);
+    assert!(ok, "{err}");
+    let printed = master_records(&text);
+    let mut args = flags.to_vec();
+    args.extend(["--allow-transfer", "127.0.0.0/8"]);
+    let s = spawn_binary(&args);
+    wait_ready(s.admin);
+    let mut transferred = master_records(&dig(s.dns, "AXFR clusterset.local"));
+    transferred.pop();
+    assert_eq!(transferred, printed, "zone output and AXFR differ");
+    let addresses: Vec<&str> = printed
+        .iter()
+        .filter(|l| l.contains(" IN A ") || l.contains(" IN AAAA "))
+        .map(|l| l.rsplit(' ').next().unwrap())
+        .collect();
+    assert_eq!(
+        addresses,
+        [
+            "198.18.1.4",
+            "fd00::9",
+            "198.18.1.4",
+            "fd00::9",
+            "198.18.2.2",
+            "198.18.5.5",
+            "198.18.0.10"
+        ],
+        "{text}"
+    );
+    assert!(!text.contains("kube-system"), "{text}");
+    for tcp in ["", "+tcp"] {
+        let ask = |q: &str| dig(s.dns, &format!("{tcp} +short {q}"));
+        assert_eq!(ask("web.shop.svc.clusterset.local"), "198.18.0.10\n");
+        assert_eq!(ask("near.shop.svc.clusterset.local"), "198.18.5.5\n");
+        assert_eq!(ask("six.shop.svc.clusterset.local AAAA"), "");
+        assert_eq!(ask("db.shop.svc.clusterset.local"), "198.18.1.4\n");
+        assert_eq!(ask("db.shop.svc.clusterset.local AAAA"), "fd00::9\n");
+        assert!(
+            dig(s.dns, &format!("{tcp} c.east.db.shop.svc.clusterset.local")).contains("NXDOMAIN")
+        );
+        assert!(
+            dig(
+                s.dns,
+                &format!("{tcp} dns.kube-system.svc.clusterset.local")
+            )
+            .contains("NXDOMAIN")
+        );
+    }
+    // One log line and one count for each refused address, by reason.
+    let (_, body) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(common::http_get(s.admin, "/metrics"))
+        .unwrap();
+    for (kind, reason, n) in [
+        ("ServiceImport", "link_local", 2.0),
+        ("ServiceImport", "metadata", 1.0),
+        ("ServiceImport", "unspecified", 1.0),
+        ("ServiceImport", "loopback", 1.0),
+        ("ServiceImport", "denied", 1.0),
+        ("ServiceImport", "not_allowed", 1.0),
+        ("EndpointSlice", "broadcast", 1.0),
+        ("EndpointSlice", "multicast", 2.0),
+        ("EndpointSlice", "metadata", 1.0),
+        ("EndpointSlice", "loopback", 1.0),
+    ] {
+        let series = format!(
+            "clusterset_dns_refused_addresses_total{{kind=\"{kind}\",reason=\"{reason}\"}}"
+        );
+        assert_eq!(metric_in(&body, &series), n, "{series}");
+    }
+    let refused: Vec<String> = s
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("refused address"))
+        .cloned()
+        .collect();
+    assert_eq!(refused.len(), 12, "{refused:#?}");
+    for l in &refused {
+        eprintln!(
+            "{}",
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["fields"]["message"]
+        );
+    }
+}
