@@ -596,6 +596,7 @@ fn refused_addresses_and_excluded_namespaces_agree_in_zone_axfr_and_answers() {
         "ClusterSetIP",
         "['0.0.0.0', '::ffff:127.0.0.1']",
     ) + &import("shop", "near", "ClusterSetIP", "[198.19.0.7, 198.18.5.5]")
+        + &import("shop", "far", "ClusterSetIP", "[203.0.113.5, 198.18.2.2]")
         + &import("shop", "db", "Headless", "[]")
         + &slice(
             "db-v4",
