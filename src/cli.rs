@@ -254,7 +254,7 @@ pub enum Command {
     },
 }
 
-/// The zone's budget by default: see docs/operations.md ("Bounded growth") for how it was
+/// The zone's budget by default: docs/operations.md ("Bounded growth") says how it was
 /// chosen against deploy/base's 256 MiB memory limit.
 pub const DEFAULT_LIMITS: Limits = Limits {
     endpoints_per_service: 5_000,
