@@ -258,7 +258,7 @@ pub enum Command {
 /// chosen against deploy/base's 256 MiB memory limit.
 pub const DEFAULT_LIMITS: Limits = Limits {
     endpoints_per_service: 5_000,
-    zone_names: 250_000,
+    zone_names: 200_000,
 };
 
 /// How long an adaptive XDP worker waits (`--xdp-coalesce auto`).
