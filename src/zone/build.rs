@@ -57,26 +57,12 @@ impl Limit {
     }
 }
 
-/// A service the budget keeps out of the zone (or at its last accepted answers).
-enum Held {
-    /// Too many endpoints: taken again when the source sends it smaller.
-    TooBig { endpoints: usize },
-    /// No room: kept (packed, a few bytes an endpoint, as the source keeps it) to be taken
-    /// when room frees, without the source sending it again.
-    NoRoom {
-        names: usize,
-        import: PackedImport,
-        slices: Vec<Packed>,
-    },
-}
-
-impl Held {
-    fn limit(&self) -> Limit {
-        match self {
-            Held::TooBig { .. } => Limit::EndpointsPerService,
-            Held::NoRoom { .. } => Limit::ZoneNames,
-        }
-    }
+/// A service refused for room, kept (packed, a few bytes an endpoint, as the source keeps it)
+/// to be taken when room frees, without the source sending it again.
+struct Waiting {
+    names: usize,
+    import: PackedImport,
+    slices: Vec<Packed>,
 }
 
 pub struct Builder {
@@ -93,8 +79,10 @@ pub struct Builder {
     names: usize,
     /// How many served services have each endpoint count, for the largest.
     sizes: BTreeMap<usize, usize>,
-    /// Services the budget refused, in the order room is given to them.
-    held: BTreeMap<ServiceKey, Held>,
+    /// Services refused for too many endpoints: taken again when the source sends them smaller.
+    too_big: HashSet<ServiceKey>,
+    /// Services refused for room, in the order room is given to them.
+    waiting: BTreeMap<ServiceKey, Waiting>,
 }
 
 fn endpoint_count(service: &Service) -> usize {
@@ -135,7 +123,8 @@ impl Builder {
             limits: Limits::NONE,
             names: 0,
             sizes: BTreeMap::new(),
-            held: BTreeMap::new(),
+            too_big: HashSet::new(),
+            waiting: BTreeMap::new(),
         }
     }
 
@@ -179,7 +168,8 @@ impl Builder {
                 for key in gone {
                     changed |= self.remove(&key);
                 }
-                self.held.retain(|k, _| keep.contains(k));
+                self.too_big.retain(|k| keep.contains(k));
+                self.waiting.retain(|k, _| keep.contains(k));
                 changed |= self.admit_held();
                 self.zone.publish();
                 release_free_memory();
@@ -221,71 +211,66 @@ impl Builder {
         self.metrics.limits_used(
             self.sizes.last_key_value().map_or(0, |(n, _)| *n),
             self.zone_names(),
-            self.held_count(Limit::EndpointsPerService),
-            self.held_count(Limit::ZoneNames),
+            self.too_big.len(),
+            self.waiting.len(),
         );
         changed
     }
 
-    fn held_count(&self, limit: Limit) -> usize {
-        self.held.values().filter(|h| h.limit() == limit).count()
-    }
-
-    /// Refuses `service` (its last accepted answers, if any, stay); logs once per service and
-    /// reason and counts it.
-    fn hold(&mut self, service: &Service, held: Held) {
-        let limit = held.limit();
-        if self.held.get(&service.key).map(Held::limit) != Some(limit) {
-            let served = self.services.contains_key(&service.key);
-            let what = if served {
-                "keeps its last accepted answers"
-            } else {
-                "is not served"
-            };
-            match &held {
-                Held::TooBig { endpoints } => warn!(
-                    service = %service.key, limit = limit.label(), endpoints, max = self.limits.endpoints_per_service,
-                    "refused: {} has {endpoints} ready endpoints, more than --max-endpoints-per-service {}; it {what} until it has fewer",
-                    service.key, self.limits.endpoints_per_service
-                ),
-                Held::NoRoom { names, .. } => warn!(
-                    service = %service.key, limit = limit.label(), names, zone_names = self.zone_names(), max = self.limits.zone_names,
-                    "refused: {} needs {names} names and the zone holds {} of --max-zone-names {}; it {what} until there is room",
-                    service.key, self.zone_names(), self.limits.zone_names
-                ),
-            }
-            self.metrics.refused_update(limit.label());
+    /// Logs and counts `service`'s refusal under `limit` (`need`: its endpoints, or the names it
+    /// needs), once: not when it is already refused under that limit.
+    fn refuse(&self, service: &Service, limit: Limit, need: usize) {
+        let already = match limit {
+            Limit::EndpointsPerService => self.too_big.contains(&service.key),
+            Limit::ZoneNames => self.waiting.contains_key(&service.key),
+        };
+        if already {
+            return;
         }
-        self.held.insert(service.key.clone(), held);
+        let what = if self.services.contains_key(&service.key) {
+            "keeps its last accepted answers"
+        } else {
+            "is not served"
+        };
+        match limit {
+            Limit::EndpointsPerService => warn!(
+                service = %service.key, limit = limit.label(), endpoints = need, max = self.limits.endpoints_per_service,
+                "refused: {} has {need} ready endpoints, more than --max-endpoints-per-service {}; it {what} until it has fewer",
+                service.key, self.limits.endpoints_per_service
+            ),
+            Limit::ZoneNames => warn!(
+                service = %service.key, limit = limit.label(), names = need, zone_names = self.zone_names(), max = self.limits.zone_names,
+                "refused: {} needs {need} names and the zone holds {} of --max-zone-names {}; it {what} until there is room",
+                service.key, self.zone_names(), self.limits.zone_names
+            ),
+        }
+        self.metrics.refused_update(limit.label());
     }
 
-    /// Forgets a held service (it is gone, or was taken).
-    fn release(&mut self, key: &ServiceKey) -> Option<Held> {
-        let held = self.held.remove(key)?;
-        info!(service = %key, limit = held.limit().label(), "no longer refused");
-        Some(held)
+    /// Forgets a refused service (it is gone, was taken, or came back to what is served).
+    fn release(&mut self, key: &ServiceKey) {
+        let limit = if self.too_big.remove(key) {
+            Limit::EndpointsPerService
+        } else if self.waiting.remove(key).is_some() {
+            Limit::ZoneNames
+        } else {
+            return;
+        };
+        info!(service = %key, limit = limit.label(), "no longer refused");
     }
 
-    /// Takes held services, in key order, while the first of them fits; true when the zone
+    /// Takes waiting services, in key order, while the first of them fits; true when the zone
     /// changed. Stops at the first that does not fit, so a call costs nothing while the zone
     /// is full and the wait is first come (by name), first served.
     fn admit_held(&mut self) -> bool {
         let mut changed = false;
-        while self.zone_names() < self.limits.zone_names {
-            let Some((key, names)) = self.held.iter().find_map(|(k, h)| match h {
-                Held::NoRoom { names, .. } => Some((k.clone(), *names)),
-                Held::TooBig { .. } => None,
-            }) else {
-                break;
-            };
-            if !self.fits(&key, names) {
+        while let Some((key, w)) = self.waiting.first_key_value() {
+            if !self.fits(key, w.names) {
                 break;
             }
-            let Some(Held::NoRoom { import, slices, .. }) = self.held.remove(&key) else {
-                unreachable!("found as NoRoom above")
-            };
+            let (key, w) = self.waiting.pop_first().expect("looked at above");
             info!(service = %key, limit = Limit::ZoneNames.label(), "no longer refused: there is room");
-            changed |= self.upsert(packed::service(key, &import, &slices));
+            changed |= self.upsert(packed::service(key, &w.import, &w.slices));
         }
         changed
     }
@@ -303,7 +288,9 @@ impl Builder {
         }
         let endpoints = endpoint_count(&service);
         if endpoints > self.limits.endpoints_per_service {
-            self.hold(&service, Held::TooBig { endpoints });
+            self.refuse(&service, Limit::EndpointsPerService, endpoints);
+            self.waiting.remove(&service.key);
+            self.too_big.insert(service.key);
             return false;
         }
         let mut rendered = Vec::new();
@@ -321,16 +308,14 @@ impl Builder {
         }
         let names = rendered.len() + self.new_namespace_names(&service.key);
         if !self.fits(&service.key, names) {
-            let import = PackedImport::new(service.kind, &service.ips, &service.ports);
-            let slices = service.slices.iter().map(Packed::new).collect();
-            self.hold(
-                &service,
-                Held::NoRoom {
-                    names,
-                    import,
-                    slices,
-                },
-            );
+            let waiting = Waiting {
+                names,
+                import: PackedImport::new(service.kind, &service.ips, &service.ports),
+                slices: service.slices.iter().map(Packed::new).collect(),
+            };
+            self.refuse(&service, Limit::ZoneNames, names);
+            self.too_big.remove(&service.key);
+            self.waiting.insert(service.key, waiting);
             return false;
         }
         self.release(&service.key);
