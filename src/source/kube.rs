@@ -276,11 +276,9 @@ impl Core {
                 Some(o)
             }
             Classified::Object(o) => {
-                let message = format!("{:?}", o.refused());
-                if self.logged.get(&(kind, id.clone())) != Some(&message) {
+                if self.first_report(kind, &id, format!("{:?}", o.refused())) {
                     let (kind_label, object) = o.identity();
                     report_refused(kind_label, &object, o.refused(), &self.metrics);
-                    self.logged.insert((kind, id.clone()), message);
                 }
                 Some(o)
             }
@@ -289,16 +287,25 @@ impl Core {
                 None
             }
             Classified::Invalid(e) => {
-                let message = e.to_string();
-                if self.logged.get(&(kind, id.clone())) != Some(&message) {
+                if self.first_report(kind, &id, e.to_string()) {
                     warn!(reason = e.reason, "skipped {e}");
                     self.metrics.skipped(e.kind, e.reason);
-                    self.logged.insert((kind, id.clone()), message);
                 }
                 None
             }
         };
         Some((id, parsed))
+    }
+
+    /// Whether `problem` is new for this object (and so is to be logged and counted); it is
+    /// remembered either way.
+    fn first_report(&mut self, kind: Kind, id: &ObjectId, problem: String) -> bool {
+        let key = (kind, id.clone());
+        if self.logged.get(&key) == Some(&problem) {
+            return false;
+        }
+        self.logged.insert(key, problem);
+        true
     }
 }
 
