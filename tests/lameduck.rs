@@ -121,16 +121,7 @@ fn ready(admin: SocketAddr) -> Option<u16> {
 }
 
 fn http(admin: SocketAddr, path: &str) -> Option<u16> {
-    let mut s = TcpStream::connect_timeout(&admin, Duration::from_millis(200)).ok()?;
-    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    text.split(' ').nth(1)?.parse().ok()
+    common::http_get_blocking(admin, path, Duration::from_millis(500)).map(|(status, _)| status)
 }
 
 fn answered_checkout(m: Option<Message>) -> bool {

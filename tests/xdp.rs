@@ -65,17 +65,7 @@ impl Drop for Server {
 }
 
 fn http_get(path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(ADMIN).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let status = text.split(' ').nth(1)?.parse().ok()?;
-    Some((status, text.split("\r\n\r\n").nth(1)?.to_string()))
+    common::http_get_blocking(ADMIN.parse().unwrap(), path, Duration::from_secs(3))
 }
 
 /// Starts the binary with `args` and waits until it is ready.

@@ -326,6 +326,23 @@ fn rand_id() -> u16 {
     NEXT.fetch_add(7919, Ordering::Relaxed)
 }
 
+/// A blocking HTTP GET of `path` on `addr`: the status and the body, or `None` when nothing
+/// answers within `wait` (to connect, and to read).
+pub fn http_get_blocking(addr: SocketAddr, path: &str, wait: Duration) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, wait).ok()?;
+    s.set_read_timeout(Some(wait)).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.split(' ').nth(1)?.parse().ok()?;
+    Some((status, text.split("\r\n\r\n").nth(1)?.to_string()))
+}
+
 // ---- the built binary, run as a user runs it ----
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_clusterset-dns");
