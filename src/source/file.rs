@@ -125,8 +125,8 @@ pub fn load(path: &Path, policy: &Policy, metrics: &Metrics) -> Result<Loaded, L
     metrics.source_synced();
     Ok(Loaded {
         seen,
-        services: store.snapshot(),
         slices: store.slices(),
+        services: store.into_snapshot(),
         skipped,
     })
 }

@@ -694,6 +694,18 @@ impl Store {
         all.sort_by(|a, b| a.0.cmp(&b.0));
         Snapshot::packed(all)
     }
+
+    /// As [`Store::snapshot`], for a store that is done with: its objects move into the
+    /// snapshot instead of being copied, so a full load never holds them twice.
+    pub fn into_snapshot(self) -> Snapshot {
+        let mut all: Vec<_> = self
+            .services
+            .into_iter()
+            .filter_map(|(k, o)| Some((k, o.import?, o.slices)))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        Snapshot::packed(all)
+    }
 }
 
 #[cfg(test)]
@@ -927,5 +939,9 @@ mod tests {
         assert_eq!(store.remove_slice(&("shop".into(), "a".into())), None);
         assert_eq!(store.slice_ids(Some("shop")).len(), 2);
         assert_eq!(store.slice_ids(Some("other")).len(), 0);
+        // A store that is done with hands over the same services, moved instead of copied.
+        let copied: Vec<Service> = store.snapshot().into_iter().collect();
+        let moved: Vec<Service> = store.into_snapshot().into_iter().collect();
+        assert_eq!(moved, copied);
     }
 }
