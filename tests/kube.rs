@@ -800,3 +800,156 @@ fn imported_data_is_not_trusted_and_a_flood_is_refused_then_converges() {
         "flood of 3,024 names + a 400-endpoint service at --max-zone-names 1000: RSS {before:.1} MB before, {at_cap:.1} MB at the cap; {asked} queries for existing names during it, all answered"
     );
 }
+
+/// Measurement, run by hand: `cargo test --release --test kube measure_a_flood -- --ignored
+/// --nocapture`. One exporting cluster floods a million endpoints (1,000 headless services of
+/// 1,000 named endpoints, about five times the default --max-zone-names) into a real API
+/// server; prints the memory of a server with the default caps (watching as the flood arrives,
+/// and one started after it, which lists it) against one with no caps, and checks that an
+/// existing name answers throughout and the flood's first services are served.
+#[test]
+#[ignore]
+fn measure_a_flood_at_the_default_caps() {
+    let k = Cluster::start();
+    k.apply(&crd("v1beta1"));
+    k.apply(&rbac());
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: flood}\n");
+    k.apply(&import(
+        "v1beta1",
+        "shop",
+        "keep",
+        "{type: ClusterSetIP, ips: [10.0.0.1], ports: [{name: http, port: 80}]}",
+    ));
+    let kubeconfig = k.kubeconfig("dns");
+    let capped = spawn_binary(&["--kubeconfig", &kubeconfig]);
+    let uncapped = spawn_binary(&[
+        "--kubeconfig",
+        &kubeconfig,
+        "--max-zone-names",
+        "0",
+        "--max-endpoints-per-service",
+        "0",
+    ]);
+    until("ready", 30, || ready(&capped) && ready(&uncapped));
+    let mem = |s: &Running| {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+        let kb = |key: &str| -> f64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .unwrap()
+        };
+        format!(
+            "VmRSS {:.1} MB, VmHWM {:.1} MB",
+            kb("VmRSS:") / 1000.0,
+            kb("VmHWM:") / 1000.0
+        )
+    };
+    println!(
+        "before the flood: capped {}; uncapped {}",
+        mem(&capped),
+        mem(&uncapped)
+    );
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(admin_client(&k));
+    let imports = dynamic_api(&client, "flood", "ServiceImport");
+    let slices = dynamic_api(&client, "flood", "EndpointSlice");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (stop, dns) = (stop.clone(), capped.dns);
+        std::thread::spawn(move || {
+            let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let (mut asked, mut wrong) = (0u32, 0u32);
+            let start = Instant::now();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                && start.elapsed() < Duration::from_secs(900)
+            {
+                asked += 1;
+                if query_a(dns, &sock, "keep.shop.svc.clusterset.local")
+                    != Some("10.0.0.1".parse().unwrap())
+                {
+                    wrong += 1;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            (asked, wrong)
+        })
+    };
+    let started = Instant::now();
+    rt.block_on(async {
+        use futures::StreamExt;
+        futures::stream::iter(0..1000u32)
+            .for_each_concurrent(8, |i| {
+                let (imports, slices) = (imports.clone(), slices.clone());
+                async move {
+                    let import: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+                        "metadata": {"name": format!("f{i:04}"), "namespace": "flood"},
+                        "spec": {"type": "Headless", "ports": [{"name": "http", "port": 80}]}
+                    }))
+                    .unwrap();
+                    let endpoints: Vec<serde_json::Value> = (0..1000u32)
+                        .map(|e| serde_json::json!({"addresses": [format!("10.{}.{}.{}", 100 + i / 256, i % 256, e % 250)], "hostname": format!("h{e}")}))
+                        .collect();
+                    let slice: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                        "metadata": {"name": format!("f{i:04}-east"), "namespace": "flood",
+                                     "labels": {"multicluster.kubernetes.io/service-name": format!("f{i:04}"), "multicluster.kubernetes.io/source-cluster": "east"}},
+                        "addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "endpoints": endpoints
+                    }))
+                    .unwrap();
+                    imports.create(&Default::default(), &import).await.unwrap();
+                    slices.create(&Default::default(), &slice).await.unwrap();
+                }
+            })
+            .await;
+    });
+    println!(
+        "created 1,000 ServiceImports and 1,000 EndpointSlices (1,000,000 endpoints) in {:.1?}",
+        started.elapsed()
+    );
+    until("the uncapped server has the whole flood", 600, || {
+        metric_value(&uncapped, "clusterset_dns_endpoints") >= 1_000_000.0
+    });
+    until("the capped server has refused the rest", 600, || {
+        metric_value(
+            &capped,
+            "clusterset_dns_refused_services{limit=\"zone_names\"}",
+        ) + metric_value(&capped, "clusterset_dns_services")
+            >= 1001.0
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let names = metric_value(&capped, "clusterset_dns_limit_used{limit=\"zone_names\"}");
+    let held = metric_value(
+        &capped,
+        "clusterset_dns_refused_services{limit=\"zone_names\"}",
+    );
+    assert!(names <= 200_000.0, "{names}");
+    assert_eq!(
+        short(capped.dns, "h999.east.f0000.flood.svc.clusterset.local"),
+        ["10.100.0.249"]
+    );
+    println!(
+        "with the flood: capped ({names} names served, {held} services held back) {}; uncapped ({} names) {}",
+        mem(&capped),
+        metric_value(&uncapped, "clusterset_dns_names"),
+        mem(&uncapped)
+    );
+    // A server started now lists the whole flood at once.
+    let late = spawn_binary(&["--kubeconfig", &kubeconfig]);
+    let sync = Instant::now();
+    until("the late server ready", 600, || ready(&late));
+    std::thread::sleep(Duration::from_secs(3));
+    println!(
+        "a capped server started after the flood: ready in {:.1?}, {}",
+        sync.elapsed(),
+        mem(&late)
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (asked, wrong) = watcher.join().unwrap();
+    println!("keep.shop asked {asked} times during the flood, {wrong} wrong or unanswered");
+    assert_eq!(wrong, 0);
+}

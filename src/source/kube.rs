@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::objects::{
-    Classified, LABEL_SERVICE_NAME, MCS_GROUP, Object, ObjectId, Store, classify, report_refused,
+    Classified, LABEL_SERVICE_NAME, MCS_GROUP, Object, ObjectId, PackedObject, Store, classify,
+    report_refused,
 };
 use super::policy::Policy;
 use crate::metrics::Metrics;
@@ -66,7 +67,7 @@ pub struct Scope {
 struct StreamState {
     scope: Scope,
     /// Objects of a list in progress (between `Init` and `InitDone`), already slimmed.
-    buffer: Option<Vec<(ObjectId, Option<Object>)>>,
+    buffer: Option<Vec<(ObjectId, Option<PackedObject>)>>,
     /// A list has completed at least once.
     listed: bool,
 }
@@ -159,7 +160,8 @@ impl Core {
             }
             Event::InitApply(obj) => {
                 self.metrics.source_event(kind_label, "list");
-                // Slimmed now: a large list never sits in memory as JSON.
+                // Packed now: a large list never sits in memory as JSON, nor as model values
+                // (about 110 bytes an endpoint, held until the list is done).
                 if let Some(read) = self.read(kind, obj) {
                     self.streams[stream]
                         .buffer
@@ -229,7 +231,6 @@ impl Core {
     }
 
     /// Adds or replaces one object; an object that became unusable is removed.
-    /// Adds or replaces one object; an object that became unusable is removed.
     fn apply(&mut self, kind: Kind, obj: Value) -> Vec<ServiceKey> {
         match self.read(kind, obj) {
             Some((id, parsed)) => self.commit(kind, &id, parsed),
@@ -238,15 +239,21 @@ impl Core {
     }
 
     /// Puts a read object into the store (`None`: unusable, so any older version goes).
-    fn commit(&mut self, kind: Kind, id: &ObjectId, parsed: Option<Object>) -> Vec<ServiceKey> {
+    fn commit(
+        &mut self,
+        kind: Kind,
+        id: &ObjectId,
+        parsed: Option<PackedObject>,
+    ) -> Vec<ServiceKey> {
         match parsed {
-            Some(o) => self.store.insert(o),
+            Some(o) => self.store.insert_packed(o),
             None => self.forget(kind, id).into_iter().collect(),
         }
     }
 
-    /// Reads one object into its slim form (`None` when unusable: logged once and counted).
-    fn read(&mut self, kind: Kind, mut obj: Value) -> Option<(ObjectId, Option<Object>)> {
+    /// Reads one object into the store's packed form (`None` when unusable: logged once and
+    /// counted).
+    fn read(&mut self, kind: Kind, mut obj: Value) -> Option<(ObjectId, Option<PackedObject>)> {
         // List items may come without their type; the stream says what they are.
         if let Some(map) = obj.as_object_mut() {
             let api_version = match kind {
@@ -294,7 +301,7 @@ impl Core {
                 None
             }
         };
-        Some((id, parsed))
+        Some((id, parsed.map(Object::pack)))
     }
 
     /// Whether `problem` is new for this object (and so is to be logged and counted); it is
@@ -435,7 +442,12 @@ pub async fn run(
             }
             let (resource, wc) = match kind {
                 Kind::Import => (import_resource(&version), wc),
-                Kind::Slice => (slice_resource(), wc.labels(LABEL_SERVICE_NAME)),
+                // A slice holds up to 1,000 endpoints, and a page is held parsed (as JSON
+                // values) while it is read: kube-rs's 500 a page can be hundreds of MB.
+                Kind::Slice => (
+                    slice_resource(),
+                    wc.labels(LABEL_SERVICE_NAME).page_size(SLICE_PAGE),
+                ),
             };
             let api: Api<DynamicObject> = match ns {
                 Some(n) => Api::namespaced_with(client.clone(), n, &resource),
@@ -489,6 +501,9 @@ pub async fn run(
         }
     }
 }
+
+/// EndpointSlices asked for in one list request.
+const SLICE_PAGE: u32 = 50;
 
 /// A field selector that leaves out the policy's excluded namespaces (every resource, custom
 /// ones included, can be selected by `metadata.namespace`).

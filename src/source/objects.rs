@@ -98,7 +98,26 @@ pub struct SliceObject {
     pub refused: Vec<Refused>,
 }
 
+/// An object in the store's form (a few bytes an endpoint), as a relist holds what it has
+/// listed until the list is complete.
+#[derive(Debug, Clone)]
+pub enum PackedObject {
+    Import(ServiceKey, PackedImport),
+    /// The service it belongs to, and the slice (which knows its own name).
+    Slice(ServiceKey, Packed),
+}
+
 impl Object {
+    /// The object in the store's form.
+    pub fn pack(self) -> PackedObject {
+        match self {
+            Object::Import(i) => {
+                PackedObject::Import(i.key, PackedImport::new(i.kind, &i.ips, &i.ports))
+            }
+            Object::Slice(s) => PackedObject::Slice(s.service, Packed::new(&s.slice)),
+        }
+    }
+
     /// The object's kind and `namespace/name`, as log lines name it.
     pub fn identity(&self) -> (&'static str, String) {
         match self {
@@ -577,31 +596,37 @@ pub struct Store {
 impl Store {
     /// Adds or replaces an object; returns the services whose DNS data may have changed.
     pub fn insert(&mut self, object: Object) -> Vec<ServiceKey> {
+        self.insert_packed(object.pack())
+    }
+
+    /// As [`Store::insert`], for an object already packed.
+    pub fn insert_packed(&mut self, object: PackedObject) -> Vec<ServiceKey> {
         match object {
-            Object::Import(i) => {
-                let packed = PackedImport::new(i.kind, &i.ips, &i.ports);
-                let objects = self.services.entry(i.key.clone()).or_default();
+            PackedObject::Import(key, packed) => {
+                let objects = self.services.entry(key.clone()).or_default();
                 if objects.import.replace(packed).is_none() {
                     self.imports += 1;
                 }
-                vec![i.key]
+                vec![key]
             }
-            Object::Slice(s) => {
-                let id = (s.service.namespace.clone(), s.slice.name.clone());
+            PackedObject::Slice(service, packed) => {
+                let name = packed.name().to_string();
                 let mut affected = Vec::with_capacity(2);
-                if let Some(old) = self.slice_owner.insert(id, s.service.clone()) {
-                    if old != s.service {
-                        self.detach_slice(&old, &s.slice.name);
+                if let Some(old) = self
+                    .slice_owner
+                    .insert((service.namespace.clone(), name.clone()), service.clone())
+                {
+                    if old != service {
+                        self.detach_slice(&old, &name);
                         affected.push(old);
                     }
                 }
-                let packed = Packed::new(&s.slice);
-                let list = &mut self.services.entry(s.service.clone()).or_default().slices;
-                match list.binary_search_by(|p| p.name().cmp(&s.slice.name)) {
+                let list = &mut self.services.entry(service.clone()).or_default().slices;
+                match list.binary_search_by(|p| p.name().cmp(&name)) {
                     Ok(i) => list[i] = packed,
                     Err(i) => list.insert(i, packed),
                 }
-                affected.push(s.service);
+                affected.push(service);
                 affected
             }
         }
