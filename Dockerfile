@@ -7,6 +7,8 @@ ENV CLUSTERSET_DNS_REVISION=$REVISION
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY src src
 COPY benches benches
+# src/fuzzing.rs seeds its corpus from the example (include_str!), so the library reads it.
+COPY examples examples
 RUN cargo build --release --locked --bin clusterset-dns
 
 FROM gcr.io/distroless/cc-debian12:nonroot
