@@ -59,10 +59,17 @@ async fn error_codes() {
     let n = base.len();
     let mut badvers = base.clone();
     badvers[n - 5] = 1; // EDNS version 1
+    // Other opcodes with RD and CD set: NOTIMP clears both (ISC's compliance tester checks
+    // opcode 15 so).
     let mut notify = base.clone();
-    notify[2] = 4 << 3; // opcode NOTIFY
+    notify[2] = 4 << 3 | 0x01; // opcode NOTIFY, RD
+    notify[3] |= 0x10; // CD
     let mut update = base.clone();
-    update[2] = 5 << 3;
+    update[2] = 5 << 3 | 0x01;
+    update[3] |= 0x10;
+    let mut opcode15 = base.clone();
+    opcode15[2] = 15 << 3 | 0x01;
+    opcode15[3] |= 0x10;
     let mut chaos = query("web.shop.svc.clusterset.local", RecordType::A, None);
     let c = chaos.len();
     chaos[c - 1] = 3; // class CH
@@ -95,6 +102,7 @@ async fn error_codes() {
         ("EDNS version 1", badvers, ResponseCode::BADVERS),
         ("opcode NOTIFY", notify, ResponseCode::NotImp),
         ("opcode UPDATE", update, ResponseCode::NotImp),
+        ("opcode 15", opcode15, ResponseCode::NotImp),
         ("class CH", chaos, ResponseCode::FormErr),
         ("QDCOUNT 2", two, ResponseCode::FormErr),
         ("QDCOUNT 0", none, ResponseCode::FormErr),
@@ -130,6 +138,16 @@ async fn error_codes() {
             assert!(
                 !m.metadata.authoritative && m.answers.is_empty(),
                 "{what}: {m:?}"
+            );
+            // Only the ID, opcode and QR carry over to NOTIMP; a QUERY's RD and CD are echoed.
+            let other_opcode = rcode == ResponseCode::NotImp;
+            assert_eq!(
+                (m.metadata.recursion_desired, m.metadata.checking_disabled),
+                (
+                    !other_opcode && packet[2] & 0x01 != 0,
+                    !other_opcode && packet[3] & 0x10 != 0
+                ),
+                "{what}: RD and CD"
             );
         }
     }

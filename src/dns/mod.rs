@@ -312,9 +312,15 @@ fn outcome(q: &Query<'_>, rcode: u16, apex: Option<usize>, truncated: bool) -> O
 
 fn header(out: &mut Vec<u8>, q: &Query<'_>, aa: bool, tc: bool, rcode: u16, counts: [u16; 4]) {
     let [id0, id1] = q.id.to_be_bytes();
-    let flags0 =
-        0x80 | (q.opcode << 3) | if aa { 0x04 } else { 0 } | if tc { 0x02 } else { 0 } | q.rd as u8;
-    let flags1 = if q.cd { 0x10 } else { 0 } | (rcode & 0x0F) as u8;
+    // RD and CD are echoed for QUERY only: to any other opcode (a NOTIMP) only the ID, the
+    // opcode and QR carry over, as ISC's compliance tester expects.
+    let query = q.opcode == 0;
+    let flags0 = 0x80
+        | (q.opcode << 3)
+        | if aa { 0x04 } else { 0 }
+        | if tc { 0x02 } else { 0 }
+        | (query && q.rd) as u8;
+    let flags1 = if query && q.cd { 0x10 } else { 0 } | (rcode & 0x0F) as u8;
     let c = counts.map(u16::to_be_bytes);
     out.extend_from_slice(&[
         id0, id1, flags0, flags1, c[0][0], c[0][1], c[1][0], c[1][1], c[2][0], c[2][1], c[3][0],
