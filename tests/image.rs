@@ -9,38 +9,8 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::docker::{DOCKER, IMAGE, build_image, docker, engine, revision};
 use common::{dig, free_udp_tcp_port, http_get_blocking, kustomize, yaml_objects};
-
-const DOCKER: &str = "/usr/bin/docker";
-
-/// Starts the engine and makes the base images; returns the engine's address.
-fn engine() -> String {
-    let setup = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/image/setup.sh");
-    let out = Command::new(setup)
-        .output()
-        .expect("tests/image/setup.sh runs");
-    assert!(
-        out.status.success(),
-        "tests/image/setup.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-fn docker(host: &str, args: &[&str]) -> String {
-    let out = Command::new(DOCKER)
-        .env("DOCKER_HOST", host)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "docker {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 /// Removes the container it names when dropped.
 struct Container<'a> {
@@ -60,40 +30,11 @@ impl Drop for Container<'_> {
 #[test]
 fn the_image_builds_from_the_dockerfile_and_serves_under_the_deployments_security_context() {
     let host = engine();
-    let root = env!("CARGO_MANIFEST_DIR");
-    let revision = {
-        let out = Command::new("git")
-            .args(["-C", root, "rev-parse", "--short=12", "HEAD"])
-            .output()
-            .unwrap();
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
-    let started = Instant::now();
-    docker(
-        &host,
-        &[
-            "build",
-            "--network",
-            "host",
-            "--build-arg",
-            &format!("REVISION={revision}"),
-            "-t",
-            "clusterset-dns:test",
-            root,
-        ],
-    );
-    let size: f64 = docker(
-        &host,
-        &[
-            "image",
-            "inspect",
-            "--format",
-            "{{.Size}}",
-            "clusterset-dns:test",
-        ],
-    )
-    .parse()
-    .unwrap();
+    let revision = revision();
+    let took = build_image(&host);
+    let size: f64 = docker(&host, &["image", "inspect", "--format", "{{.Size}}", IMAGE])
+        .parse()
+        .unwrap();
     // The runtime stage is the distroless base and the binary: nothing of the build stage.
     let base: f64 = docker(
         &host,
@@ -107,7 +48,7 @@ fn the_image_builds_from_the_dockerfile_and_serves_under_the_deployments_securit
     )
     .parse()
     .unwrap();
-    let made = docker(&host, &["create", "clusterset-dns:test"]);
+    let made = docker(&host, &["create", IMAGE]);
     let out = tempfile::tempdir().unwrap();
     let copied = out.path().join("clusterset-dns");
     docker(
@@ -122,7 +63,7 @@ fn the_image_builds_from_the_dockerfile_and_serves_under_the_deployments_securit
     let binary = std::fs::metadata(&copied).unwrap().len() as f64;
     eprintln!(
         "image clusterset-dns:test built in {:.1?}: {:.1} MB (base {:.1} MB, binary {:.1} MB)",
-        started.elapsed(),
+        took,
         size / 1e6,
         base / 1e6,
         binary / 1e6
@@ -173,8 +114,8 @@ fn the_image_builds_from_the_dockerfile_and_serves_under_the_deployments_securit
         "--security-opt".into(),
         "no-new-privileges".into(),
         "-v".into(),
-        format!("{root}/examples:/data:ro"),
-        "clusterset-dns:test".into(),
+        format!("{}/examples:/data:ro", env!("CARGO_MANIFEST_DIR")),
+        IMAGE.into(),
     ];
     run.extend(args);
     let run: Vec<&str> = run.iter().map(String::as_str).collect();
@@ -204,15 +145,7 @@ fn the_image_builds_from_the_dockerfile_and_serves_under_the_deployments_securit
     }
     // It runs as the Deployment's user, and says which revision it was built from.
     assert_eq!(
-        docker(
-            &host,
-            &[
-                "inspect",
-                "--format",
-                "{{.Config.User}}",
-                "clusterset-dns:test"
-            ]
-        ),
+        docker(&host, &["inspect", "--format", "{{.Config.User}}", IMAGE]),
         "65532:65532"
     );
     let top = docker(&host, &["top", &container.id, "-o", "pid,uid,gid,comm"]);

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod coredns;
+pub mod docker;
 pub mod k8s;
 
 use std::net::SocketAddr;
