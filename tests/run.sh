@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The README's test command: does every set-up step a new machine needs, then runs every test.
+#   - Debian packages the tests use (dig, kubectl, Prometheus, Docker's engine, ...) and pip's
+#     kubernetes-validate, when missing;
+#   - the crates (cargo fetch --locked);
+#   - the Go-built components, from the Go module proxy, once, cached in
+#     ~/.cache/clusterset-dns-tests: kube-apiserver, etcd and the rest of a Kubernetes node
+#     (tests/k8s/setup.sh), CoreDNS (tests/coredns/setup.sh);
+#   - then `cargo test --locked`, with any arguments given here passed on.
+# Needs root (as CI has): apt-get, network namespaces, a container engine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v dig >/dev/null 2>&1 || need_apt+=(bind9-dnsutils)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v gcc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
+# ip and nsenter, for the tests that make network namespaces (tests/xdp.rs, tests/lameduck.rs,
+# tests/cluster.rs); setpriv and prlimit, for deploy/xdp's capabilities and locked-memory limit.
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+{ command -v setpriv && command -v prlimit && command -v nsenter; } >/dev/null 2>&1 || need_apt+=(util-linux)
+# iptables and conntrack, for tests/lameduck.rs (a Service address spread over instances as
+# kube-proxy's iptables mode does) and kube-proxy itself in tests/cluster.rs.
+command -v iptables-restore >/dev/null 2>&1 || need_apt+=(iptables)
+command -v conntrack >/dev/null 2>&1 || need_apt+=(conntrack)
+# Docker's engine (dockerd, containerd, runc) and debootstrap, for tests/image.rs and
+# tests/cluster.rs: images are built from Debian packages, since no registry is reached.
+{ command -v dockerd && command -v containerd && command -v ctr && command -v runc; } >/dev/null 2>&1 ||
+  need_apt+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+# The CNI plugins (bridge, host-local, loopback), for the kubelet in tests/cluster.rs.
+[ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)
+# Prometheus server and promtool, for tests/ops.rs and tests/cluster.rs.
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need_apt+=(prometheus)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "tests/run.sh: installing ${need_apt[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+command -v kubernetes-validate >/dev/null 2>&1 || pip install -q kubernetes-validate
+
+cargo fetch --locked
+# Kubernetes and etcd (tests/kube.rs, tests/differential.rs, tests/cluster.rs) and CoreDNS
+# (tests/forwarding.rs, tests/differential.rs, tests/cluster.rs): slow only the first time.
+tests/k8s/setup.sh >/dev/null
+tests/coredns/setup.sh >/dev/null
+
+exec cargo test --locked "$@"
