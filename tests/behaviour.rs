@@ -179,7 +179,8 @@ const CASES: &[Case] = &[
     ),
     nx("_http._udp.web.shop.svc.clusterset.local.", SRV),
     nx("_8080._tcp.web.shop.svc.clusterset.local.", SRV),
-    nx("_tcp.web.shop.svc.clusterset.local.", SRV),
+    // `_tcp.<svc>` is an empty non-terminal (`_http._tcp.<svc>` exists below it): NODATA.
+    nodata("_tcp.web.shop.svc.clusterset.local.", SRV),
     nodata("_http._tcp.web.shop.svc.clusterset.local.", A),
     nodata("_http._tcp.web.shop.svc.clusterset.local.", AAAA),
     // <host>.<cluster>.<svc>: one- and two-label cluster ids (beyond), headless and ClusterSetIP.
@@ -235,11 +236,21 @@ const CASES: &[Case] = &[
     ),
     nx("db-2.east.db.data.svc.clusterset.local.", A),
     nx("10-9-0-1.db.data.svc.clusterset.local.", A),
-    // <cluster>.<svc> and anything else below a service: NXDOMAIN.
-    nx("east.db.data.svc.clusterset.local.", A),
-    nx("prod.eu.db.data.svc.clusterset.local.", A),
-    nx("eu.db.data.svc.clusterset.local.", A),
-    nx("east.web.shop.svc.clusterset.local.", A),
+    // Empty non-terminals below a service (<cluster>.<svc>, both names of a two-label cluster
+    // id, _<proto>.<svc>): NODATA, since names exist below them (RFC 8020).
+    nodata("east.db.data.svc.clusterset.local.", A),
+    nodata("east.db.data.svc.clusterset.local.", SRV),
+    nodata("prod.eu.db.data.svc.clusterset.local.", A),
+    nodata("eu.db.data.svc.clusterset.local.", A),
+    nodata("eu.db.data.svc.clusterset.local.", AAAA),
+    nodata("east.web.shop.svc.clusterset.local.", A),
+    nodata("_tcp.db.data.svc.clusterset.local.", SRV),
+    nodata("_tcp.db.data.svc.clusterset.local.", A),
+    // Anything else below a service, and those with nothing below: NXDOMAIN.
+    nx("west.db.data.svc.clusterset.local.", A),
+    nx("x.eu.db.data.svc.clusterset.local.", A),
+    nx("_udp.db.data.svc.clusterset.local.", SRV),
+    nx("x._tcp.db.data.svc.clusterset.local.", SRV),
     nx("x.web.shop.svc.clusterset.local.", SRV),
     nx("missing.shop.svc.clusterset.local.", A),
     // Other types at existing names: NODATA (ANY too: no amplification).

@@ -410,6 +410,8 @@ fn names(world: &World) -> Vec<String> {
         names.insert(format!("x.{base}"));
         names.insert(format!("{}.nope-ns.svc.{ZONE}", s.name));
         names.insert(format!("_nope._tcp.{base}"));
+        names.insert(format!("_tcp.{base}"));
+        names.insert(format!("_udp.{base}"));
         for p in &s.ports {
             if let Some(n) = &p.name {
                 names.insert(format!("_{n}._{}.{base}", p.protocol.to_lowercase()));
@@ -819,7 +821,45 @@ fn explain(
             return Some("ClusterSetIP import without ips (beyond)");
         }
     }
+    // 10. An empty non-terminal below a service (`<cluster>.<svc>`, `_<proto>.<svc>`): NODATA,
+    //     since names exist below it (CoreDNS: NXDOMAIN).
+    let labels: Vec<&str> = lname.split('.').collect();
+    if labels.len() == 4 + ZONE.split('.').count()
+        && nodata(ours)
+        && nxdomain(theirs)
+        && ours.authority == theirs.authority
+        && empty_non_terminal(service, labels[0])
+    {
+        return Some("empty non-terminal: NODATA");
+    }
     None
+}
+
+/// Whether `<first>.<svc>` has names below it but none of its own: the cluster label of a
+/// ready endpoint, or the protocol label of a named port the service answers SRV for.
+fn empty_non_terminal(service: &Service, first: &str) -> bool {
+    let ready = |sl: &Slice| sl.endpoints.iter().any(|e| e.ready != Some(false));
+    let any_ready = service.slices.iter().any(ready);
+    if service.headless && !any_ready {
+        return false; // the service has no names at all
+    }
+    match first.strip_prefix('_') {
+        Some(proto) => {
+            let named = |p: &Port| p.name.is_some() && p.protocol.eq_ignore_ascii_case(proto);
+            if service.headless {
+                service
+                    .slices
+                    .iter()
+                    .any(|sl| ready(sl) && sl.ports.iter().any(named))
+            } else {
+                (!service.ips.is_empty() || any_ready) && service.ports.iter().any(named)
+            }
+        }
+        None => service
+            .slices
+            .iter()
+            .any(|sl| sl.cluster == first && ready(sl)),
+    }
 }
 
 #[derive(Default)]

@@ -753,7 +753,7 @@ fn imported_data_is_not_trusted_and_a_flood_is_refused_then_converges() {
     assert_eq!(status(s.dns, "f11.flood.svc.clusterset.local"), "NXDOMAIN");
     assert!(s.logged("more than --max-endpoints-per-service 300"));
     assert!(
-        s.logged("flood/f11 needs 252 names"),
+        s.logged("flood/f11 needs 254 names"),
         "{:?}",
         s.log
             .lock()

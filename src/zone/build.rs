@@ -695,6 +695,25 @@ pub fn render_service(
         .collect();
         out.push(Entry::new(&target.name, false, &answers));
     }
+
+    // Empty non-terminals: every name between the service's and one of its names below it
+    // (`_<proto>.<svc>`, `<cluster>.<svc>`, and `eu.<svc>` of a two-label cluster id
+    // `central.eu`) exists without records, so it answers NODATA, not NXDOMAIN, which says
+    // that nothing exists below (RFC 8020) and stops qname-minimising resolvers there.
+    let owned: HashSet<Vec<u8>> = out.iter().map(|e| e.name().to_vec()).collect();
+    let mut empty: Vec<Vec<u8>> = Vec::new();
+    for e in &out {
+        let mut name = e.name();
+        while name.len() > sname.len() {
+            name = &name[1 + name[0] as usize..];
+            if name.len() <= sname.len() || owned.contains(name) || empty.iter().any(|n| n == name)
+            {
+                continue;
+            }
+            empty.push(name.to_vec());
+        }
+    }
+    out.extend(empty.iter().map(|n| Entry::empty(n)));
     out
 }
 
@@ -831,11 +850,11 @@ mod tests {
 
     #[test]
     fn beyond_the_name_cap_new_services_wait_and_are_served_once_there_is_room() {
-        // A headless service with n hostnames owns 1 + n names (`<svc>`, `<h>.east.<svc>`) and
-        // the empty non-terminal `east.<svc>` is not a name of its own; the namespace adds one.
+        // A headless service with n hostnames owns 2 + n names (`<svc>`, `<h>.east.<svc>` and
+        // the empty non-terminal `east.<svc>`); the namespace adds one.
         let (zone, metrics, mut b) = builder(Limits {
             endpoints_per_service: usize::MAX,
-            zone_names: 10,
+            zone_names: 11,
         });
         b.apply(Update::Reset(vec![headless("a", 3, 1)].into()));
         let used = metric(&metrics, "clusterset_dns_limit_used{limit=\"zone_names\"}");
@@ -889,10 +908,10 @@ mod tests {
             "2"
         );
         // The zone never held more than the cap; the count matches what is served.
-        assert!(used.parse::<usize>().unwrap() <= 10);
+        assert!(used.parse::<usize>().unwrap() <= 11);
         assert_eq!(
             metric(&metrics, "clusterset_dns_limit_used{limit=\"zone_names\"}"),
-            "7"
+            "9"
         );
         // A full reset that no longer has a waiting service forgets it.
         b.apply(Update::Upsert(headless("d", 9, 6)));
