@@ -192,25 +192,60 @@ async fn responses_and_runts_are_dropped_and_serving_goes_on() {
 async fn large_answers_truncate_over_udp_and_come_whole_over_tcp() {
     let s = start(&(ONE.to_string() + &headless("many", 100) + &headless("seven", 7))).await;
     let name = "many.big.svc.clusterset.local";
-    for edns in [None, Some(512), Some(1232), Some(4096)] {
-        let r = exchange(s.dns, Proto::Udp, &query(name, RecordType::A, edns)).await;
+    let whole = exchange(s.dns, Proto::Tcp, &query(name, RecordType::A, None)).await;
+    assert!(!whole.metadata.truncation);
+    assert_eq!(whole.answers.len(), 100);
+    // Over UDP: TC, with as many whole A records as fit (16 octets each, the owner a pointer to
+    // the question), so a stub that never retries over TCP still gets addresses.
+    let question = 4 + name.len() + 2;
+    for (edns, limit, opt) in [
+        (None, 512, 0),
+        (Some(512), 512, 11),
+        (Some(1232), 1232, 11),
+        (Some(4096), 1232, 11),
+    ] {
+        let packet = query(name, RecordType::A, edns);
+        let bytes = exchange_raw(s.dns, Proto::Udp, &packet, Duration::from_secs(2))
+            .await
+            .expect("a UDP answer");
+        let r = Message::from_vec(&bytes).unwrap();
         assert!(
             r.metadata.truncation,
             "100 A records over UDP with {edns:?}"
         );
-        assert!(r.answers.is_empty() && r.metadata.authoritative);
+        assert!(r.metadata.authoritative);
         assert_eq!(r.metadata.response_code, ResponseCode::NoError);
         assert_eq!(r.edns.is_some(), edns.is_some());
+        let fit = (limit - 12 - question - opt) / 16;
+        assert_eq!(r.answers.len(), fit, "{edns:?}");
+        assert!(bytes.len() <= limit, "{} octets for {limit}", bytes.len());
+        assert_eq!(
+            r.answers[..],
+            whole.answers[..fit],
+            "the first records of the whole answer, with {edns:?}"
+        );
+        assert!(r.additionals.is_empty());
     }
-    let r = exchange(s.dns, Proto::Tcp, &query(name, RecordType::A, None)).await;
-    assert!(!r.metadata.truncation);
-    assert_eq!(r.answers.len(), 100);
     let r = exchange(s.dns, Proto::Tcp, &query(name, RecordType::SRV, Some(1232))).await;
     assert_eq!((r.answers.len(), r.additionals.len()), (100, 100));
     let RData::SRV(srv) = &r.answers[0].data else {
         panic!()
     };
     assert_eq!(srv.weight, 1, "floor(100/100)");
+    // SRV records (targets written in full) are cut at a record boundary too.
+    let srv_whole = r;
+    for edns in [None, Some(1232)] {
+        let packet = query(name, RecordType::SRV, edns);
+        let bytes = exchange_raw(s.dns, Proto::Udp, &packet, Duration::from_secs(2))
+            .await
+            .expect("a UDP answer");
+        let r = Message::from_vec(&bytes).unwrap();
+        assert!(r.metadata.truncation);
+        let n = r.answers.len();
+        assert!(n > 0 && bytes.len() <= 512.max(edns.unwrap_or(0) as usize));
+        assert_eq!(r.answers[..], srv_whole.answers[..n], "{edns:?}");
+        assert!(r.additionals.is_empty());
+    }
 
     // Seven SRV records fit in 512 bytes, their glue does not: glue is left out, without TC.
     let r = exchange(

@@ -560,23 +560,66 @@ fn answer(
         Transport::Tcp => u16::MAX as usize,
         Transport::Udp => q.edns.map_or(512, |e| e.payload.clamp(512, UDP_PAYLOAD)) as usize,
     };
-    // Whole; else without the additional section (RFC 2181 9: no TC for that); else empty with
-    // TC so the client retries over TCP.
+    // Whole; else without the additional section (RFC 2181 9: no TC for that); else as many
+    // whole answer records as fit, with TC so that the client retries over TCP. CoreDNS sends
+    // the same partial answer, and a stub resolver that never retries over TCP (musl before
+    // 1.2.4) still gets addresses from it.
     let opt_len = if q.edns.is_some() { OPT_LEN } else { 0 };
     let fixed = 12 + question.len() + opt_len;
-    let (tc, an, ar, additional) = if fixed + a.len <= limit {
-        (false, a.ancount, a.arcount, true)
+    let base = out.len();
+    let tc = if fixed + a.len <= limit {
+        answer(out, false, [1, a.ancount, 0, a.arcount + opt_count]);
+        a.write(out, true);
+        false
     } else if fixed + a.additional_at <= limit {
-        (false, a.ancount, 0, false)
+        answer(out, false, [1, a.ancount, 0, opt_count]);
+        a.write(out, false);
+        false
     } else {
-        (true, 0, 0, false)
+        answer(out, true, [1, 0, 0, opt_count]);
+        let records = out.len();
+        a.write(out, false);
+        let (n, end) = whole_records(&out[records..], limit - fixed, a.ancount);
+        out.truncate(records + end);
+        out[base + 6..base + 8].copy_from_slice(&n.to_be_bytes());
+        true
     };
-    answer(out, tc, [1, an, 0, ar + opt_count]);
-    if !tc {
-        a.write(out, additional);
-    }
     opt(out, &q.edns, RCODE_NOERROR);
     outcome(q, RCODE_NOERROR, Some(apex), tc)
+}
+
+/// Of the `count` resource records at the start of `rr`, how many whole ones fit in `room`
+/// octets, and where the last of them ends. Names are labels ending in a root label or a
+/// pointer, as the zone writes them.
+fn whole_records(rr: &[u8], room: usize, count: u16) -> (u16, usize) {
+    let (mut n, mut at) = (0, 0);
+    while n < count {
+        let mut i = at;
+        loop {
+            match rr.get(i) {
+                None => return (n, at),
+                Some(&l) if l & 0xC0 == 0xC0 => {
+                    i += 2;
+                    break;
+                }
+                Some(0) => {
+                    i += 1;
+                    break;
+                }
+                Some(&l) => i += 1 + l as usize,
+            }
+        }
+        let Some(len) = rr.get(i + 8..i + 10) else {
+            return (n, at);
+        };
+        let end = i + 10 + u16::from_be_bytes([len[0], len[1]]) as usize;
+        if end > room || end > rr.len() {
+            break;
+        }
+        n += 1;
+        at = end;
+    }
+    (n, at)
 }
 
 #[cfg(test)]
