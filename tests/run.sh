@@ -32,12 +32,28 @@ command -v conntrack >/dev/null 2>&1 || need_apt+=(conntrack)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 # The CNI plugins (bridge, host-local, loopback), for the kubelet in tests/cluster.rs.
 [ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)
+# The clients and forwarders of tests/compat.rs: musl's getaddrinfo (musl-gcc), Node.js, Python,
+# unbound, dnsmasq (as kube-dns runs it) and Knot Resolver. Java is used where a JDK is present.
+command -v musl-gcc >/dev/null 2>&1 || need_apt+=(musl-tools)
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+command -v unbound >/dev/null 2>&1 || need_apt+=(unbound)
+command -v dnsmasq >/dev/null 2>&1 || need_apt+=(dnsmasq-base)
+command -v kresd >/dev/null 2>&1 || need_apt+=(knot-resolver)
 # Prometheus server and promtool, for tests/ops.rs and tests/cluster.rs.
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "tests/run.sh: installing ${need_apt[*]}" >&2
   apt-get update -qq
+  # No service of these packages (unbound, Prometheus, Docker) is started by the install: the
+  # tests start their own, in namespaces of their own.
+  guard=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && guard=1
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  if [ -n "$guard" ]; then rm -f /usr/sbin/policy-rc.d && trap - EXIT; fi
 fi
 command -v kubernetes-validate >/dev/null 2>&1 || pip install -q kubernetes-validate
 
