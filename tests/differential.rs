@@ -899,8 +899,8 @@ fn compare_round(
             tally.compared += 1;
             let (mut a, mut b) = (reduce(&a), reduce(&b));
             if a.tc && b.tc {
-                // Both truncated over UDP (CoreDNS keeps what fits, we keep nothing: both
-                // valid, RFC 2181 §9): compare the full answers over TCP, as clients retry.
+                // Both truncated over UDP, each with the records that fit (which ones depends on
+                // each server's order): compare the full answers over TCP, as clients retry.
                 let (Some(x), Some(y)) = (
                     tcp_exchange_blocking(ours, &q),
                     tcp_exchange_blocking(theirs, &q),
