@@ -19,7 +19,7 @@ coredns=$("$here/../coredns/setup.sh")
 kubernetes=$(cd "$here/../k8s/infra" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
 pause_c=$kubernetes/build/pause/linux/pause.c
 pause_tag=$(sed -n 's/^TAG ?= *//p' "$kubernetes/build/pause/Makefile")
-key=$( (sha256sum "$0" "$here/lookup.c" "$pause_c" "$coredns") | sha256sum | cut -c1-16)
+key=$(cat "$0" "$here/lookup.c" "$pause_c" "$coredns" | sha256sum | cut -c1-16)
 dir=$cache/cluster-images-$key
 if [ -f "$dir/done" ]; then echo "$dir"; exit 0; fi
 rm -rf "$dir" && mkdir -p "$dir/pause" "$dir/coredns" "$dir/client"

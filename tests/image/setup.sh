@@ -19,7 +19,7 @@ for tool in dockerd containerd runc debootstrap; do
 done
 toolchain=$(rustc --print sysroot)
 rust_version=$(rustc --version | awk '{print $2}')
-key=$( (sha256sum "$0"; echo "$rust_version") | sha256sum | cut -c1-16)
+key=$( (cat "$0"; echo "$rust_version") | sha256sum | cut -c1-16)
 dir=$cache/image-$key
 mkdir -p "$cache"
 
