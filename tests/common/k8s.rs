@@ -188,10 +188,20 @@ impl Cluster {
             .to_string()
     }
 
-    pub fn kubectl_ok(&self, args: &[&str]) -> bool {
-        Command::new("kubectl")
-            .arg("--kubeconfig")
+    /// kubectl as the admin, with a discovery cache of this cluster's own: the shared one in
+    /// ~/.kube/cache is keyed by host and port, and a port reused from an earlier test's API
+    /// server (other CRDs, other versions) would answer from that server's resource list.
+    pub fn kubectl(&self) -> Command {
+        let mut c = Command::new("kubectl");
+        c.arg("--kubeconfig")
             .arg(self.kubeconfig("admin"))
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("kube-cache"));
+        c
+    }
+
+    pub fn kubectl_ok(&self, args: &[&str]) -> bool {
+        self.kubectl()
             .args(args)
             .output()
             .map(|o| o.status.success())
@@ -200,14 +210,7 @@ impl Cluster {
 
     /// kubectl as admin with `args`, `input` on its standard input; its stderr if it fails.
     pub fn kubectl_input(&self, args: &[&str], input: &str) -> Result<(), String> {
-        let out = super::output_with_input(
-            Command::new("kubectl")
-                .arg("--kubeconfig")
-                .arg(self.kubeconfig("admin"))
-                .args(args),
-            input,
-        )
-        .expect("kubectl runs");
+        let out = super::output_with_input(self.kubectl().args(args), input).expect("kubectl runs");
         if out.status.success() {
             Ok(())
         } else {
@@ -230,11 +233,17 @@ impl Cluster {
         }
     }
 
+    /// `kubectl delete`, retried briefly like [`Cluster::apply`].
     pub fn delete(&self, kind: &str, ns: &str, name: &str) {
-        assert!(
-            self.kubectl_ok(&["delete", kind, "-n", ns, name, "--wait=false"]),
-            "delete {kind} {ns}/{name}"
-        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let Err(e) = self.kubectl_input(&["delete", kind, "-n", ns, name, "--wait=false"], "")
+            else {
+                return;
+            };
+            assert!(Instant::now() < deadline, "delete {kind} {ns}/{name}: {e}");
+            std::thread::sleep(Duration::from_millis(300));
+        }
     }
 }
 
