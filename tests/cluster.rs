@@ -17,6 +17,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::docker::{IMAGE, build_image, docker, engine};
+use common::output_text as text;
 
 const NODE_IP: &str = "198.18.0.2";
 const API_SERVICE_IP: &str = "198.19.0.1";
@@ -37,14 +38,6 @@ fn setup(script: &str) -> PathBuf {
         .unwrap_or_else(|e| panic!("{script} runs: {e}"));
     assert!(out.status.success(), "{script} failed");
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) -> Duration {

@@ -14,21 +14,13 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_clusterset-dns");
+use common::{BIN, output_text as text};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn must(cmd: &mut Command) -> String {
@@ -490,14 +482,7 @@ fn start_forwarders(ns: &mut Namespace) {
             ],
         );
     }
-    let coredns = {
-        let out = Command::new(repo().join("tests/coredns/setup.sh"))
-            .stderr(Stdio::inherit())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "tests/coredns/setup.sh failed");
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
+    let coredns = common::coredns::binary().to_string_lossy().to_string();
     // Corefile.example's block, and node-local-dns's (it forwards to its upstreams over TCP).
     let f = w(
         "Corefile",

@@ -348,6 +348,15 @@ pub fn http_get_blocking(addr: SocketAddr, path: &str, wait: Duration) -> Option
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_clusterset-dns");
 
+/// A finished command's standard output then standard error, for assertion messages.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 pub struct Running {
     pub child: std::process::Child,
     pub dns: SocketAddr,
