@@ -5,7 +5,9 @@
 # answered query, the median ratio against Knot (from the same rounds), qps, lost queries and RSS.
 # Our server runs on its UDP sockets, and (as root) three times more answering through AF_XDP
 # (--xdp lo with its default adaptive coalescing, with --xdp-coalesce 0 and with 100us always);
-# as root Knot runs a second time too, in its own XDP mode.
+# as root Knot runs a second time too, in its own XDP mode. Then both answer over TCP (dnsperf's
+# 8 persistent connections, how node-local-dns forwards), flat out and at 5,000 q/s, where the
+# figure to watch is the mean latency.
 #
 # usage: [QPS=N] benches/compare-knot.sh [ROUNDS=3] [SECONDS=10]   (QPS: dnsperf's rate cap)
 # needs: knotd and dnsperf (apt-get install knot dnsperf), taskset, python3
@@ -43,6 +45,9 @@ fi
 for r in $(seq "$rounds"); do
   echo "== round $r of $rounds ($secs s each)"
   "${netns[@]}" bash "$here/kit/compare.sh" "$secs" "${rows[@]}" | tee -a "$out"
+  # TCP: the socket row only (XDP answers UDP; TCP goes through the kernel's sockets anyway).
+  MODE=tcp "${netns[@]}" bash "$here/kit/compare.sh" "$secs" "${rows[0]}" | tee -a "$out"
+  QPS=5000 MODE=tcp "${netns[@]}" bash "$here/kit/compare.sh" "$secs" "${rows[0]}" | tee -a "$out"
 done
 python3 "$here/summarize.py" "$out"
 rm -f "$out"

@@ -174,6 +174,153 @@ async fn a_burst_of_mixed_datagrams_gets_each_the_answer_it_gets_alone() {
     }
 }
 
+/// Everything the server sends on one connection to `bytes` (framed queries), then the client's
+/// goodbye (a zero-length frame), until it closes; `split` says how to cut the writes: a
+/// piece's length and whether to pause after it.
+async fn tcp_conversation(
+    server: SocketAddr,
+    bytes: &[u8],
+    split: &dyn Fn(usize) -> (usize, bool),
+) -> Vec<u8> {
+    let c = tokio::net::TcpStream::connect(server).await.unwrap();
+    c.set_nodelay(true).unwrap();
+    let (mut r, mut w) = c.into_split();
+    let write = async {
+        let (mut at, mut i) = (0, 0);
+        while at < bytes.len() {
+            let (len, pause) = split(i);
+            let end = bytes.len().min(at.saturating_add(len));
+            w.write_all(&bytes[at..end]).await.unwrap();
+            (at, i) = (end, i + 1);
+            if pause {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        w.write_all(&[0, 0]).await.unwrap();
+    };
+    let read = async {
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).await.unwrap();
+        got
+    };
+    let both = async { tokio::join!(write, read).1 };
+    tokio::time::timeout(Duration::from_secs(20), both)
+        .await
+        .expect("the server answered and closed within 20 s")
+}
+
+fn framed(p: &[u8]) -> Vec<u8> {
+    let mut f = (p.len() as u16).to_be_bytes().to_vec();
+    f.extend_from_slice(p);
+    f
+}
+
+/// A TCP client pipelining queries gets them answered in batches (what one read brings): each
+/// query, whatever else shares its batch, must get the very answer it gets alone, in the order
+/// asked, however the bytes are split across reads, with a 60 KB frame among small ones (more
+/// than the connection's starting buffer holds), and counted once each. The same from a client
+/// allowed zone transfers, whose AXFRs are answered with the whole zone in the same stream.
+#[tokio::test]
+async fn a_tcp_pipeline_of_mixed_queries_gets_each_the_answer_it_gets_alone_in_order() {
+    let mut packets: Vec<Vec<u8>> = malformed(WEB)
+        .into_iter()
+        // A zero-length frame would end the connection.
+        .filter(|(_, p, _)| !p.is_empty())
+        .map(|(_, p, _)| p)
+        .collect();
+    let mut padded = query(WEB, RecordType::A, None);
+    padded[11] = 1;
+    padded.resize(60_000, 0xAB);
+    packets.insert(packets.len() / 2, padded);
+    for name in [
+        WEB,
+        "_https._tcp.web.shop.svc.clusterset.local",
+        "nope.shop.svc.clusterset.local",
+        "clusterset.local",
+        "web.example.org",
+    ] {
+        for t in [
+            RecordType::A,
+            RecordType::AAAA,
+            RecordType::SRV,
+            RecordType::NS,
+            RecordType::AXFR,
+        ] {
+            for edns in [None, Some(512), Some(1232)] {
+                packets.push(query(name, t, edns));
+            }
+        }
+    }
+    // Well over one batch (32) of queries, each its own ID.
+    assert!(packets.len() >= 100, "{} packets", packets.len());
+    for (i, p) in packets.iter_mut().enumerate() {
+        if p.len() >= 2 {
+            p[..2].copy_from_slice(&(2000 + i as u16).to_be_bytes());
+        }
+    }
+    let stream: Vec<u8> = packets.iter().flat_map(|p| framed(p)).collect();
+    let allowed: clusterset_dns::cidr::Cidr = "127.0.0.1/32".parse().unwrap();
+    let mut refused_len = 0;
+    for may_transfer in [false, true] {
+        let s = start_with(OBJECTS, |c| {
+            if may_transfer {
+                c.server.tcp.allow_transfer = vec![allowed.clone()];
+            }
+        })
+        .await;
+        let series = format!(
+            r#"coredns_dns_requests_total{{server="dns://{}",zone="clusterset.local.",view="",proto="tcp",family="1",type="A"}}"#,
+            s.dns
+        );
+        let tcp_requests = || common::metric(s.admin, &series);
+        let whole = |_| (usize::MAX, false);
+        let at_start = tcp_requests().await;
+        let mut alone = Vec::new();
+        let mut answered = 0;
+        for p in &packets {
+            let a = tcp_conversation(s.dns, &framed(p), &whole).await;
+            answered += !a.is_empty() as usize;
+            alone.extend_from_slice(&a);
+        }
+        assert!(answered > 80, "{answered} of {} answered", packets.len());
+        // The allowed client's AXFRs of the apex (3 of them) bring the whole zone each.
+        if may_transfer {
+            assert!(alone.len() > refused_len + 3 * 200, "{} bytes", alone.len());
+        } else {
+            refused_len = alone.len();
+        }
+        let before = tcp_requests().await;
+        let alone_a = before - at_start;
+        // All in one write; in 7-byte pieces (frames and even lengths split across reads); in
+        // pieces of every size from 1 to 4,099 bytes with pauses between some, so reads end
+        // anywhere.
+        let splits: [&dyn Fn(usize) -> (usize, bool); 3] = [&whole, &|_| (7, false), &|i| {
+            ((i * 997) % 4099 + 1, i % 5 == 0)
+        }];
+        for (round, split) in splits.iter().enumerate() {
+            let got = tcp_conversation(s.dns, &stream, split).await;
+            assert!(
+                got == alone,
+                "transfers allowed {may_transfer}, round {round}: {} bytes answered, {} alone; \
+                 first difference at byte {:?}",
+                got.len(),
+                alone.len(),
+                got.iter().zip(&alone).position(|(a, b)| a != b)
+            );
+        }
+        // Counted as often as when each query came alone.
+        assert!(alone_a > 0.0);
+        assert!(
+            common::eventually(5, || async {
+                tcp_requests().await - before == 3.0 * alone_a
+            })
+            .await,
+            "TCP A requests counted: {} more, want 3 × {alone_a}",
+            tcp_requests().await - before
+        );
+    }
+}
+
 #[tokio::test]
 async fn zero_and_64k_tcp_frames() {
     let s = start_with(OBJECTS, |_| {}).await;

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::transfer::transfer;
-use super::{QueryLog, Transport, respond};
+use super::{BATCH, Batch, Outcome, QueryLog, Transport, respond_in};
 use crate::cidr::Cidr;
 use crate::metrics::{Answered, Metrics, QueryCounters};
 use crate::zone::Zone;
@@ -131,6 +131,100 @@ pub async fn serve(
     }
 }
 
+/// The input buffer's size: many pipelined queries. It grows to hold a longer frame whole (up to
+/// 64 KiB) and shrinks back once that is answered, so a thousand open connections hold a few
+/// MiB, not 64 each.
+const READ_BUFFER: usize = 4096;
+/// Answers written so far are sent once they reach this many bytes, so a long pipeline of large
+/// answers (or a zone transfer) cannot pile up in memory before the first write.
+const WRITE_AT: usize = 64 * 1024;
+
+/// One connection's buffers, reused for every batch: whatever one read brought (any number of
+/// whole queries and the start of the next) is answered together, in order, into one buffer that
+/// is sent with one write. A client pipelining queries costs a read and a write per batch, not a
+/// read of the length, a read of the body and a write per query, and no allocation.
+struct Conn {
+    /// Received bytes; `start..end` is not yet answered (at most the start of one frame once a
+    /// batch is done).
+    input: Box<[u8]>,
+    start: usize,
+    end: usize,
+    /// Framed answers waiting to be written.
+    output: Vec<u8>,
+    /// Made when a read first brings several queries: a client asking one at a time (most
+    /// of them) costs no more memory than it did before batching.
+    batch: Option<Box<Batch>>,
+    answers: Vec<Vec<u8>>,
+    /// A zone transfer's messages.
+    messages: Vec<Vec<u8>>,
+}
+
+impl Conn {
+    fn new() -> Self {
+        Conn {
+            input: vec![0; READ_BUFFER].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            output: Vec::new(),
+            batch: None,
+            // Each grows to the answers it holds once, then is reused.
+            answers: (0..BATCH).map(|_| Vec::new()).collect(),
+            messages: Vec::new(),
+        }
+    }
+
+    /// The next whole frames in the input, up to [`BATCH`], as ranges of their bodies; the
+    /// flag says a zero-length frame (the client's goodbye) followed them.
+    fn frames(&self, ranges: &mut [std::ops::Range<usize>; BATCH]) -> (usize, bool) {
+        let mut at = self.start;
+        let mut n = 0;
+        while n < BATCH && self.end - at >= 2 {
+            let len = u16::from_be_bytes([self.input[at], self.input[at + 1]]) as usize;
+            if len == 0 {
+                return (n, true);
+            }
+            if self.end - at - 2 < len {
+                break;
+            }
+            ranges[n] = at + 2..at + 2 + len;
+            at += 2 + len;
+            n += 1;
+        }
+        (n, false)
+    }
+
+    /// Makes room for the rest of the frame that has begun to arrive: moves it to the front,
+    /// and grows the buffer if the frame is longer than it (or shrinks it back when empty).
+    fn make_room(&mut self) {
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+            if self.input.len() > READ_BUFFER {
+                self.input = vec![0; READ_BUFFER].into_boxed_slice();
+            }
+            return;
+        }
+        if self.start > 0 {
+            self.input.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end >= 2 {
+            let need = 2 + u16::from_be_bytes([self.input[0], self.input[1]]) as usize;
+            if need > self.input.len() {
+                let mut bigger = vec![0; need].into_boxed_slice();
+                bigger[..self.end].copy_from_slice(&self.input[..self.end]);
+                self.input = bigger;
+            }
+        }
+    }
+}
+
+/// Appends one message, framed with its length (RFC 1035 §4.2.2).
+fn frame(output: &mut Vec<u8>, message: &[u8]) {
+    output.extend_from_slice(&(message.len() as u16).to_be_bytes());
+    output.extend_from_slice(message);
+}
+
 async fn connection(
     mut stream: TcpStream,
     src: SocketAddr,
@@ -144,77 +238,166 @@ async fn connection(
     let idle = config.idle_timeout;
     let may_transfer = config.allow_transfer.iter().any(|c| c.contains(src.ip()));
     let log = QueryLog::new(config.query_log);
-    let mut query = Vec::with_capacity(512);
-    let mut out = Vec::with_capacity(4096);
-    let mut messages = Vec::new();
+    let mut c = Conn::new();
+    // A query must arrive whole within the idle timeout of the last one (or of the connection's
+    // start): a client trickling bytes is treated like an idle one.
+    let idle_until = tokio::time::sleep(idle);
+    tokio::pin!(idle_until);
+    let mut ranges: [std::ops::Range<usize>; BATCH] = std::array::from_fn(|_| 0..0);
     loop {
-        // At shutdown a connection closes between queries: one that has begun to arrive, or
-        // is pipelined behind the last, is still read and answered.
-        let deadline = tokio::time::Instant::now() + idle;
-        tokio::select! {
-            biased;
-            r = stream.readable() => r?,
-            _ = shutdown.cancelled() => return Ok(()),
-            _ = tokio::time::sleep_until(deadline) => return Ok(()),
+        let mut consumed = false;
+        let mut goodbye = false;
+        while !goodbye {
+            let (n, end) = c.frames(&mut ranges);
+            goodbye = end;
+            if n == 0 {
+                break;
+            }
+            consumed = true;
+            let start = Instant::now();
+            let view = zone.view();
+            let mut outcomes = [None; BATCH];
+            if may_transfer {
+                // Rare (an allow-listed client): one query at a time, in order, as a transfer
+                // may be any of them.
+                for r in &ranges[..n] {
+                    let query = &c.input[r.clone()];
+                    let (outcome, messages) = match transfer(zone, query, &mut c.messages) {
+                        Some(o) => (o, &c.messages[..]),
+                        None => {
+                            let answer = &mut c.answers[0];
+                            match respond_in(&view, query, Transport::Tcp, answer) {
+                                Some(o) => (o, &*std::slice::from_ref(answer)),
+                                None => continue,
+                            }
+                        }
+                    };
+                    let len = messages.iter().map(Vec::len).sum();
+                    account(
+                        counters,
+                        log,
+                        src,
+                        &outcome,
+                        query.len(),
+                        len,
+                        &messages[0],
+                        start.elapsed(),
+                    );
+                    for m in messages {
+                        frame(&mut c.output, m);
+                    }
+                    if c.output.len() >= WRITE_AT {
+                        write(&mut stream, &mut c.output, idle).await?;
+                    }
+                }
+            } else if n == 1 {
+                let query = &c.input[ranges[0].clone()];
+                outcomes[0] = respond_in(&view, query, Transport::Tcp, &mut c.answers[0]);
+            } else {
+                let mut packets: [&[u8]; BATCH] = [&[]; BATCH];
+                for (p, r) in packets.iter_mut().zip(&ranges[..n]) {
+                    *p = &c.input[r.clone()];
+                }
+                c.batch.get_or_insert_default().respond(
+                    &view,
+                    &packets[..n],
+                    Transport::Tcp,
+                    &mut c.answers[..n],
+                    &mut outcomes[..n],
+                );
+            }
+            drop(view);
+            let took = start.elapsed();
+            for (i, outcome) in outcomes[..n].iter().enumerate() {
+                if let Some(o) = outcome {
+                    let answer = &c.answers[i];
+                    account(
+                        counters,
+                        log,
+                        src,
+                        o,
+                        ranges[i].len(),
+                        answer.len(),
+                        answer,
+                        took,
+                    );
+                    frame(&mut c.output, answer);
+                }
+            }
+            c.start = ranges[n - 1].end;
+            if c.output.len() >= WRITE_AT {
+                write(&mut stream, &mut c.output, idle).await?;
+            }
         }
-        // The whole message, length and body, must arrive within the idle timeout: a client
-        // trickling bytes is treated like an idle one.
-        let read = async {
-            let len = stream.read_u16().await? as usize;
-            query.resize(len, 0);
-            stream.read_exact(&mut query).await?;
-            Ok::<usize, std::io::Error>(len)
-        };
-        let len = match tokio::time::timeout_at(deadline, read).await {
-            Err(_) => return Ok(()),
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Ok(r) => r?,
-        };
-        if len == 0 {
+        if !c.output.is_empty() {
+            write(&mut stream, &mut c.output, idle).await?;
+        }
+        if goodbye {
             return Ok(());
         }
-        let start = Instant::now();
-        touch();
-        let outcome = if may_transfer {
-            transfer(zone, &query, &mut messages)
-        } else {
-            None
+        if consumed {
+            touch();
+            idle_until
+                .as_mut()
+                .reset(tokio::time::Instant::now() + idle);
+        }
+        c.make_room();
+        // At shutdown a connection closes between queries: one that has begun to arrive, or
+        // is pipelined behind the last, is still read and answered.
+        let between = c.start == c.end;
+        debug_assert!(c.end < c.input.len(), "room for the rest of the frame");
+        let n = tokio::select! {
+            biased;
+            r = stream.read(&mut c.input[c.end..]) => r?,
+            _ = shutdown.cancelled(), if between => return Ok(()),
+            _ = &mut idle_until => return Ok(()),
         };
-        let outcome = match outcome {
-            Some(o) => o,
-            None => {
-                messages.clear();
-                let Some(o) = respond(zone, &query, Transport::Tcp, &mut out) else {
-                    continue;
-                };
-                messages.push(std::mem::take(&mut out));
-                o
-            }
-        };
-        let response_len = messages.iter().map(Vec::len).sum();
-        let took = start.elapsed();
-        counters.count(
-            &outcome,
-            Answered {
-                tcp: true,
-                v6: src.is_ipv6(),
-                request_len: query.len(),
-                response_len,
-                took,
-            },
-        );
-        log.log(src, Transport::Tcp, &messages[0], &outcome, took);
-        let mut framed = Vec::with_capacity(response_len + 2 * messages.len());
-        for m in &messages {
-            framed.extend_from_slice(&(m.len() as u16).to_be_bytes());
-            framed.extend_from_slice(m);
+        if n == 0 {
+            return Ok(());
         }
-        if messages.len() == 1 {
-            out = messages.pop().expect("one message");
-        }
-        match timeout(idle, stream.write_all(&framed)).await {
-            Ok(r) => r?,
-            Err(_) => return Ok(()),
-        }
+        c.end += n;
     }
+}
+
+/// Writes the framed answers (within the idle timeout, or the connection closes) and empties
+/// the buffer for the next batch.
+async fn write(
+    stream: &mut TcpStream,
+    output: &mut Vec<u8>,
+    idle: Duration,
+) -> std::io::Result<()> {
+    let r = timeout(idle, stream.write_all(output)).await;
+    output.clear();
+    match r {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the client read no answer within the idle timeout",
+        )),
+    }
+}
+
+/// Counts an answered TCP query and logs it (as `log` says); `first` is its first message.
+#[allow(clippy::too_many_arguments)]
+fn account(
+    counters: &QueryCounters,
+    log: QueryLog,
+    src: SocketAddr,
+    outcome: &Outcome,
+    request_len: usize,
+    response_len: usize,
+    first: &[u8],
+    took: Duration,
+) {
+    counters.count(
+        outcome,
+        Answered {
+            tcp: true,
+            v6: src.is_ipv6(),
+            request_len,
+            response_len,
+            took,
+        },
+    );
+    log.log(src, Transport::Tcp, first, outcome, took);
 }
