@@ -264,7 +264,7 @@ async fn a_tcp_pipeline_of_mixed_queries_gets_each_the_answer_it_gets_alone_in_o
     for may_transfer in [false, true] {
         let s = start_with(OBJECTS, |c| {
             if may_transfer {
-                c.server.tcp.allow_transfer = vec![allowed.clone()];
+                c.server.tcp.allow_transfer = vec![allowed];
             }
         })
         .await;

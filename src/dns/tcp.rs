@@ -267,7 +267,7 @@ async fn connection(
                         None => {
                             let answer = &mut c.answers[0];
                             match respond_in(&view, query, Transport::Tcp, answer) {
-                                Some(o) => (o, &*std::slice::from_ref(answer)),
+                                Some(o) => (o, std::slice::from_ref(answer)),
                                 None => continue,
                             }
                         }
