@@ -116,6 +116,23 @@ async fn metrics_pass_promtool_and_count_what_was_sent() {
             base(zone)
         ))
     };
+    // The process metrics every Prometheus client exports (the CoreDNS dashboards' CPU and
+    // memory panels read them), for this very process.
+    let started = v("process_start_time_seconds".into());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        now - 120.0 < started && started <= now + 1.0,
+        "started at {started}, now {now}"
+    );
+    let rss = v("process_resident_memory_bytes".into());
+    assert!(rss > 1e6 && rss < 1e9, "RSS {rss}");
+    assert!(v("process_open_fds".into()) >= 4.0, "open fds");
+    assert!(v("process_max_fds".into()) >= v("process_open_fds".into()));
+    assert!(body.contains("\nprocess_cpu_seconds_total "), "CPU seconds");
+    assert!(v("process_threads".into()) >= 2.0, "threads");
     assert_eq!(req(z, "udp", "A"), 5.0);
     assert_eq!(req(z, "udp", "AAAA"), 3.0);
     assert_eq!(req(z, "tcp", "SRV"), 2.0);

@@ -92,6 +92,12 @@ impl Metrics {
         )
         .with_label_values(&[VERSION, REVISION, RUSTC])
         .set(1);
+        // process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, …: what
+        // every Prometheus client exports, and the CoreDNS dashboards' CPU and memory panels read.
+        r.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))
+        .expect("process metrics registered once");
         Metrics {
             services: gauge(&r, "clusterset_dns_services", "ServiceImports in the zone."),
             endpoints: gauge(
