@@ -98,27 +98,49 @@ async fn error_codes() {
     }
     long_name.extend_from_slice(&[0, 0, 1, 0, 1]);
     let mut axfr = query("clusterset.local", RecordType::AXFR, None);
-    let cases: Vec<(&str, Vec<u8>, ResponseCode)> = vec![
-        ("EDNS version 1", badvers, ResponseCode::BADVERS),
-        ("opcode NOTIFY", notify, ResponseCode::NotImp),
-        ("opcode UPDATE", update, ResponseCode::NotImp),
-        ("opcode 15", opcode15, ResponseCode::NotImp),
-        ("class CH", chaos, ResponseCode::FormErr),
-        ("QDCOUNT 2", two, ResponseCode::FormErr),
-        ("QDCOUNT 0", none, ResponseCode::FormErr),
-        ("ARCOUNT lies", lying, ResponseCode::FormErr),
+    // The last column: whether the question can be read (and is in the zone), so the answer
+    // counts under the zone; else under "dropped".
+    let cases: Vec<(&str, Vec<u8>, ResponseCode, bool)> = vec![
+        ("EDNS version 1", badvers, ResponseCode::BADVERS, true),
+        ("opcode NOTIFY", notify, ResponseCode::NotImp, true),
+        ("opcode UPDATE", update, ResponseCode::NotImp, true),
+        ("opcode 15", opcode15, ResponseCode::NotImp, true),
+        ("class CH", chaos, ResponseCode::FormErr, true),
+        ("QDCOUNT 2", two, ResponseCode::FormErr, false),
+        ("QDCOUNT 0", none, ResponseCode::FormErr, false),
+        ("ARCOUNT lies", lying, ResponseCode::FormErr, true),
         (
             "OPT in the answer section",
             opt_in_answer,
             ResponseCode::FormErr,
+            true,
         ),
-        ("two OPTs", two_opts, ResponseCode::FormErr),
-        ("pointer in the question", pointer, ResponseCode::FormErr),
-        ("label over 63", long_label, ResponseCode::FormErr),
-        ("name over 255", long_name, ResponseCode::FormErr),
-        ("AXFR", std::mem::take(&mut axfr), ResponseCode::Refused),
+        ("two OPTs", two_opts, ResponseCode::FormErr, true),
+        (
+            "pointer in the question",
+            pointer,
+            ResponseCode::FormErr,
+            false,
+        ),
+        ("label over 63", long_label, ResponseCode::FormErr, false),
+        ("name over 255", long_name, ResponseCode::FormErr, false),
+        (
+            "AXFR",
+            std::mem::take(&mut axfr),
+            ResponseCode::Refused,
+            true,
+        ),
     ];
-    for (what, packet, rcode) in cases {
+    let mut want = std::collections::BTreeMap::new();
+    for (_, _, rcode, in_zone) in &cases {
+        let zone = if *in_zone {
+            "clusterset.local."
+        } else {
+            "dropped"
+        };
+        *want.entry((zone, u16::from(*rcode))).or_insert(0.0) += 2.0;
+    }
+    for (what, packet, rcode, _) in cases {
         for proto in [Proto::Udp, Proto::Tcp] {
             let raw = exchange_raw(s.dns, proto, &packet, Duration::from_secs(2))
                 .await
@@ -150,6 +172,25 @@ async fn error_codes() {
                 "{what}: RD and CD"
             );
         }
+    }
+    // Counted under the zone their question is in, as CoreDNS counts them.
+    let (_, body) = common::http_get(s.admin, "/metrics").await.unwrap();
+    for ((zone, rcode), n) in want {
+        let label = [
+            (1, "FORMERR"),
+            (4, "NOTIMP"),
+            (5, "REFUSED"),
+            (16, "BADVERS"),
+        ]
+        .iter()
+        .find(|(c, _)| *c == rcode)
+        .unwrap()
+        .1;
+        let series = format!(
+            "coredns_dns_responses_total{{server=\"dns://{}\",zone=\"{zone}\",view=\"\",rcode=\"{label}\",plugin=\"\"}}",
+            s.dns
+        );
+        assert_eq!(common::metric_in(&body, &series), n, "{series}");
     }
 }
 

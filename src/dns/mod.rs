@@ -486,25 +486,32 @@ fn finish(
     out: &mut Vec<u8>,
 ) -> Option<Outcome> {
     out.clear();
+    let zone = view.zone();
+    // An error answer counts under the served zone its question is in, when the question can
+    // be read (as CoreDNS counts it), else under "dropped".
+    let error = |out: &mut Vec<u8>, q: &Query<'_>, rcode: u16| {
+        let mut o = bare(out, q, rcode);
+        o.apex = q.question.and_then(|_| zone.apex_index(q.lname));
+        Some(o)
+    };
     let q = match parsed {
         Parsed::Drop => return None,
-        Parsed::FormErr(q) if q.opcode != 0 => return Some(bare(out, q, RCODE_NOTIMP)),
-        Parsed::FormErr(q) => return Some(bare(out, q, RCODE_FORMERR)),
+        Parsed::FormErr(q) if q.opcode != 0 => return error(out, q, RCODE_NOTIMP),
+        Parsed::FormErr(q) => return error(out, q, RCODE_FORMERR),
         Parsed::Query(q) => q,
     };
     if q.opcode != 0 {
-        return Some(bare(out, q, RCODE_NOTIMP));
+        return error(out, q, RCODE_NOTIMP);
     }
     if q.qclass != CLASS_IN {
-        return Some(bare(out, q, RCODE_FORMERR));
+        return error(out, q, RCODE_FORMERR);
     }
     if q.edns.is_some_and(|e| e.version > 0) {
-        return Some(bare(out, q, RCODE_BADVERS));
+        return error(out, q, RCODE_BADVERS);
     }
     if q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
-        return Some(bare(out, q, RCODE_REFUSED));
+        return error(out, q, RCODE_REFUSED);
     }
-    let zone = view.zone();
     let answer = |found: Lookup<'_>| answer(zone, q, found, transport, out);
     Some(match candidate {
         Some(candidate) => view.lookup_candidate(q.lname, candidate, answer),
