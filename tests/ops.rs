@@ -7,9 +7,10 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::prometheus::Prometheus;
 use common::{BIN, Proto, dig, exchange, http_get, master_records, metric_in, query, spawn_binary};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
@@ -211,94 +212,6 @@ async fn metrics_pass_promtool_and_count_what_was_sent() {
             body.contains(&format!("# TYPE {family} ")),
             "{family} missing"
         );
-    }
-}
-
-/// A Prometheus server on loopback, killed on drop.
-struct Prometheus {
-    child: std::process::Child,
-    api: SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Prometheus {
-    fn start(target: SocketAddr) -> Prometheus {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: clusterset-dns\n    static_configs:\n      - targets: ['{target}']\n"
-            ),
-        )
-        .unwrap();
-        let api: SocketAddr = format!("127.0.0.1:{}", common::k8s::free_port())
-            .parse()
-            .unwrap();
-        let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address={api}"))
-            .arg("--log.level=warn")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("prometheus.log")).unwrap())
-            .spawn()
-            .expect("prometheus runs (apt-get install prometheus)");
-        Prometheus {
-            child,
-            api,
-            _dir: dir,
-        }
-    }
-
-    /// The value of an instant PromQL query with one result, if there is exactly one.
-    async fn value(&self, promql: &str) -> Option<f64> {
-        let mut q = String::new();
-        for b in promql.bytes() {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                q.push(b as char);
-            } else {
-                q.push_str(&format!("%{b:02X}"));
-            }
-        }
-        let (status, body) = http_get(self.api, &format!("/api/v1/query?query={q}")).await?;
-        if status != 200 {
-            return None;
-        }
-        let body = body.trim();
-        // The body may come chunked; the JSON object is between the outer braces.
-        let json = &body[body.find('{')?..=body.rfind('}')?];
-        let v: serde_json::Value = serde_json::from_str(json).ok()?;
-        let result = v["data"]["result"].as_array()?;
-        if result.len() != 1 {
-            return None;
-        }
-        result[0]["value"][1].as_str()?.parse().ok()
-    }
-
-    /// Polls until `promql` evaluates to `want` (30 s at most); returns the last value seen.
-    async fn wait_for(&self, promql: &str, want: f64) -> Option<f64> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut last = None;
-        while Instant::now() < deadline {
-            last = self.value(promql).await;
-            if last == Some(want) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        last
     }
 }
 

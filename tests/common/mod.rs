@@ -4,7 +4,9 @@
 
 pub mod coredns;
 pub mod docker;
+pub mod grafana;
 pub mod k8s;
+pub mod prometheus;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
