@@ -15,6 +15,21 @@ pub static PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 
 pub use query::{Answered, QueryCounters, rcode_label, type_label};
 
+/// The kinds of object the sources read, for the `kind` label.
+const KINDS: [&str; 2] = ["ServiceImport", "EndpointSlice"];
+/// Why an imported address is never answered (`clusterset_dns_refused_addresses_total`): the
+/// classes `source::policy` refuses whatever the flags say, then `--deny-cidr` and `--allow-cidr`.
+const REFUSED_REASONS: [&str; 8] = [
+    "loopback",
+    "unspecified",
+    "link_local",
+    "multicast",
+    "broadcast",
+    "metadata",
+    "denied",
+    "not_allowed",
+];
+
 /// Version, git revision and compiler of this build, for `coredns_build_info`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const REVISION: &str = env!("CLUSTERSET_DNS_REVISION");
@@ -98,7 +113,7 @@ impl Metrics {
             prometheus::process_collector::ProcessCollector::for_self(),
         ))
         .expect("process metrics registered once");
-        Metrics {
+        let m = Metrics {
             services: gauge(&r, "clusterset_dns_services", "ServiceImports in the zone."),
             endpoints: gauge(
                 &r,
@@ -226,6 +241,25 @@ impl Metrics {
             zones,
             workers: Mutex::default(),
             renderers: Mutex::default(),
+        };
+        // Every label set known in advance starts at 0 (Prometheus's advice): a counter that
+        // first appears at 1 shows no increase, so an alert on increase() would miss the first
+        // object skipped, and a dashboard would show no data instead of none skipped.
+        for kind in KINDS {
+            m.skipped.with_label_values(&[kind, "malformed"]);
+            for reason in REFUSED_REASONS {
+                m.refused_addresses.with_label_values(&[kind, reason]);
+            }
+        }
+        m.skipped.with_label_values(&[KINDS[0], "name_too_long"]);
+        m
+    }
+
+    /// The Kubernetes source watches `kinds`: their error and restart counters start at 0.
+    pub fn source_kinds(&self, kinds: &[&str]) {
+        for kind in kinds {
+            self.source_errors.with_label_values(&[kind]);
+            self.source_restarts.with_label_values(&[kind]);
         }
     }
 

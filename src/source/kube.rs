@@ -410,6 +410,7 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
+    metrics.source_kinds(&[Kind::Import.label(), Kind::Slice.label()]);
     let mut delay = Duration::from_millis(500);
     let version = loop {
         match import_version(&client, config.import_version.as_deref()).await {
