@@ -5,7 +5,8 @@
 #   - the crates (cargo fetch --locked);
 #   - the Go-built components, from the Go module proxy, once, cached in
 #     ~/.cache/clusterset-dns-tests: kube-apiserver, etcd and the rest of a Kubernetes node
-#     (tests/k8s/setup.sh), CoreDNS (tests/coredns/setup.sh);
+#     (tests/k8s/setup.sh), CoreDNS (tests/coredns/setup.sh), controller-gen with the
+#     prometheus-operator's CRDs and helm (tests/monitoring/setup.sh);
 #   - then `cargo test --locked`, with any arguments given here passed on.
 # Needs root (as CI has): apt-get, network namespaces, a container engine.
 set -euo pipefail
@@ -62,5 +63,7 @@ cargo fetch --locked
 # (tests/forwarding.rs, tests/differential.rs, tests/cluster.rs): slow only the first time.
 tests/k8s/setup.sh >/dev/null
 tests/coredns/setup.sh >/dev/null
+# The prometheus-operator's CRDs and helm (tests/monitoring.rs).
+tests/monitoring/setup.sh >/dev/null
 
 exec cargo test --locked "$@"
