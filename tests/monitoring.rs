@@ -13,7 +13,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -31,17 +31,6 @@ fn repo(path: &str) -> PathBuf {
 fn yaml(path: &str) -> serde_json::Value {
     serde_yaml_ng::from_str(&std::fs::read_to_string(repo(path)).unwrap())
         .unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-/// controller-gen's rendering of the prometheus-operator CRDs, and helm.
-fn tools() -> PathBuf {
-    let out = Command::new("bash")
-        .arg(repo("tests/monitoring/setup.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("tests/monitoring/setup.sh runs");
-    assert!(out.status.success(), "tests/monitoring/setup.sh failed");
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 #[test]
@@ -206,7 +195,7 @@ fn traffic(dns: SocketAddr, k: &Cluster, stop: &AtomicBool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_dashboard_panel_shows_data_and_the_operator_objects_validate() {
-    let tools = tools();
+    let tools = common::monitoring_tools();
     let k = Arc::new(Cluster::start());
     k.apply(&crd("v1alpha1"));
     k.apply(&rbac());
@@ -278,6 +267,31 @@ async fn every_dashboard_panel_shows_data_and_the_operator_objects_validate() {
         .collect();
     assert_eq!(kinds, ["ConfigMap", "PrometheusRule", "ServiceMonitor"]);
     dry_run(&rendered).unwrap_or_else(|e| panic!("deploy/monitoring: {e}"));
+    // The Helm chart's, with its ServiceMonitor and PrometheusRule, the same way.
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(tools.join("bin/helm"))
+        .current_dir(repo(""))
+        .env("HELM_CACHE_HOME", home.path().join("cache"))
+        .env("HELM_CONFIG_HOME", home.path().join("config"))
+        .env("HELM_DATA_HOME", home.path().join("data"))
+        .args(["template", "clusterset-dns", "deploy/helm/clusterset-dns"])
+        .args(["--namespace", "clusterset-dns"])
+        .args(["--set", "prometheus.monitor.enabled=true"])
+        .args(["--set", "prometheus.rules.enabled=true"])
+        .args(["--set", "prometheus.service.enabled=true"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    let chart = String::from_utf8(out.stdout).unwrap();
+    let kinds: BTreeSet<String> = common::yaml_objects(&chart)
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        kinds.contains("ServiceMonitor") && kinds.contains("PrometheusRule"),
+        "{kinds:?}"
+    );
+    dry_run(&chart).unwrap_or_else(|e| panic!("the chart with its monitoring: {e}"));
     // The validation is real: a misspelt field and a wrong type are refused.
     let monitor = std::fs::read_to_string(repo("deploy/monitoring/servicemonitor.yaml")).unwrap();
     let typo = monitor.replace("  - port: metrics", "  - prot: metrics");

@@ -693,3 +693,15 @@ pub fn yaml_objects(rendered: &str) -> Vec<serde_json::Value> {
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .collect()
 }
+
+/// The monitoring tools tests/monitoring/setup.sh builds once: `bin/helm`, `bin/controller-gen`
+/// and `crds/` (the prometheus-operator's CRDs).
+pub fn monitoring_tools() -> std::path::PathBuf {
+    let out = std::process::Command::new("bash")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/monitoring/setup.sh"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("tests/monitoring/setup.sh runs");
+    assert!(out.status.success(), "tests/monitoring/setup.sh failed");
+    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
