@@ -1095,6 +1095,20 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
             node.kubectl_text(&["-n", "clusterset-dns", "logs", &p.0])
         );
     }
+    // Prometheus scrapes the XDP pods before the lookups, so the rates below see them.
+    discover(&pods);
+    // (Not `scraped`: these pods have answered no query yet.)
+    wait_until(
+        "Prometheus scraping the XDP pods' queues",
+        Duration::from_secs(60),
+        || {
+            let ips: Vec<String> = pods.iter().map(|p| format!("{}:9153", p.1)).collect();
+            promql(&format!(
+                "count(count by (instance) (clusterset_dns_xdp_up{{instance=~\"{}\"}} == 1))",
+                ips.join("|")
+            )) == Some(2.0)
+        },
+    );
     let before: f64 = pods.iter().map(|p| received(&p.1)).sum();
     let l = lookups(&node.exec(&[
         "lookup",
@@ -1119,4 +1133,169 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         "frames through XDP: {before} then {after}, for {} lookups",
         l.sent
     );
+    // The XDP panel of our dashboard (the one tests/monitoring.rs cannot show without --xdp)
+    // shows both pods' queues and a rate of frames.
+    let board = common::grafana::dashboard(&repo().join("deploy/monitoring/dashboard.json"));
+    let vars = [
+        ("job", "clusterset-dns"),
+        ("instance", ".*"),
+        ("__rate_interval", "1m"),
+    ];
+    let xdp_panel: Vec<String> = common::grafana::queries(&board, &vars)
+        .into_iter()
+        .filter(|(title, _)| title == "XDP")
+        .map(|(_, q)| q)
+        .collect();
+    assert_eq!(xdp_panel.len(), 2, "{xdp_panel:?}");
+    for q in &xdp_panel {
+        wait_until(
+            &format!("the XDP panel's {q}"),
+            Duration::from_secs(60),
+            || promql(q).is_some_and(|v| v > 0.0),
+        );
+    }
+
+    // 8. The Helm chart: `helm install` into a namespace of its own (release helm-dns, a fixed
+    // Service address), then `helm upgrade` with a changed value (the TTL, so the pods roll)
+    // while a pod whose resolv.conf names that Service resolves: no lookup may fail.
+    let helm_bin = common::monitoring_tools().join("bin/helm");
+    let helm = |args: &[&str]| -> Duration {
+        let start = Instant::now();
+        let out = node
+            .in_ns(helm_bin.to_str().unwrap())
+            .env("HELM_CACHE_HOME", node.dir.join("helm/cache"))
+            .env("HELM_CONFIG_HOME", node.dir.join("helm/config"))
+            .env("HELM_DATA_HOME", node.dir.join("helm/data"))
+            .env("KUBECONFIG", node.path("admin.kubeconfig"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "helm {args:?}: {}\n{}",
+            text(&out),
+            node.kubectl_text(&["-n", "helm-dns", "get", "pods,events", "-o", "wide"])
+        );
+        start.elapsed()
+    };
+    let chart = repo().join("deploy/helm/clusterset-dns");
+    let chart = chart.to_str().unwrap();
+    let (image, tag) = IMAGE.split_once(':').unwrap();
+    let (image, tag) = (
+        format!("image.repository={image}"),
+        format!("image.tag={tag}"),
+    );
+    let helm_ip = "198.19.0.53";
+    let service_ip = format!("service.clusterIP={helm_ip}");
+    node.k(&["create", "namespace", "helm-dns"]);
+    let installed = helm(&[
+        "install",
+        "helm-dns",
+        chart,
+        "--namespace",
+        "helm-dns",
+        "--set",
+        &image,
+        "--set",
+        &tag,
+        "--set",
+        &service_ip,
+        "--wait",
+        "--timeout",
+        "180s",
+    ]);
+    let helm_pods = || -> Vec<String> {
+        node.k(&[
+            "-n",
+            "helm-dns",
+            "get",
+            "pods",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
+        ])
+        .lines()
+        .map(str::to_string)
+        .collect()
+    };
+    let before = helm_pods();
+    assert_eq!(before.len(), 2, "{before:?}");
+    let client = node.dir.join("helm-client.yaml");
+    std::fs::write(
+        &client,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: helm-client, namespace: demo}}\nspec:\n\
+             \x20 terminationGracePeriodSeconds: 0\n  dnsPolicy: None\n\
+             \x20 dnsConfig: {{nameservers: [{helm_ip}], searches: [demo.svc.clusterset.local]}}\n\
+             \x20 containers:\n  - {{name: client, image: clusterset-dns-test/client:1, imagePullPolicy: IfNotPresent, command: [sleep, infinity]}}\n"
+        ),
+    )
+    .unwrap();
+    node.k(&["apply", "-f", client.to_str().unwrap()]);
+    node.k(&[
+        "-n",
+        "demo",
+        "wait",
+        "pod/helm-client",
+        "--for=condition=Ready",
+        "--timeout=120s",
+    ]);
+    let ttl = |want: &str| {
+        let out = node.exec_in(
+            "helm-client",
+            &["dig", "+noall", "+answer", "web.demo.svc.clusterset.local"],
+        );
+        text(&out).split_whitespace().nth(1) == Some(want)
+    };
+    assert!(ttl("5"), "the chart's server answers with the default TTL");
+    let stop = "/tmp/stop-helm-lookups";
+    let lookups_during = node.lookup_loop(
+        "helm-client",
+        stop,
+        &[
+            "100",
+            "300",
+            "4",
+            "web=198.19.100.10",
+            "helm-%u.demo.svc.clusterset.local.=NXDOMAIN",
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let upgrade = Instant::now();
+    let upgraded = helm(&[
+        "upgrade",
+        "helm-dns",
+        chart,
+        "--namespace",
+        "helm-dns",
+        "--reuse-values",
+        "--set",
+        "ttl=10",
+        "--wait",
+        "--timeout",
+        "180s",
+    ]);
+    wait_until("the chart's old pods gone", Duration::from_secs(60), || {
+        let now = helm_pods();
+        now.len() == 2
+            && now
+                .iter()
+                .all(|p| p.ends_with(" True") && !before.contains(p))
+    });
+    let rolled = upgrade.elapsed();
+    wait_until("the new TTL answered", Duration::from_secs(10), || {
+        ttl("10")
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let _ = node.exec_in("helm-client", &["touch", stop]);
+    let l = lookups(&lookups_during.wait_with_output().unwrap());
+    eprintln!(
+        "helm: install {installed:.1?}; upgrade (TTL 5 -> 10) {upgraded:.1?}, the old pods gone {rolled:.1?} after it began; lookups straight to the chart's Service meanwhile: {} sent, {} failed, {} stalled over 1 s, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        l.sent, l.failed, l.stalled, l.p50, l.p99, l.max
+    );
+    assert_eq!(
+        l.failed, 0,
+        "lookups failed during helm upgrade: {:?}",
+        l.errors
+    );
+    assert!(l.sent >= 100 * upgraded.as_secs(), "{l:?}");
 }
