@@ -491,23 +491,12 @@ fn the_dockerfile_builds_from_what_it_copies_and_matches_the_deployment() {
     assert_eq!(exposed, ports);
 }
 
-/// `helm` from tests/monitoring/setup.sh, with its own empty home (no user's repositories or
-/// plugins).
-fn helm(home: &Path) -> Command {
-    let mut c = Command::new(common::monitoring_tools().join("bin/helm"));
-    c.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_DATA_HOME", home.join("data"));
-    c
-}
-
 const CHART: &str = "deploy/helm/clusterset-dns";
 
 /// `helm template` of the chart as release `clusterset-dns` in namespace clusterset-dns, with
 /// these `--set` values.
 fn helm_template(home: &Path, set: &[&str]) -> String {
-    let mut c = helm(home);
+    let mut c = common::helm(home);
     c.args([
         "template",
         "clusterset-dns",
@@ -530,7 +519,7 @@ fn helm_template(home: &Path, set: &[&str]) -> String {
 #[test]
 fn the_chart_lints() {
     let home = tempfile::tempdir().unwrap();
-    let out = helm(home.path())
+    let out = common::helm(home.path())
         .args(["lint", "--strict", CHART])
         .output()
         .unwrap();

@@ -269,11 +269,7 @@ async fn every_dashboard_panel_shows_data_and_the_operator_objects_validate() {
     dry_run(&rendered).unwrap_or_else(|e| panic!("deploy/monitoring: {e}"));
     // The Helm chart's, with its ServiceMonitor and PrometheusRule, the same way.
     let home = tempfile::tempdir().unwrap();
-    let out = Command::new(tools.join("bin/helm"))
-        .current_dir(repo(""))
-        .env("HELM_CACHE_HOME", home.path().join("cache"))
-        .env("HELM_CONFIG_HOME", home.path().join("config"))
-        .env("HELM_DATA_HOME", home.path().join("data"))
+    let out = common::helm(home.path())
         .args(["template", "clusterset-dns", "deploy/helm/clusterset-dns"])
         .args(["--namespace", "clusterset-dns"])
         .args(["--set", "prometheus.monitor.enabled=true"])

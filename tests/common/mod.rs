@@ -705,3 +705,14 @@ pub fn monitoring_tools() -> std::path::PathBuf {
     assert!(out.status.success(), "tests/monitoring/setup.sh failed");
     std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
+
+/// `helm` from tests/monitoring/setup.sh, run in the repository, with its cache, config and data
+/// under `home` (no user's repositories or plugins).
+pub fn helm(home: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(monitoring_tools().join("bin/helm"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"));
+    c
+}
