@@ -390,6 +390,32 @@ fn soa(out: &mut Vec<u8>, apex_at: usize, serial: u32, ttl: u32) {
     out.extend_from_slice(&rr);
 }
 
+/// Counts one answered query and logs it (as `log` says), alike for the UDP, XDP and TCP paths.
+/// `response` is its messages: one, or a zone transfer's several (the log names the first).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn account(
+    counters: &crate::metrics::QueryCounters,
+    log: QueryLog,
+    transport: Transport,
+    client: SocketAddr,
+    outcome: &Outcome,
+    request_len: usize,
+    response: &[Vec<u8>],
+    took: std::time::Duration,
+) {
+    counters.count(
+        outcome,
+        crate::metrics::Answered {
+            tcp: transport == Transport::Tcp,
+            v6: client.is_ipv6(),
+            request_len,
+            response_len: response.iter().map(Vec::len).sum(),
+            took,
+        },
+    );
+    log.log(client, transport, &response[0], outcome, took);
+}
+
 /// Writes the response to `packet` into `out` (cleared first). `None`: send nothing.
 pub fn respond(
     zone: &Zone,

@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::transfer::transfer;
-use super::{BATCH, Batch, Outcome, QueryLog, Transport, respond_in};
+use super::{BATCH, Batch, QueryLog, Transport, account, respond_in};
 use crate::cidr::Cidr;
-use crate::metrics::{Answered, Metrics, QueryCounters};
+use crate::metrics::{Metrics, QueryCounters};
 use crate::zone::Zone;
 
 #[derive(Debug, Clone)]
@@ -272,16 +272,16 @@ async fn connection(
                             }
                         }
                     };
-                    let len = messages.iter().map(Vec::len).sum();
+                    let took = start.elapsed();
                     account(
                         counters,
                         log,
+                        Transport::Tcp,
                         src,
                         &outcome,
                         query.len(),
-                        len,
-                        &messages[0],
-                        start.elapsed(),
+                        messages,
+                        took,
                     );
                     for m in messages {
                         frame(&mut c.output, m);
@@ -311,14 +311,15 @@ async fn connection(
             for (i, outcome) in outcomes[..n].iter().enumerate() {
                 if let Some(o) = outcome {
                     let answer = &c.answers[i];
+                    let response = std::slice::from_ref(answer);
                     account(
                         counters,
                         log,
+                        Transport::Tcp,
                         src,
                         o,
                         ranges[i].len(),
-                        answer.len(),
-                        answer,
+                        response,
                         took,
                     );
                     frame(&mut c.output, answer);
@@ -375,29 +376,4 @@ async fn write(
             "the client read no answer within the idle timeout",
         )),
     }
-}
-
-/// Counts an answered TCP query and logs it (as `log` says); `first` is its first message.
-#[allow(clippy::too_many_arguments)]
-fn account(
-    counters: &QueryCounters,
-    log: QueryLog,
-    src: SocketAddr,
-    outcome: &Outcome,
-    request_len: usize,
-    response_len: usize,
-    first: &[u8],
-    took: Duration,
-) {
-    counters.count(
-        outcome,
-        Answered {
-            tcp: true,
-            v6: src.is_ipv6(),
-            request_len,
-            response_len,
-            took,
-        },
-    );
-    log.log(src, Transport::Tcp, first, outcome, took);
 }

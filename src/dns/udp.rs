@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{debug, warn};
 
-use super::{BATCH, Batch, Outcome, QueryLog, Transport};
-use crate::metrics::{Answered, Metrics, QueryCounters};
+use super::{BATCH, Batch, QueryLog, Transport, account};
+use crate::metrics::{Metrics, QueryCounters};
 use crate::zone::{View, Zone};
 
 /// Largest query accepted; longer ones arrive truncated and are dropped.
@@ -196,10 +196,11 @@ impl Worker {
             account(
                 counters,
                 self.log,
-                &outcome,
+                Transport::Udp,
                 client,
+                &outcome,
                 packets[i].len(),
-                &self.answers[i],
+                std::slice::from_ref(&self.answers[i]),
                 took,
             );
             self.reply_to.push(i);
@@ -240,29 +241,6 @@ impl Worker {
         }
         Ok(())
     }
-}
-
-/// Counts an answered UDP query and logs it (as `log` says).
-pub(super) fn account(
-    counters: &QueryCounters,
-    log: QueryLog,
-    outcome: &Outcome,
-    client: SocketAddr,
-    request_len: usize,
-    answer: &[u8],
-    took: Duration,
-) {
-    counters.count(
-        outcome,
-        Answered {
-            tcp: false,
-            v6: client.is_ipv6(),
-            request_len,
-            response_len: answer.len(),
-            took,
-        },
-    );
-    log.log(client, Transport::Udp, answer, outcome, took);
 }
 
 fn socket_addr(addr: &libc::sockaddr_storage) -> Option<SocketAddr> {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
 
-use super::udp::account;
+use super::account;
 use super::{BATCH, Batch, QueryLog, Transport};
 use crate::metrics::{Metrics, QueryCounters};
 use crate::zone::{View, Zone, prefetch};
@@ -1121,10 +1121,11 @@ impl Worker {
             account(
                 counters,
                 self.log,
-                &outcome,
+                Transport::Udp,
                 reply.client,
+                &outcome,
                 packets[k].len(),
-                answer,
+                std::slice::from_ref(answer),
                 took,
             );
             let len = frame::write(&reply, answer, socket.frame_mut(tx));
