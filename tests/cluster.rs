@@ -551,6 +551,31 @@ healthzBindAddress: 127.0.0.1:10256
         self.kubectl(&all)
     }
 
+    /// A client pod `name` in namespace demo whose resolv.conf names only `nameserver` (dnsPolicy
+    /// None), as a forwarder without CoreDNS's retries would ask it; returns once it is Ready.
+    fn client_pod(&self, name: &str, nameserver: &str) {
+        let file = self.dir.join(format!("{name}.yaml"));
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: demo}}\nspec:\n\
+                 \x20 terminationGracePeriodSeconds: 0\n  dnsPolicy: None\n\
+                 \x20 dnsConfig: {{nameservers: [{nameserver}], searches: [demo.svc.clusterset.local]}}\n\
+                 \x20 containers:\n  - {{name: client, image: clusterset-dns-test/client:1, imagePullPolicy: IfNotPresent, command: [sleep, infinity]}}\n"
+            ),
+        )
+        .unwrap();
+        self.k(&["apply", "-f", file.to_str().unwrap()]);
+        self.k(&[
+            "-n",
+            "demo",
+            "wait",
+            &format!("pod/{name}"),
+            "--for=condition=Ready",
+            "--timeout=120s",
+        ]);
+    }
+
     /// tests/cluster/lookup.c in `pod`, in the background, until `stop` exists in that pod.
     fn lookup_loop(&self, pod: &str, stop: &str, args: &[&str]) -> Child {
         let _ = self.exec_in(pod, &["rm", "-f", stop]);
@@ -949,26 +974,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     //   cluster.local name;
     // - a pod whose resolv.conf names our Service itself (dnsPolicy None), as a forwarder
     //   without CoreDNS's retries would ask it: glibc gives up on a refused query at once.
-    let direct = node.dir.join("direct.yaml");
-    std::fs::write(
-        &direct,
-        format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: direct, namespace: demo}}\nspec:\n\
-             \x20 terminationGracePeriodSeconds: 0\n  dnsPolicy: None\n\
-             \x20 dnsConfig: {{nameservers: [{service_ip}], searches: [demo.svc.clusterset.local]}}\n\
-             \x20 containers:\n  - {{name: client, image: clusterset-dns-test/client:1, imagePullPolicy: IfNotPresent, command: [sleep, infinity]}}\n"
-        ),
-    )
-    .unwrap();
-    node.k(&["apply", "-f", direct.to_str().unwrap()]);
-    node.k(&[
-        "-n",
-        "demo",
-        "wait",
-        "pod/direct",
-        "--for=condition=Ready",
-        "--timeout=120s",
-    ]);
+    node.client_pod("direct", &service_ip);
     let stop = "/tmp/stop-lookups";
     let client = node.lookup_loop(
         "client",
@@ -1219,26 +1225,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     };
     let before = helm_pods();
     assert_eq!(before.len(), 2, "{before:?}");
-    let client = node.dir.join("helm-client.yaml");
-    std::fs::write(
-        &client,
-        format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: helm-client, namespace: demo}}\nspec:\n\
-             \x20 terminationGracePeriodSeconds: 0\n  dnsPolicy: None\n\
-             \x20 dnsConfig: {{nameservers: [{helm_ip}], searches: [demo.svc.clusterset.local]}}\n\
-             \x20 containers:\n  - {{name: client, image: clusterset-dns-test/client:1, imagePullPolicy: IfNotPresent, command: [sleep, infinity]}}\n"
-        ),
-    )
-    .unwrap();
-    node.k(&["apply", "-f", client.to_str().unwrap()]);
-    node.k(&[
-        "-n",
-        "demo",
-        "wait",
-        "pod/helm-client",
-        "--for=condition=Ready",
-        "--timeout=120s",
-    ]);
+    node.client_pod("helm-client", helm_ip);
     let ttl = |want: &str| {
         let out = node.exec_in(
             "helm-client",
