@@ -9,8 +9,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use clusterset_dns::dns::{BATCH, Batch, Transport, respond_in};
+use clusterset_dns::wire::wire_name;
 use clusterset_dns::zone::Lookup;
-use clusterset_dns::zone::render::wire_name;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use workload::{names, zone};
 

@@ -12,7 +12,7 @@ mod workload;
 
 use std::hint::black_box;
 
-use clusterset_dns::zone::render::wire_name;
+use clusterset_dns::wire::wire_name;
 use clusterset_dns::zone::{Lookup, View};
 
 fn main() {

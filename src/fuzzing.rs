@@ -11,9 +11,9 @@ use crate::model::Update;
 use crate::source::file::parse_text;
 use crate::source::objects::{Classified, Store, classify};
 use crate::source::policy::Policy;
+use crate::wire::wire_name;
 use crate::zone::Zone;
 use crate::zone::build::Builder;
-use crate::zone::render::wire_name;
 
 const EXAMPLE: &str = include_str!("../examples/clusterset.yaml");
 

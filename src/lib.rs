@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod model;
 pub mod server;
 pub mod source;
+pub mod wire;
 pub mod zone;
 
 use std::net::IpAddr;
@@ -33,9 +34,18 @@ use tracing::info;
 use crate::metrics::Metrics;
 use crate::server::{Listeners, Shutdown};
 use crate::source::file;
+use crate::wire::wire_name;
 use crate::zone::Zone;
 use crate::zone::build::{Builder, Limits};
-use crate::zone::render::wire_name;
+
+/// Unix seconds now (0 if the clock is before 1970): the zone's serial and the sources'
+/// timestamps.
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
 
 /// Everything [`run`] needs besides its sockets.
 #[derive(Debug, Clone)]
@@ -94,7 +104,7 @@ fn new_zone(
     server: String,
 ) -> Result<(Arc<Metrics>, Arc<Zone>, Builder), ConfigError> {
     let apexes = apexes(&config.zones)?;
-    let zone_texts = apexes.iter().map(|a| zone::render::name_text(a)).collect();
+    let zone_texts = apexes.iter().map(|a| wire::name_text(a)).collect();
     let metrics = Arc::new(Metrics::new(server, zone_texts));
     let zone = Arc::new(Zone::new(apexes, config.ttl));
     let builder = Builder::new(zone.clone(), &config.ns_addresses, metrics.clone())

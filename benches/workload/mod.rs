@@ -6,10 +6,12 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use clusterset_dns::metrics::Metrics;
-use clusterset_dns::model::{Endpoint, Kind, Port, Protocol, Service, ServiceKey, Slice, Update};
+use clusterset_dns::model::{
+    Endpoint, Port, Protocol, Service, ServiceKey, ServiceType, Slice, Update,
+};
+use clusterset_dns::wire::wire_name;
 use clusterset_dns::zone::Zone;
 use clusterset_dns::zone::build::Builder;
-use clusterset_dns::zone::render::wire_name;
 
 pub fn services(n: usize) -> Vec<Service> {
     let http = Port {
@@ -42,7 +44,7 @@ pub fn services(n: usize) -> Vec<Service> {
                     .collect();
                 Service {
                     key,
-                    kind: Kind::Headless,
+                    kind: ServiceType::Headless,
                     ips: vec![],
                     ports: vec![http.clone()],
                     slices,
@@ -50,7 +52,7 @@ pub fn services(n: usize) -> Vec<Service> {
             } else {
                 Service {
                     key,
-                    kind: Kind::ClusterSetIp,
+                    kind: ServiceType::ClusterSetIp,
                     ips: vec![ip(100)],
                     ports: vec![http.clone()],
                     slices: vec![],

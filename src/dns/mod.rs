@@ -9,53 +9,14 @@ pub mod xdp;
 
 use std::net::SocketAddr;
 
-use crate::zone::render::{CLASS_IN, OPT_LEN, TYPE_AXFR, TYPE_IXFR, TYPE_OPT, TYPE_SOA};
+use crate::wire::{
+    CLASS_IN, OPT_LEN, RCODE_BADVERS, RCODE_FORMERR, RCODE_NOERROR, RCODE_NOTIMP, RCODE_NXDOMAIN,
+    RCODE_REFUSED, RCODE_SERVFAIL, TYPE_AXFR, TYPE_IXFR, TYPE_OPT, TYPE_SOA, WireName,
+};
 use crate::zone::{Candidate, Lookup, View, Zone};
 
 /// The UDP payload size we advertise and the most we send over UDP (the DNS Flag Day 2020 value).
 pub const UDP_PAYLOAD: u16 = 1232;
-
-pub const RCODE_NOERROR: u16 = 0;
-pub const RCODE_FORMERR: u16 = 1;
-pub const RCODE_SERVFAIL: u16 = 2;
-pub const RCODE_NXDOMAIN: u16 = 3;
-pub const RCODE_NOTIMP: u16 = 4;
-pub const RCODE_REFUSED: u16 = 5;
-pub const RCODE_BADVERS: u16 = 16;
-
-/// An uncompressed wire name as master-file text: absolute, with dots and odd bytes escaped so
-/// the text is unambiguous.
-pub struct WireName<'a>(pub &'a [u8]);
-
-impl std::fmt::Display for WireName<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let p = self.0;
-        let mut i = 0;
-        let mut any = false;
-        while let Some(&l) = p.get(i) {
-            if l == 0 || l > 63 {
-                break;
-            }
-            let Some(label) = p.get(i + 1..i + 1 + l as usize) else {
-                break;
-            };
-            for &b in label {
-                match b {
-                    b'.' | b'\\' => write!(f, "\\{}", b as char)?,
-                    0x21..=0x7E => write!(f, "{}", b as char)?,
-                    _ => write!(f, "\\{b:03}")?,
-                }
-            }
-            f.write_str(".")?;
-            any = true;
-            i += 1 + l as usize;
-        }
-        if !any {
-            f.write_str(".")?;
-        }
-        Ok(())
-    }
-}
 
 /// The question name of a response (or query) for logs, read only when formatted; `-` when
 /// there is no question.
@@ -403,16 +364,17 @@ pub(crate) fn account(
     response: &[Vec<u8>],
     took: std::time::Duration,
 ) {
-    counters.count(
-        outcome,
-        crate::metrics::Answered {
-            tcp: transport == Transport::Tcp,
-            v6: client.is_ipv6(),
-            request_len,
-            response_len: response.iter().map(Vec::len).sum(),
-            took,
-        },
-    );
+    counters.count(crate::metrics::Answered {
+        zone: outcome.apex,
+        qtype: outcome.qtype,
+        rcode: outcome.rcode,
+        dnssec_ok: outcome.dnssec_ok,
+        tcp: transport == Transport::Tcp,
+        v6: client.is_ipv6(),
+        request_len,
+        response_len: response.iter().map(Vec::len).sum(),
+        took,
+    });
     log.log(client, transport, &response[0], outcome, took);
 }
 
@@ -662,8 +624,8 @@ mod tests {
     use super::*;
     use crate::metrics::Metrics;
     use crate::model::Update;
+    use crate::wire::wire_name;
     use crate::zone::build::Builder;
-    use crate::zone::render::wire_name;
 
     fn q(name: &str) -> Vec<u8> {
         let mut m = vec![0x12, 0x34, 0x01, 0, 0, 1, 0, 0, 0, 0, 0, 0];
@@ -711,7 +673,7 @@ mod tests {
     /// A zone of `n` services: nine in ten ClusterSetIP (v4 and v6), one in ten headless with
     /// `wide` endpoints each in two clusters, every one with a named port.
     fn big_zone(n: usize, wide: usize) -> Arc<Zone> {
-        use crate::model::{Endpoint, Kind, Port, Protocol, Service, ServiceKey, Slice};
+        use crate::model::{Endpoint, Port, Protocol, Service, ServiceKey, ServiceType, Slice};
         use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
         let http = Port {
             name: Some("http".into()),
@@ -740,10 +702,10 @@ mod tests {
                                 .collect(),
                         })
                         .collect();
-                    (Kind::Headless, vec![], slices)
+                    (ServiceType::Headless, vec![], slices)
                 } else {
                     let v6 = IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, i as u16));
-                    (Kind::ClusterSetIp, vec![v4(100), v6], vec![])
+                    (ServiceType::ClusterSetIp, vec![v4(100), v6], vec![])
                 };
                 Service {
                     key,

@@ -8,12 +8,12 @@ use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::{Parsed, Transport, opt, outcome, parse, respond_in};
-use crate::dns::{Outcome, RCODE_NOERROR};
-use crate::zone::Zone;
-use crate::zone::render::{
-    CLASS_IN, TYPE_A, TYPE_AAAA, TYPE_ANY, TYPE_AXFR, TYPE_IXFR, TYPE_NS, TYPE_SOA, TYPE_SRV,
-    TYPE_TXT,
+use crate::dns::Outcome;
+use crate::wire::{
+    CLASS_IN, RCODE_NOERROR, TYPE_A, TYPE_AAAA, TYPE_ANY, TYPE_AXFR, TYPE_IXFR, TYPE_NS, TYPE_SOA,
+    TYPE_SRV, TYPE_TXT, WireName,
 };
+use crate::zone::Zone;
 
 const TYPE_CNAME: u16 = 5;
 const TYPE_PTR: u16 = 12;
@@ -162,7 +162,7 @@ pub fn records(zone: &Zone, apex: usize) -> Vec<Record> {
 }
 
 fn name_text(out: &mut String, wire: &[u8]) {
-    let _ = write!(out, "{}", super::WireName(wire));
+    let _ = write!(out, "{}", WireName(wire));
 }
 
 /// Splits the names off the front of `rdata`.
@@ -176,18 +176,7 @@ fn take_name(rdata: &[u8]) -> (&[u8], &[u8]) {
 }
 
 fn type_text(rtype: u16) -> String {
-    match rtype {
-        TYPE_A => "A".into(),
-        TYPE_NS => "NS".into(),
-        TYPE_CNAME => "CNAME".into(),
-        TYPE_SOA => "SOA".into(),
-        TYPE_PTR => "PTR".into(),
-        TYPE_MX => "MX".into(),
-        TYPE_TXT => "TXT".into(),
-        TYPE_AAAA => "AAAA".into(),
-        TYPE_SRV => "SRV".into(),
-        t => format!("TYPE{t}"),
-    }
+    crate::wire::type_name(rtype).map_or_else(|| format!("TYPE{rtype}"), str::to_string)
 }
 
 /// One record as a master-file line (the layout `dig` prints): `name TTL IN TYPE data`.
@@ -354,7 +343,7 @@ mod tests {
 
     #[test]
     fn canonical_order_is_by_labels_from_the_right() {
-        use crate::zone::render::wire_name;
+        use crate::wire::wire_name;
         let mut names = [
             "b.a.example",
             "a.example",
@@ -364,10 +353,7 @@ mod tests {
         ]
         .map(|n| wire_name(n).unwrap());
         names.sort_by(|a, b| canonical_cmp(a, b));
-        let text: Vec<String> = names
-            .iter()
-            .map(|n| crate::zone::render::name_text(n))
-            .collect();
+        let text: Vec<String> = names.iter().map(|n| crate::wire::name_text(n)).collect();
         assert_eq!(
             text,
             [

@@ -6,42 +6,17 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::dns::Outcome;
+use crate::wire::{rcode_name, type_name};
 
-/// Query types with their own `type` label value, as CoreDNS's `monitorType`; the rest are
-/// `other`, so label values stay bounded.
-pub const TYPES: [(u16, &str); 19] = [
-    (1, "A"),
-    (28, "AAAA"),
-    (5, "CNAME"),
-    (48, "DNSKEY"),
-    (43, "DS"),
-    (15, "MX"),
-    (50, "NSEC3"),
-    (47, "NSEC"),
-    (2, "NS"),
-    (12, "PTR"),
-    (46, "RRSIG"),
-    (6, "SOA"),
-    (33, "SRV"),
-    (16, "TXT"),
-    (65, "HTTPS"),
-    (64, "SVCB"),
-    (251, "IXFR"),
-    (252, "AXFR"),
-    (255, "ANY"),
+/// Query types with their own `type` label value, as CoreDNS's `monitorType` (in its order);
+/// the rest are `other`, so label values stay bounded.
+const TYPES: [u16; 19] = [
+    1, 28, 5, 48, 43, 15, 50, 47, 2, 12, 46, 6, 33, 16, 65, 64, 251, 252, 255,
 ];
 
-/// Response codes this server sends; anything else would be `RCODE<n>` as in CoreDNS.
-pub const RCODES: [(u16, &str); 7] = [
-    (0, "NOERROR"),
-    (1, "FORMERR"),
-    (2, "SERVFAIL"),
-    (3, "NXDOMAIN"),
-    (4, "NOTIMP"),
-    (5, "REFUSED"),
-    (16, "BADVERS"),
-];
+/// Response codes this server sends, each its own slot; anything else would be `RCODE<n>` as in
+/// CoreDNS.
+const RCODES: [u16; 7] = [0, 1, 2, 3, 4, 5, 16];
 
 /// CoreDNS's `plugin.TimeBuckets`: 0.25 ms doubling 16 times, to 8.192 s.
 const TIME_BUCKETS: usize = 16;
@@ -59,25 +34,28 @@ const N_SIZE: usize = SIZE_BUCKETS.len() + 1;
 fn type_index(qtype: u16) -> usize {
     TYPES
         .iter()
-        .position(|(t, _)| *t == qtype)
+        .position(|t| *t == qtype)
         .unwrap_or(TYPES.len())
 }
 
 fn rcode_index(rcode: u16) -> usize {
     RCODES
         .iter()
-        .position(|(r, _)| *r == rcode)
+        .position(|r| *r == rcode)
         .unwrap_or(RCODES.len())
 }
 
+/// The `type` label of query type `qtype`: its mnemonic, or `other`.
 pub fn type_label(qtype: u16) -> &'static str {
-    TYPES.get(type_index(qtype)).map_or("other", |(_, l)| l)
+    TYPES
+        .get(type_index(qtype))
+        .and_then(|t| type_name(*t))
+        .unwrap_or("other")
 }
 
+/// The `rcode` label of response code `rcode`: its mnemonic, or `RCODE<n>`.
 pub fn rcode_label(rcode: u16) -> String {
-    RCODES
-        .get(rcode_index(rcode))
-        .map_or_else(|| format!("RCODE{rcode}"), |(_, l)| (*l).to_string())
+    rcode_name(rcode).map_or_else(|| format!("RCODE{rcode}"), str::to_string)
 }
 
 /// Index of the duration bucket (non-cumulative) that `ns` falls in; `TIME_BUCKETS` is +Inf.
@@ -129,6 +107,12 @@ pub struct QueryCounters {
 /// One answered query, as the metrics see it.
 #[derive(Debug, Clone, Copy)]
 pub struct Answered {
+    /// Index of the served zone the question is in; `None` counts under `dropped`.
+    pub zone: Option<usize>,
+    pub qtype: u16,
+    /// Full (extended) response code.
+    pub rcode: u16,
+    pub dnssec_ok: bool,
     pub tcp: bool,
     pub v6: bool,
     pub request_len: usize,
@@ -165,18 +149,15 @@ impl QueryCounters {
 
     /// Counts one answered query.
     #[inline]
-    pub fn count(&self, outcome: &Outcome, a: Answered) {
-        let slot = outcome.apex.unwrap_or(self.zones);
+    pub fn count(&self, a: Answered) {
+        let slot = a.zone.unwrap_or(self.zones);
         let proto = slot * 2 + a.tcp as usize;
         self.add(
-            &self.requests[(proto * 2 + a.v6 as usize) * N_TYPES + type_index(outcome.qtype)],
+            &self.requests[(proto * 2 + a.v6 as usize) * N_TYPES + type_index(a.qtype)],
             1,
         );
-        self.add(
-            &self.responses[slot * N_RCODES + rcode_index(outcome.rcode)],
-            1,
-        );
-        if outcome.dnssec_ok {
+        self.add(&self.responses[slot * N_RCODES + rcode_index(a.rcode)], 1);
+        if a.dnssec_ok {
             self.add(&self.do_requests[slot], 1);
         }
         let ns = a.took.as_nanos().min(u64::MAX as u128) as u64;
@@ -295,14 +276,17 @@ pub(super) fn render(
             base(slot),
             proto(p),
             v6 + 1,
-            TYPES.get(ty).map_or("other", |(_, l)| l)
+            TYPES.get(ty).map_or("other", |t| type_label(*t))
         );
     }
 
     let name = "coredns_dns_responses_total";
     header(out, name, "counter", "Counter of response status codes.");
     for (i, &n) in t.responses.iter().enumerate().filter(|(_, n)| **n > 0) {
-        let rcode = RCODES.get(i % N_RCODES).map_or("other", |(_, l)| l);
+        let rcode = RCODES
+            .get(i % N_RCODES)
+            .and_then(|r| rcode_name(*r))
+            .unwrap_or("other");
         let _ = writeln!(
             out,
             "{name}{{{},rcode=\"{rcode}\",plugin=\"\"}} {n}",

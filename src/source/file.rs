@@ -15,7 +15,7 @@ use tracing::{debug, info, warn};
 use super::objects::{Classified, Store, classify, flatten, report_refused};
 use super::policy::Policy;
 use crate::metrics::Metrics;
-use crate::model::{Snapshot, Update};
+use crate::model::{ServiceSet, Update};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -37,7 +37,7 @@ pub enum LoadError {
 /// What a load found.
 #[derive(Debug)]
 pub struct Loaded {
-    pub services: Snapshot,
+    pub services: ServiceSet,
     /// When the file was read.
     pub seen: Instant,
     pub slices: usize,

@@ -27,7 +27,7 @@ use super::objects::{
 };
 use super::policy::Policy;
 use crate::metrics::Metrics;
-use crate::model::{ServiceKey, Snapshot, Update};
+use crate::model::{ServiceKey, ServiceSet, Update};
 
 #[derive(Debug, Clone, Default)]
 pub struct Config {
@@ -76,7 +76,7 @@ struct StreamState {
 #[derive(Debug)]
 pub enum Change {
     /// The first full list: every service, packed.
-    Reset(Snapshot),
+    Reset(ServiceSet),
     /// This service changed (or is gone).
     Service(ServiceKey),
 }

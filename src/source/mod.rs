@@ -4,5 +4,4 @@
 pub mod file;
 pub mod kube;
 pub mod objects;
-pub mod packed;
 pub mod policy;

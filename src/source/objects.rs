@@ -8,9 +8,9 @@ use std::net::IpAddr;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
-use super::packed::{self, Packed, PackedImport};
 use super::policy::{Policy, refusal};
-use crate::model::{Endpoint, Kind, Port, Protocol, Service, ServiceKey, Slice, Snapshot};
+use crate::model::packed::{self, Packed, PackedImport};
+use crate::model::{Endpoint, Port, Protocol, Service, ServiceKey, ServiceSet, ServiceType, Slice};
 
 pub const LABEL_SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
 pub const LABEL_SOURCE_CLUSTER: &str = "multicluster.kubernetes.io/source-cluster";
@@ -82,7 +82,7 @@ pub enum Classified {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Import {
     pub key: ServiceKey,
-    pub kind: Kind,
+    pub kind: ServiceType,
     pub ips: Vec<IpAddr>,
     pub ports: Vec<Port>,
     /// Addresses left out of `ips`.
@@ -333,8 +333,8 @@ fn import_from_value(v: &Value, policy: &Policy) -> Classified {
         return invalid(KIND, &object, "malformed", "spec is missing".into());
     };
     let kind = match spec.type_.as_deref() {
-        Some("Headless") => Kind::Headless,
-        _ => Kind::ClusterSetIp,
+        Some("Headless") => ServiceType::Headless,
+        _ => ServiceType::ClusterSetIp,
     };
     let mut ips = Vec::new();
     let mut refused = Vec::new();
@@ -710,26 +710,26 @@ impl Store {
 
     /// Every service, still packed (a few bytes an endpoint): the builder unpacks them one at
     /// a time, so a full load never holds them all unpacked.
-    pub fn snapshot(&self) -> Snapshot {
+    pub fn snapshot(&self) -> ServiceSet {
         let mut all: Vec<_> = self
             .services
             .iter()
             .filter_map(|(k, o)| Some((k.clone(), o.import.clone()?, o.slices.clone())))
             .collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
-        Snapshot::packed(all)
+        ServiceSet::packed(all)
     }
 
     /// As [`Store::snapshot`], for a store that is done with: its objects move into the
     /// snapshot instead of being copied, so a full load never holds them twice.
-    pub fn into_snapshot(self) -> Snapshot {
+    pub fn into_snapshot(self) -> ServiceSet {
         let mut all: Vec<_> = self
             .services
             .into_iter()
             .filter_map(|(k, o)| Some((k, o.import?, o.slices)))
             .collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
-        Snapshot::packed(all)
+        ServiceSet::packed(all)
     }
 }
 
@@ -753,7 +753,7 @@ mod tests {
         let Classified::Object(Object::Import(i)) = c else {
             panic!("{c:?}")
         };
-        assert_eq!(i.kind, Kind::ClusterSetIp);
+        assert_eq!(i.kind, ServiceType::ClusterSetIp);
         assert_eq!(i.ips.len(), 2);
         assert_eq!(
             i.ports[0],
@@ -781,7 +781,7 @@ mod tests {
         assert!(matches!(
             c,
             Classified::Object(Object::Import(Import {
-                kind: Kind::ClusterSetIp,
+                kind: ServiceType::ClusterSetIp,
                 ..
             }))
         ));

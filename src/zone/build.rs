@@ -10,11 +10,12 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use super::render::{BodyWriter, TYPE_A, TYPE_AAAA, TYPE_NS, TYPE_SRV, TYPE_TXT, child};
+use super::render::BodyWriter;
 use super::{Answer, Entry, Zone};
 use crate::metrics::Metrics;
-use crate::model::{Kind, Port, Service, ServiceKey, Update};
-use crate::source::packed::{self, Packed, PackedImport};
+use crate::model::packed::{self, Packed, PackedImport};
+use crate::model::{Port, Service, ServiceKey, ServiceType, Update};
+use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_NS, TYPE_SRV, TYPE_TXT, child};
 
 /// The MCS DNS schema version we implement (KEP-1645 specification 1.0.0).
 pub const SCHEMA_VERSION: &str = "1.0.0";
@@ -576,7 +577,7 @@ pub fn render_service(
             "{}.{}.svc.{} is longer than 255 octets",
             key.name,
             key.namespace,
-            super::render::name_text(apex)
+            crate::wire::name_text(apex)
         ));
         return Vec::new();
     };
@@ -601,7 +602,7 @@ pub fn render_service(
                 let Some(name) = child(&format!("{host}.{cluster}"), &sname) else {
                     skip(format!(
                         "endpoint name {host}.{cluster}.{} is longer than 255 octets",
-                        super::render::name_text(&sname)
+                        crate::wire::name_text(&sname)
                     ));
                     continue;
                 };
@@ -621,7 +622,7 @@ pub fn render_service(
     }
 
     let service_addrs = match service.kind {
-        Kind::ClusterSetIp if !service.ips.is_empty() => {
+        ServiceType::ClusterSetIp if !service.ips.is_empty() => {
             let mut v = Vec::new();
             for ip in &service.ips {
                 push_distinct(&mut v, *ip);
@@ -632,18 +633,18 @@ pub fn render_service(
         // endpoint addresses.
         _ => endpoint_addrs,
     };
-    if service.kind == Kind::Headless && service_addrs.is_empty() {
+    if service.kind == ServiceType::Headless && service_addrs.is_empty() {
         // No ready endpoints: the service has no names at all (NXDOMAIN), as in CoreDNS.
         return Vec::new();
     }
     targets[0].addrs = service_addrs;
     let entries: Vec<(usize, &Port)> = match service.kind {
-        Kind::ClusterSetIp => targets[0]
+        ServiceType::ClusterSetIp => targets[0]
             .addrs
             .iter()
             .flat_map(|_| service.ports.iter().map(|p| (0, p)))
             .collect(),
-        Kind::Headless => headless_entries,
+        ServiceType::Headless => headless_entries,
     };
 
     let mut out = Vec::new();
@@ -674,7 +675,7 @@ pub fn render_service(
         let Some(name) = child(&format!("_{port}._{proto}"), &sname) else {
             skip(format!(
                 "_{port}._{proto}.{} is longer than 255 octets",
-                super::render::name_text(&sname)
+                crate::wire::name_text(&sname)
             ));
             continue;
         };
@@ -729,7 +730,7 @@ mod tests {
                 namespace: "shop".into(),
                 name: name.into(),
             },
-            kind: Kind::Headless,
+            kind: ServiceType::Headless,
             ips: vec![],
             ports: vec![],
             slices: vec![Slice {
@@ -748,7 +749,7 @@ mod tests {
 
     fn builder(limits: Limits) -> (Arc<Zone>, Arc<Metrics>, Builder) {
         let zone = Arc::new(Zone::new(
-            vec![super::super::render::wire_name("clusterset.local").unwrap()],
+            vec![crate::wire::wire_name("clusterset.local").unwrap()],
             5,
         ));
         let metrics = Arc::new(Metrics::new(

@@ -13,7 +13,6 @@ pub(crate) use table::prefetch;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use table::{Root, Writer};
 
@@ -253,7 +252,7 @@ impl Entry {
 impl std::fmt::Debug for Entry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Entry")
-            .field("name", &render::name_text(self.name()))
+            .field("name", &crate::wire::name_text(self.name()))
             .field("apex", &self.apex())
             .field("types", &self.types().collect::<Vec<_>>())
             .finish()
@@ -394,18 +393,10 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Unix seconds now (0 if the clock is before 1970).
-pub(crate) fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 impl Zone {
     /// An empty, not yet synced zone. `apexes` are lower-case wire names.
     pub fn new(apexes: Vec<Vec<u8>>, ttl: u32) -> Self {
-        let now = now_secs();
+        let now = crate::unix_now();
         let root = Arc::new(Root::empty());
         Zone {
             writer: Mutex::new(Writer::new(root.clone())),
@@ -510,7 +501,7 @@ impl Zone {
 
     fn bump(&self) {
         self.serial.fetch_add(1, Ordering::Relaxed);
-        self.changed_at.store(now_secs(), Ordering::Relaxed);
+        self.changed_at.store(crate::unix_now(), Ordering::Relaxed);
     }
 
     fn set_synced(&self) {
@@ -533,8 +524,9 @@ impl Zone {
 mod tests {
     use std::net::IpAddr;
 
-    use super::render::{BodyWriter, TYPE_A, TYPE_SRV, child, wire_name};
+    use super::render::BodyWriter;
     use super::*;
+    use crate::wire::{TYPE_A, TYPE_SRV, child, wire_name};
 
     /// The message as a client gets it: header, question (in the client's case), then the
     /// answer written from the stored entry.

@@ -6,71 +6,10 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 use super::Answer;
+use crate::wire::{CLASS_IN, OPT_LEN, TYPE_A, TYPE_AAAA, TYPE_NS, TYPE_SRV, TYPE_TXT};
 
-pub const TYPE_A: u16 = 1;
-pub const TYPE_NS: u16 = 2;
-pub const TYPE_SOA: u16 = 6;
-pub const TYPE_TXT: u16 = 16;
-pub const TYPE_AAAA: u16 = 28;
-pub const TYPE_SRV: u16 = 33;
-pub const TYPE_OPT: u16 = 41;
-pub const TYPE_IXFR: u16 = 251;
-pub const TYPE_AXFR: u16 = 252;
-pub const TYPE_ANY: u16 = 255;
-pub const CLASS_IN: u16 = 1;
-
-/// Size of the OPT record we append to answers of EDNS queries; bodies leave room for it.
-pub const OPT_LEN: usize = 11;
 /// Largest offset a compression pointer can hold.
 const MAX_POINTER: usize = 0x3FFF;
-
-/// Lower-case wire form of a dotted name (`a.b.` or `a.b`); `None` if a label is empty or over
-/// 63 octets, or the name is over 255 octets.
-pub fn wire_name(text: &str) -> Option<Vec<u8>> {
-    let text = text.strip_suffix('.').unwrap_or(text);
-    let mut out = Vec::with_capacity(text.len() + 2);
-    if !text.is_empty() {
-        for label in text.split('.') {
-            if label.is_empty() || label.len() > 63 {
-                return None;
-            }
-            out.push(label.len() as u8);
-            out.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
-        }
-    }
-    out.push(0);
-    (out.len() <= 255).then_some(out)
-}
-
-/// `label` prepended to the wire name `parent`, or `None` when the result is too long.
-pub fn child(label: &str, parent: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(label.len() + 1 + parent.len());
-    for l in label.split('.') {
-        if l.is_empty() || l.len() > 63 {
-            return None;
-        }
-        out.push(l.len() as u8);
-        out.extend(l.bytes().map(|b| b.to_ascii_lowercase()));
-    }
-    out.extend_from_slice(parent);
-    (out.len() <= 255).then_some(out)
-}
-
-/// Dotted text of a wire name, with the trailing dot.
-pub fn name_text(wire: &[u8]) -> String {
-    let mut s = String::new();
-    let mut i = 0;
-    while i < wire.len() && wire[i] != 0 {
-        let l = wire[i] as usize;
-        s.push_str(&String::from_utf8_lossy(&wire[i + 1..i + 1 + l]));
-        s.push('.');
-        i += 1 + l;
-    }
-    if s.is_empty() {
-        s.push('.');
-    }
-    s
-}
 
 /// An SRV target that the zone may store compressed: it starts at `at` in the body and is `len`
 /// bytes long, and after its first `prefix` bytes it repeats the name at message offset
@@ -254,17 +193,7 @@ impl BodyWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn wire_names() {
-        assert_eq!(wire_name("A.b.").unwrap(), b"\x01a\x01b\x00");
-        assert_eq!(wire_name(".").unwrap(), b"\x00");
-        assert!(wire_name("a..b").is_none());
-        assert!(wire_name(&"a".repeat(64)).is_none());
-        let long = vec!["abcdefghi"; 26].join(".");
-        assert!(wire_name(&long).is_none(), "{} octets", long.len() + 2);
-        assert_eq!(name_text(&child("x.y", b"\x01b\x00").unwrap()), "x.y.b.");
-    }
+    use crate::wire::{child, wire_name};
 
     #[test]
     fn owner_points_at_the_question_and_targets_are_not_compressed() {

@@ -307,7 +307,8 @@ mod tests {
     use std::hash::BuildHasher;
 
     use super::*;
-    use crate::zone::render::{BodyWriter, TYPE_A, wire_name};
+    use crate::wire::{TYPE_A, wire_name};
+    use crate::zone::render::BodyWriter;
 
     fn entry(name: &str, last: u8) -> Entry {
         let n = wire_name(name).unwrap();

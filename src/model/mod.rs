@@ -3,7 +3,9 @@
 
 use std::net::IpAddr;
 
-use crate::source::packed::{self, Packed, PackedImport};
+pub mod packed;
+
+use self::packed::{Packed, PackedImport};
 
 /// `namespace/name` of a ServiceImport: the identity of a service in the cluster set.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -19,7 +21,7 @@ impl std::fmt::Display for ServiceKey {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
+pub enum ServiceType {
     /// Reached through the clusterset IPs in `spec.ips` (or, when there are none, through the
     /// per-cluster addresses in its EndpointSlices).
     ClusterSetIp,
@@ -77,7 +79,7 @@ pub struct Slice {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Service {
     pub key: ServiceKey,
-    pub kind: Kind,
+    pub kind: ServiceType,
     /// `spec.ips`, in object order.
     pub ips: Vec<IpAddr>,
     pub ports: Vec<Port>,
@@ -90,14 +92,14 @@ pub struct Service {
 /// a full load never holds every service unpacked at once (at 100,000 endpoints that transient
 /// was larger than the source's whole store, and the holes it left stayed resident).
 #[derive(Debug, Clone, Default)]
-pub struct Snapshot {
+pub struct ServiceSet {
     plain: Vec<Service>,
     packed: Vec<(ServiceKey, PackedImport, Vec<Packed>)>,
 }
 
-impl Snapshot {
+impl ServiceSet {
     pub fn packed(services: Vec<(ServiceKey, PackedImport, Vec<Packed>)>) -> Self {
-        Snapshot {
+        ServiceSet {
             plain: Vec::new(),
             packed: services,
         }
@@ -112,16 +114,16 @@ impl Snapshot {
     }
 }
 
-impl From<Vec<Service>> for Snapshot {
+impl From<Vec<Service>> for ServiceSet {
     fn from(plain: Vec<Service>) -> Self {
-        Snapshot {
+        ServiceSet {
             plain,
             packed: Vec::new(),
         }
     }
 }
 
-impl IntoIterator for Snapshot {
+impl IntoIterator for ServiceSet {
     type Item = Service;
     type IntoIter = Box<dyn Iterator<Item = Service> + Send>;
 
@@ -140,7 +142,7 @@ impl IntoIterator for Snapshot {
 #[derive(Debug, Clone)]
 pub enum Update {
     /// The complete set of services: anything not in it is removed. Marks the zone synced.
-    Reset(Snapshot),
+    Reset(ServiceSet),
     /// One service was added or changed.
     Upsert(Service),
     /// One service is gone.

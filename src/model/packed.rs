@@ -1,4 +1,5 @@
-//! A compact byte form of [`Slice`] for the source's store. A source must keep every slice it
+//! A compact byte form of [`Slice`] (and of a ServiceImport's part), kept by the sources' stores
+//! and by the zone builder for services it holds back for room. A source must keep every slice it
 //! watches so that a change to one object can be turned back into the whole service, but the
 //! model's form (a `Vec` and a `String` per endpoint, about 110 bytes and two allocations each)
 //! would make that copy larger than the zone itself. Packed, a slice is one allocation and
@@ -15,7 +16,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::model::{Endpoint, Kind, Port, Protocol, Service, ServiceKey, Slice};
+use crate::model::{Endpoint, Port, Protocol, Service, ServiceKey, ServiceType, Slice};
 
 /// The service `key` as DNS sees it, from its packed import and slices.
 pub fn service(key: ServiceKey, import: &PackedImport, slices: &[Packed]) -> Service {
@@ -162,11 +163,11 @@ impl<'a> Reader<'a> {
 pub struct PackedImport(Box<[u8]>);
 
 impl PackedImport {
-    pub fn new(kind: Kind, ips: &[IpAddr], ports_: &[Port]) -> Self {
+    pub fn new(kind: ServiceType, ips: &[IpAddr], ports_: &[Port]) -> Self {
         let mut out = Vec::with_capacity(8 + ips.len() * 5 + ports_.len() * 8);
         out.push(match kind {
-            Kind::ClusterSetIp => 0,
-            Kind::Headless => 1,
+            ServiceType::ClusterSetIp => 0,
+            ServiceType::Headless => 1,
         });
         addresses(&mut out, ips);
         ports(&mut out, ports_);
@@ -174,11 +175,11 @@ impl PackedImport {
     }
 
     /// `(kind, ips, ports)`.
-    pub fn unpack(&self) -> (Kind, Vec<IpAddr>, Vec<Port>) {
+    pub fn unpack(&self) -> (ServiceType, Vec<IpAddr>, Vec<Port>) {
         let mut r = Reader(&self.0);
         let kind = match r.byte() {
-            0 => Kind::ClusterSetIp,
-            _ => Kind::Headless,
+            0 => ServiceType::ClusterSetIp,
+            _ => ServiceType::Headless,
         };
         let ips = r.addresses();
         (kind, ips, r.ports())
@@ -316,7 +317,7 @@ mod tests {
                 port: 53,
             },
         ];
-        for kind in [Kind::ClusterSetIp, Kind::Headless] {
+        for kind in [ServiceType::ClusterSetIp, ServiceType::Headless] {
             for (ips, ports) in [(&ips[..], &ports[..]), (&[][..], &[][..])] {
                 let p = PackedImport::new(kind, ips, ports);
                 assert_eq!(p.unpack(), (kind, ips.to_vec(), ports.to_vec()));

@@ -1,0 +1,166 @@
+//! The DNS vocabulary every part shares: type, class and response codes with their mnemonics, and
+//! names in wire form (length-prefixed lower-case labels) and as master-file text. It depends on
+//! nothing else in the crate, so the zone, the DNS paths and the metrics all build on it.
+
+pub const TYPE_A: u16 = 1;
+pub const TYPE_NS: u16 = 2;
+pub const TYPE_SOA: u16 = 6;
+pub const TYPE_TXT: u16 = 16;
+pub const TYPE_AAAA: u16 = 28;
+pub const TYPE_SRV: u16 = 33;
+pub const TYPE_OPT: u16 = 41;
+pub const TYPE_IXFR: u16 = 251;
+pub const TYPE_AXFR: u16 = 252;
+pub const TYPE_ANY: u16 = 255;
+pub const CLASS_IN: u16 = 1;
+
+pub const RCODE_NOERROR: u16 = 0;
+pub const RCODE_FORMERR: u16 = 1;
+pub const RCODE_SERVFAIL: u16 = 2;
+pub const RCODE_NXDOMAIN: u16 = 3;
+pub const RCODE_NOTIMP: u16 = 4;
+pub const RCODE_REFUSED: u16 = 5;
+pub const RCODE_BADVERS: u16 = 16;
+
+/// Size of the OPT record we append to answers of EDNS queries; bodies leave room for it.
+pub const OPT_LEN: usize = 11;
+
+/// Mnemonics of the types a query to this server may name that anyone reads the figures for:
+/// the types CoreDNS's metrics give their own label (`monitorType`), and OPT.
+const TYPES: [(u16, &str); 20] = [
+    (TYPE_A, "A"),
+    (TYPE_NS, "NS"),
+    (5, "CNAME"),
+    (TYPE_SOA, "SOA"),
+    (12, "PTR"),
+    (15, "MX"),
+    (TYPE_TXT, "TXT"),
+    (TYPE_AAAA, "AAAA"),
+    (TYPE_SRV, "SRV"),
+    (TYPE_OPT, "OPT"),
+    (43, "DS"),
+    (46, "RRSIG"),
+    (47, "NSEC"),
+    (48, "DNSKEY"),
+    (50, "NSEC3"),
+    (64, "SVCB"),
+    (65, "HTTPS"),
+    (TYPE_IXFR, "IXFR"),
+    (TYPE_AXFR, "AXFR"),
+    (TYPE_ANY, "ANY"),
+];
+
+/// Mnemonics of the response codes this server sends.
+const RCODES: [(u16, &str); 7] = [
+    (RCODE_NOERROR, "NOERROR"),
+    (RCODE_FORMERR, "FORMERR"),
+    (RCODE_SERVFAIL, "SERVFAIL"),
+    (RCODE_NXDOMAIN, "NXDOMAIN"),
+    (RCODE_NOTIMP, "NOTIMP"),
+    (RCODE_REFUSED, "REFUSED"),
+    (RCODE_BADVERS, "BADVERS"),
+];
+
+/// The mnemonic of type `t`, if it is one of [`TYPES`].
+pub fn type_name(t: u16) -> Option<&'static str> {
+    TYPES.iter().find(|(c, _)| *c == t).map(|(_, n)| *n)
+}
+
+/// The mnemonic of response code `r`, if this server sends it.
+pub fn rcode_name(r: u16) -> Option<&'static str> {
+    RCODES.iter().find(|(c, _)| *c == r).map(|(_, n)| *n)
+}
+
+/// Lower-case wire form of a dotted name (`a.b.` or `a.b`); `None` if a label is empty or over
+/// 63 octets, or the name is over 255 octets.
+pub fn wire_name(text: &str) -> Option<Vec<u8>> {
+    let text = text.strip_suffix('.').unwrap_or(text);
+    if text.is_empty() {
+        return Some(vec![0]);
+    }
+    child(text, &[0])
+}
+
+/// `label` (one or more dotted labels) prepended to the wire name `parent`, lower-cased, or
+/// `None` when a label is empty or too long, or the result is.
+pub fn child(label: &str, parent: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(label.len() + 1 + parent.len());
+    for l in label.split('.') {
+        if l.is_empty() || l.len() > 63 {
+            return None;
+        }
+        out.push(l.len() as u8);
+        out.extend(l.bytes().map(|b| b.to_ascii_lowercase()));
+    }
+    out.extend_from_slice(parent);
+    (out.len() <= 255).then_some(out)
+}
+
+/// Master-file text of an uncompressed wire name, with the trailing dot.
+pub fn name_text(wire: &[u8]) -> String {
+    WireName(wire).to_string()
+}
+
+/// An uncompressed wire name as master-file text: absolute, with dots and odd bytes escaped so
+/// the text is unambiguous. It stops at the root label or at anything that is not a label.
+pub struct WireName<'a>(pub &'a [u8]);
+
+impl std::fmt::Display for WireName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = self.0;
+        let mut i = 0;
+        let mut any = false;
+        while let Some(&l) = p.get(i) {
+            if l == 0 || l > 63 {
+                break;
+            }
+            let Some(label) = p.get(i + 1..i + 1 + l as usize) else {
+                break;
+            };
+            for &b in label {
+                match b {
+                    b'.' | b'\\' => write!(f, "\\{}", b as char)?,
+                    0x21..=0x7E => write!(f, "{}", b as char)?,
+                    _ => write!(f, "\\{b:03}")?,
+                }
+            }
+            f.write_str(".")?;
+            any = true;
+            i += 1 + l as usize;
+        }
+        if !any {
+            f.write_str(".")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_go_to_wire_form_and_back() {
+        let w = wire_name("Web.Shop.svc.clusterset.local.").unwrap();
+        assert_eq!(&w[..4], b"\x03web");
+        assert_eq!(name_text(&w), "web.shop.svc.clusterset.local.");
+        assert_eq!(wire_name("."), Some(vec![0]));
+        assert_eq!(wire_name(""), Some(vec![0]));
+        assert_eq!(name_text(&[0]), ".");
+        assert_eq!(wire_name("a..b"), None);
+        assert_eq!(wire_name(&"a".repeat(64)), None);
+        let long = vec!["a".repeat(63); 4].join(".");
+        assert_eq!(wire_name(&long), None, "256 octets");
+        assert_eq!(name_text(b"\x03a.b\x00"), "a\\.b.");
+        assert_eq!(name_text(b"\x02a\x01\x00"), "a\\001.");
+        assert_eq!(name_text(&child("x.Y", b"\x01b\x00").unwrap()), "x.y.b.");
+    }
+
+    #[test]
+    fn mnemonics() {
+        assert_eq!(type_name(28), Some("AAAA"));
+        assert_eq!(type_name(99), None);
+        assert_eq!(rcode_name(3), Some("NXDOMAIN"));
+        assert_eq!(rcode_name(9), None);
+    }
+}
