@@ -11,7 +11,7 @@ use crate::cidr::Cidr;
 use crate::dns::tcp;
 use crate::dns::xdp::Coalescing;
 use crate::server;
-use crate::source::objects::is_label;
+use crate::source::object::is_label;
 use crate::source::policy::Policy;
 use crate::source::{file, kube};
 use crate::zone::build::Limits;

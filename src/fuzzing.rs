@@ -9,8 +9,9 @@ use crate::dns::{Batch, Transport, UDP_PAYLOAD, respond, respond_in};
 use crate::metrics::Metrics;
 use crate::model::Update;
 use crate::source::file::parse_text;
-use crate::source::objects::{Classified, Store, classify};
+use crate::source::object::{Classified, classify};
 use crate::source::policy::Policy;
+use crate::source::store::Store;
 use crate::wire::wire_name;
 use crate::zone::Zone;
 use crate::zone::build::Builder;
@@ -30,7 +31,7 @@ fn zone_from(text: &str) -> Arc<Zone> {
     let mut builder = Builder::new(zone.clone(), &[], metrics);
     let mut store = Store::default();
     let _ = parse_text(text, &mut |v| {
-        if let Classified::Object(o) = classify(&v, &Policy::default()) {
+        if let Classified::Object(o) = classify(v, &Policy::default()) {
             store.insert(o);
         }
     });

@@ -12,8 +12,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::objects::{Classified, Store, classify, flatten, report_refused};
+use super::object::{Classified, classify, flatten, report_refused};
 use super::policy::Policy;
+use super::store::Store;
 use crate::metrics::Metrics;
 use crate::model::{ServiceSet, Update};
 
@@ -98,7 +99,7 @@ pub fn load(path: &Path, policy: &Policy, metrics: &Metrics) -> Result<Loaded, L
     let mut store = Store::default();
     let mut invalid = Vec::new();
     let mut refused = Vec::new();
-    parse_text(&text, &mut |object| match classify(&object, policy) {
+    parse_text(&text, &mut |object| match classify(object, policy) {
         Classified::Object(o) => {
             if !o.refused().is_empty() {
                 let (kind, object) = o.identity();

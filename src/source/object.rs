@@ -1,16 +1,18 @@
-//! Kubernetes objects to model values: the slim shapes of ServiceImport and EndpointSlice we read,
-//! their validation, and the store that joins imports with their slices into `model::Service`s.
-//! Shared by every source; one unusable object is reported and skipped, never fatal.
+//! Kubernetes objects to model values: the shapes of ServiceImport and EndpointSlice we read (from
+//! a file's YAML or from what the Kubernetes client parsed, each read once into its shape) and
+//! their validation. Shared by every source; one unusable object is reported and skipped, never
+//! fatal. What a source keeps of them is in [`super::store`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
 use super::policy::{Policy, refusal};
-use crate::model::packed::{self, Packed, PackedImport};
-use crate::model::{Endpoint, Port, Protocol, Service, ServiceKey, ServiceSet, ServiceType, Slice};
+use crate::model::{Endpoint, Port, Protocol, ServiceKey, ServiceType, Slice};
 
 pub const LABEL_SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
 pub const LABEL_SOURCE_CLUSTER: &str = "multicluster.kubernetes.io/source-cluster";
@@ -98,26 +100,7 @@ pub struct SliceObject {
     pub refused: Vec<Refused>,
 }
 
-/// An object in the store's form (a few bytes an endpoint), as a relist holds what it has
-/// listed until the list is complete.
-#[derive(Debug, Clone)]
-pub enum PackedObject {
-    Import(ServiceKey, PackedImport),
-    /// The service it belongs to, and the slice (which knows its own name).
-    Slice(ServiceKey, Packed),
-}
-
 impl Object {
-    /// The object in the store's form.
-    pub fn pack(self) -> PackedObject {
-        match self {
-            Object::Import(i) => {
-                PackedObject::Import(i.key, PackedImport::new(i.kind, &i.ips, &i.ports))
-            }
-            Object::Slice(s) => PackedObject::Slice(s.service, Packed::new(&s.slice)),
-        }
-    }
-
     /// The object's kind and `namespace/name`, as log lines name it.
     pub fn identity(&self) -> (&'static str, String) {
         match self {
@@ -138,9 +121,10 @@ impl Object {
     }
 }
 
-// ---- slim wire shapes: unknown fields are tolerated, absent and null lists are empty ----
+// ---- the shapes we read: unknown fields are skipped, absent and null lists are empty ----
 
-#[derive(Deserialize, Default)]
+/// The metadata conversion reads.
+#[derive(Debug, Default, Deserialize)]
 struct Meta {
     name: Option<String>,
     namespace: Option<String>,
@@ -148,31 +132,55 @@ struct Meta {
     annotations: Option<BTreeMap<String, String>>,
 }
 
-#[derive(Deserialize)]
-struct RawImport {
-    #[serde(default)]
-    metadata: Meta,
-    spec: Option<RawImportSpec>,
+impl Meta {
+    /// Moves out what conversion reads; the rest (managedFields, the last applied
+    /// configuration, …) is dropped with the rest of the object.
+    fn from_object_meta(m: ObjectMeta) -> Self {
+        Meta {
+            name: m.name,
+            namespace: m.namespace,
+            labels: m.labels,
+            annotations: m.annotations,
+        }
+    }
+
+    /// `namespace/name` as far as it could be read, as log lines name an object.
+    fn object(&self) -> String {
+        format!(
+            "{}/{}",
+            self.namespace.as_deref().unwrap_or(""),
+            self.name.as_deref().unwrap_or("?")
+        )
+    }
 }
 
-#[derive(Deserialize)]
-struct RawImportSpec {
+/// A ServiceImport (`multicluster.x-k8s.io`, v1alpha1 or v1beta1) as we read it.
+#[derive(Debug, Deserialize)]
+pub struct ServiceImport {
+    #[serde(default)]
+    metadata: Meta,
+    spec: Option<ImportSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ImportSpec {
     #[serde(rename = "type")]
     type_: Option<String>,
     ips: Option<Vec<String>>,
     ports: Option<Vec<RawPort>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct RawPort {
     name: Option<String>,
     protocol: Option<String>,
     port: Option<i64>,
 }
 
-#[derive(Deserialize)]
+/// An EndpointSlice (`discovery.k8s.io/v1`) as we read it.
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RawSlice {
+pub struct EndpointSlice {
     #[serde(default)]
     metadata: Meta,
     address_type: Option<String>,
@@ -180,16 +188,49 @@ struct RawSlice {
     ports: Option<Vec<RawPort>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct RawEndpoint {
     addresses: Option<Vec<String>>,
     conditions: Option<RawConditions>,
     hostname: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct RawConditions {
     ready: Option<bool>,
+}
+
+/// The shape `T` of an object the Kubernetes API gave: its body read straight from the JSON the
+/// client parsed (moved, not copied), its metadata moved over.
+fn from_dynamic<T: serde::de::DeserializeOwned>(
+    kind: &'static str,
+    o: DynamicObject,
+    set_meta: fn(&mut T, Meta),
+) -> Result<T, ObjectError> {
+    let meta = Meta::from_object_meta(o.metadata);
+    match serde_json::from_value::<T>(o.data) {
+        Ok(mut t) => {
+            set_meta(&mut t, meta);
+            Ok(t)
+        }
+        Err(e) => Err(malformed(
+            kind,
+            &meta.object(),
+            format!("cannot be read: {e}"),
+        )),
+    }
+}
+
+impl ServiceImport {
+    pub fn from_dynamic(o: DynamicObject) -> Result<Self, ObjectError> {
+        from_dynamic("ServiceImport", o, |t: &mut Self, m| t.metadata = m)
+    }
+}
+
+impl EndpointSlice {
+    pub fn from_dynamic(o: DynamicObject) -> Result<Self, ObjectError> {
+        from_dynamic("EndpointSlice", o, |t: &mut Self, m| t.metadata = m)
+    }
 }
 
 fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -203,34 +244,56 @@ fn object_name(v: &Value) -> String {
     format!("{ns}/{name}")
 }
 
-/// Classify one raw object (a YAML/JSON mapping) under `policy`. `List` objects are not handled
-/// here: see [`flatten`].
-pub fn classify(v: &Value, policy: &Policy) -> Classified {
-    let api = str_field(v, "apiVersion").unwrap_or("");
-    let kind = str_field(v, "kind").unwrap_or("");
-    let served = matches!(
-        (kind, api),
-        (
-            "ServiceImport",
-            "multicluster.x-k8s.io/v1alpha1" | "multicluster.x-k8s.io/v1beta1"
-        ) | ("EndpointSlice", "discovery.k8s.io/v1")
-    );
-    if !served {
-        return Classified::Ignored(format!("{kind} {api} {}", object_name(v)));
-    }
+/// Why an object in namespace `namespace` is not served, when the policy leaves it out.
+fn excluded(kind: &str, object: &str, namespace: &str, policy: &Policy) -> Option<Classified> {
+    (!policy.serves_namespace(namespace)).then(|| {
+        Classified::Ignored(format!(
+            "{kind} {object}: namespace {namespace} is excluded (--exclude-namespace)"
+        ))
+    })
+}
+
+/// Classifies one object of a file (a YAML/JSON mapping) under `policy`: its kind and version
+/// say which shape it is read into, once. `List` objects are not handled here: see [`flatten`].
+pub fn classify(v: Value, policy: &Policy) -> Classified {
+    let api = str_field(&v, "apiVersion").unwrap_or("");
+    let kind = str_field(&v, "kind").unwrap_or("");
+    let object = object_name(&v);
+    let import = match (kind, api) {
+        ("ServiceImport", "multicluster.x-k8s.io/v1alpha1" | "multicluster.x-k8s.io/v1beta1") => {
+            true
+        }
+        ("EndpointSlice", "discovery.k8s.io/v1") => false,
+        _ => return Classified::Ignored(format!("{kind} {api} {object}")),
+    };
     let namespace = v
         .get("metadata")
         .and_then(|m| str_field(m, "namespace"))
         .unwrap_or("");
-    if !policy.serves_namespace(namespace) {
-        return Classified::Ignored(format!(
-            "{kind} {}: namespace {namespace} is excluded (--exclude-namespace)",
-            object_name(v)
-        ));
+    if let Some(ignored) = excluded(kind, &object, namespace, policy) {
+        return ignored;
     }
-    match kind {
-        "ServiceImport" => import_from_value(v, policy),
-        _ => slice_from_value(v, policy),
+    let read = |e: serde_yaml_ng::Error| {
+        Classified::Invalid(malformed(
+            if import {
+                "ServiceImport"
+            } else {
+                "EndpointSlice"
+            },
+            &object,
+            format!("cannot be read: {e}"),
+        ))
+    };
+    if import {
+        match serde_yaml_ng::from_value(v) {
+            Ok(o) => convert_import(o, policy),
+            Err(e) => read(e),
+        }
+    } else {
+        match serde_yaml_ng::from_value(v) {
+            Ok(o) => convert_slice(o, policy),
+            Err(e) => read(e),
+        }
     }
 }
 
@@ -238,9 +301,11 @@ pub fn classify(v: &Value, policy: &Policy) -> Classified {
 pub fn flatten(v: Value, out: &mut Vec<Value>) {
     let is_list = str_field(&v, "kind").is_some_and(|k| k.ends_with("List"));
     if is_list {
-        if let Some(Value::Sequence(items)) = v.get("items") {
-            for item in items.clone() {
-                flatten(item, out);
+        if let Value::Mapping(mut m) = v {
+            if let Some(Value::Sequence(items)) = m.remove("items") {
+                for item in items {
+                    flatten(item, out);
+                }
             }
         }
     } else if !v.is_null() {
@@ -266,16 +331,6 @@ fn malformed(kind: &'static str, object: &str, message: String) -> ObjectError {
     }
 }
 
-/// The object's slim shape, or why it cannot be read.
-fn read_raw<T: serde::de::DeserializeOwned>(
-    kind: &'static str,
-    object: &str,
-    v: &Value,
-) -> Result<T, ObjectError> {
-    serde_yaml_ng::from_value(v.clone())
-        .map_err(|e| malformed(kind, object, format!("cannot be read: {e}")))
-}
-
 /// `(name, namespace)`, both required.
 fn identity(
     kind: &'static str,
@@ -292,13 +347,18 @@ fn identity(
     }
 }
 
-fn import_from_value(v: &Value, policy: &Policy) -> Classified {
+/// Validates a ServiceImport.
+pub fn convert_import(raw: ServiceImport, policy: &Policy) -> Classified {
     const KIND: &str = "ServiceImport";
-    let object = object_name(v);
-    let raw: RawImport = match read_raw(KIND, &object, v) {
-        Ok(r) => r,
-        Err(e) => return Classified::Invalid(e),
-    };
+    let object = raw.metadata.object();
+    if let Some(ignored) = excluded(
+        KIND,
+        &object,
+        raw.metadata.namespace.as_deref().unwrap_or(""),
+        policy,
+    ) {
+        return ignored;
+    }
     let (name, namespace) =
         match identity(KIND, &object, (raw.metadata.name, raw.metadata.namespace)) {
             Ok(id) => id,
@@ -377,13 +437,18 @@ fn import_from_value(v: &Value, policy: &Policy) -> Classified {
     }))
 }
 
-fn slice_from_value(v: &Value, policy: &Policy) -> Classified {
+/// Validates an EndpointSlice.
+pub fn convert_slice(raw: EndpointSlice, policy: &Policy) -> Classified {
     const KIND: &str = "EndpointSlice";
-    let object = object_name(v);
-    let raw: RawSlice = match read_raw(KIND, &object, v) {
-        Ok(r) => r,
-        Err(e) => return Classified::Invalid(e),
-    };
+    let object = raw.metadata.object();
+    if let Some(ignored) = excluded(
+        KIND,
+        &object,
+        raw.metadata.namespace.as_deref().unwrap_or(""),
+        policy,
+    ) {
+        return ignored;
+    }
     let labels = raw.metadata.labels.unwrap_or_default();
     let Some(service) = labels.get(LABEL_SERVICE_NAME) else {
         return Classified::Ignored(format!("{KIND} {object}: no {LABEL_SERVICE_NAME} label"));
@@ -572,176 +637,47 @@ pub fn is_label(s: &str) -> bool {
         && b[b.len() - 1] != b'-'
 }
 
-/// `(namespace, name)` of an object.
-pub type ObjectId = (String, String);
-
-/// The objects of one service: its ServiceImport (if seen yet) and its slices, packed.
-#[derive(Debug, Default)]
-struct Objects {
-    import: Option<PackedImport>,
-    /// Sorted by slice name.
-    slices: Vec<Packed>,
-}
-
-/// The objects a source currently knows, joined into services on demand. Kept packed (a few
-/// bytes an endpoint) because a source must hold every object it watches.
-#[derive(Debug, Default)]
-pub struct Store {
-    services: HashMap<ServiceKey, Objects>,
-    imports: usize,
-    /// The service each slice is filed under, so a delete (or a relabel) finds it.
-    slice_owner: HashMap<ObjectId, ServiceKey>,
-}
-
-impl Store {
-    /// Adds or replaces an object; returns the services whose DNS data may have changed.
-    pub fn insert(&mut self, object: Object) -> Vec<ServiceKey> {
-        self.insert_packed(object.pack())
-    }
-
-    /// As [`Store::insert`], for an object already packed.
-    pub fn insert_packed(&mut self, object: PackedObject) -> Vec<ServiceKey> {
-        match object {
-            PackedObject::Import(key, packed) => {
-                let objects = self.services.entry(key.clone()).or_default();
-                if objects.import.replace(packed).is_none() {
-                    self.imports += 1;
-                }
-                vec![key]
-            }
-            PackedObject::Slice(service, packed) => {
-                let name = packed.name().to_string();
-                let mut affected = Vec::with_capacity(2);
-                if let Some(old) = self
-                    .slice_owner
-                    .insert((service.namespace.clone(), name.clone()), service.clone())
-                {
-                    if old != service {
-                        self.detach_slice(&old, &name);
-                        affected.push(old);
-                    }
-                }
-                let list = &mut self.services.entry(service.clone()).or_default().slices;
-                match list.binary_search_by(|p| p.name().cmp(&name)) {
-                    Ok(i) => list[i] = packed,
-                    Err(i) => list.insert(i, packed),
-                }
-                affected.push(service);
-                affected
-            }
-        }
-    }
-
-    /// Drops the service's record once it holds nothing.
-    fn tidy(&mut self, key: &ServiceKey) {
-        if self
-            .services
-            .get(key)
-            .is_some_and(|o| o.import.is_none() && o.slices.is_empty())
-        {
-            self.services.remove(key);
-        }
-    }
-
-    fn detach_slice(&mut self, owner: &ServiceKey, name: &str) {
-        if let Some(o) = self.services.get_mut(owner) {
-            if let Ok(i) = o.slices.binary_search_by(|p| p.name().cmp(name)) {
-                o.slices.remove(i);
-            }
-            o.slices.shrink_to_fit();
-        }
-        self.tidy(owner);
-    }
-
-    /// Forgets a ServiceImport; returns its service if it was known.
-    pub fn remove_import(&mut self, id: &ObjectId) -> Option<ServiceKey> {
-        let key = ServiceKey {
-            namespace: id.0.clone(),
-            name: id.1.clone(),
-        };
-        self.services.get_mut(&key)?.import.take()?;
-        self.imports -= 1;
-        self.tidy(&key);
-        Some(key)
-    }
-
-    /// Forgets an EndpointSlice; returns the service it belonged to if it was known.
-    pub fn remove_slice(&mut self, id: &ObjectId) -> Option<ServiceKey> {
-        let owner = self.slice_owner.remove(id)?;
-        self.detach_slice(&owner, &id.1);
-        Some(owner)
-    }
-
-    /// Identities of the ServiceImports (in `namespace`, or all).
-    pub fn import_ids(&self, namespace: Option<&str>) -> Vec<ObjectId> {
-        self.services
-            .iter()
-            .filter(|(k, o)| o.import.is_some() && namespace.is_none_or(|n| k.namespace == n))
-            .map(|(k, _)| (k.namespace.clone(), k.name.clone()))
-            .collect()
-    }
-
-    /// Identities of the EndpointSlices (in `namespace`, or all).
-    pub fn slice_ids(&self, namespace: Option<&str>) -> Vec<ObjectId> {
-        self.slice_owner
-            .keys()
-            .filter(|(ns, _)| namespace.is_none_or(|n| ns == n))
-            .cloned()
-            .collect()
-    }
-
-    pub fn imports(&self) -> usize {
-        self.imports
-    }
-
-    pub fn slices(&self) -> usize {
-        self.slice_owner.len()
-    }
-
-    /// The service as DNS sees it, if its ServiceImport is known.
-    pub fn service(&self, key: &ServiceKey) -> Option<Service> {
-        let objects = self.services.get(key)?;
-        Some(packed::service(
-            key.clone(),
-            objects.import.as_ref()?,
-            &objects.slices,
-        ))
-    }
-
-    /// Every service, still packed (a few bytes an endpoint): the builder unpacks them one at
-    /// a time, so a full load never holds them all unpacked.
-    pub fn snapshot(&self) -> ServiceSet {
-        let mut all: Vec<_> = self
-            .services
-            .iter()
-            .filter_map(|(k, o)| Some((k.clone(), o.import.clone()?, o.slices.clone())))
-            .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        ServiceSet::packed(all)
-    }
-
-    /// As [`Store::snapshot`], for a store that is done with: its objects move into the
-    /// snapshot instead of being copied, so a full load never holds them twice.
-    pub fn into_snapshot(self) -> ServiceSet {
-        let mut all: Vec<_> = self
-            .services
-            .into_iter()
-            .filter_map(|(k, o)| Some((k, o.import?, o.slices)))
-            .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        ServiceSet::packed(all)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn one(yaml: &str) -> Classified {
         classify(
-            &serde_yaml_ng::from_str::<Value>(yaml).unwrap(),
+            serde_yaml_ng::from_str::<Value>(yaml).unwrap(),
             &Policy::default(),
         )
+    }
+
+    #[test]
+    fn objects_from_the_api_are_read_from_what_the_client_parsed() {
+        let o: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ServiceImport",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u", "resourceVersion": "7",
+                         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"},
+                         "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"type": "ClusterSetIP", "ips": ["10.0.0.1"], "ports": [{"port": 80}]},
+            "status": {"clusters": [{"cluster": "east"}]}
+        }))
+        .unwrap();
+        let c = convert_import(ServiceImport::from_dynamic(o).unwrap(), &Policy::default());
+        let Classified::Object(Object::Import(i)) = c else {
+            panic!("{c:?}")
+        };
+        assert_eq!(i.key.to_string(), "shop/web");
+        assert_eq!(i.ips, ["10.0.0.1".parse::<IpAddr>().unwrap()]);
+        assert_eq!(i.ports.len(), 1);
+        // A body that does not have the shape (no schema stopped it) is this object's error.
+        let o: DynamicObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "odd", "namespace": "shop"},
+            "addressType": "IPv4", "endpoints": [{"addresses": "10.0.0.1"}]
+        }))
+        .unwrap();
+        let e = EndpointSlice::from_dynamic(o).unwrap_err();
+        assert_eq!(
+            (e.kind, e.object.as_str(), e.reason),
+            ("EndpointSlice", "shop/odd", "malformed")
+        );
+        assert!(e.message.starts_with("cannot be read: "), "{e}");
     }
 
     #[test]
@@ -919,54 +855,5 @@ mod tests {
         assert!(s.slice.ports.is_empty());
         assert_eq!(s.slice.endpoints.len(), 2);
         assert_eq!(s.slice.endpoints[1].hostname.as_deref(), Some("db-0"));
-    }
-
-    #[test]
-    fn store_joins_slices_to_imports() {
-        let mut store = Store::default();
-        for yaml in [
-            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: z, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: [10.0.0.2]}]",
-            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: [10.0.0.1]}]",
-            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: b, namespace: shop, labels: {multicluster.kubernetes.io/service-name: orphan}}\naddressType: IPv4",
-            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\nspec: {type: Headless}",
-        ] {
-            let Classified::Object(o) = one(yaml) else {
-                panic!()
-            };
-            store.insert(o);
-        }
-        let services: Vec<Service> = store.snapshot().into_iter().collect();
-        assert_eq!(services.len(), 1);
-        let names: Vec<_> = services[0].slices.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["a", "z"]);
-        assert_eq!(store.slices(), 3);
-        // A relabelled slice moves to its new service; a removed one is gone from its service.
-        let web = ServiceKey {
-            namespace: "shop".into(),
-            name: "web".into(),
-        };
-        let orphan = ServiceKey {
-            namespace: "shop".into(),
-            name: "orphan".into(),
-        };
-        let Classified::Object(o) = one(
-            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: z, namespace: shop, labels: {multicluster.kubernetes.io/service-name: orphan}}\naddressType: IPv4",
-        ) else {
-            panic!()
-        };
-        assert_eq!(store.insert(o), [web.clone(), orphan.clone()]);
-        assert_eq!(store.service(&web).unwrap().slices.len(), 1);
-        assert_eq!(
-            store.remove_slice(&("shop".into(), "a".into())),
-            Some(web.clone())
-        );
-        assert!(store.service(&web).unwrap().slices.is_empty());
-        assert_eq!(store.remove_slice(&("shop".into(), "a".into())), None);
-        assert_eq!(store.slice_ids(Some("shop")).len(), 2);
-        assert_eq!(store.slice_ids(Some("other")).len(), 0);
-        // A store that is done with hands over the same services, moved instead of copied.
-        let copied: Vec<Service> = store.snapshot().into_iter().collect();
-        let moved: Vec<Service> = store.into_snapshot().into_iter().collect();
-        assert_eq!(moved, copied);
     }
 }

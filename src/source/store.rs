@@ -1,0 +1,256 @@
+//! The objects a source currently knows, in the packed form (a few bytes an endpoint), joined
+//! into `model::Service`s on demand: a source must hold every object it watches so that a change
+//! to one can be turned back into its whole service.
+
+use std::collections::HashMap;
+
+use super::object::Object;
+use crate::model::packed::{self, Packed, PackedImport};
+use crate::model::{Service, ServiceKey, ServiceSet};
+
+/// An object in the store's form (a few bytes an endpoint), as a relist holds what it has
+/// listed until the list is complete.
+#[derive(Debug, Clone)]
+pub enum PackedObject {
+    Import(ServiceKey, PackedImport),
+    /// The service it belongs to, and the slice (which knows its own name).
+    Slice(ServiceKey, Packed),
+}
+
+impl Object {
+    /// The object in the store's form.
+    pub fn pack(self) -> PackedObject {
+        match self {
+            Object::Import(i) => {
+                PackedObject::Import(i.key, PackedImport::new(i.kind, &i.ips, &i.ports))
+            }
+            Object::Slice(s) => PackedObject::Slice(s.service, Packed::new(&s.slice)),
+        }
+    }
+}
+
+/// `(namespace, name)` of an object.
+pub type ObjectId = (String, String);
+
+/// The objects of one service: its ServiceImport (if seen yet) and its slices, packed.
+#[derive(Debug, Default)]
+struct Objects {
+    import: Option<PackedImport>,
+    /// Sorted by slice name.
+    slices: Vec<Packed>,
+}
+
+/// The objects a source currently knows, joined into services on demand. Kept packed (a few
+/// bytes an endpoint) because a source must hold every object it watches.
+#[derive(Debug, Default)]
+pub struct Store {
+    services: HashMap<ServiceKey, Objects>,
+    imports: usize,
+    /// The service each slice is filed under, so a delete (or a relabel) finds it.
+    slice_owner: HashMap<ObjectId, ServiceKey>,
+}
+
+impl Store {
+    /// Adds or replaces an object; returns the services whose DNS data may have changed.
+    pub fn insert(&mut self, object: Object) -> Vec<ServiceKey> {
+        self.insert_packed(object.pack())
+    }
+
+    /// As [`Store::insert`], for an object already packed.
+    pub fn insert_packed(&mut self, object: PackedObject) -> Vec<ServiceKey> {
+        match object {
+            PackedObject::Import(key, packed) => {
+                let objects = self.services.entry(key.clone()).or_default();
+                if objects.import.replace(packed).is_none() {
+                    self.imports += 1;
+                }
+                vec![key]
+            }
+            PackedObject::Slice(service, packed) => {
+                let name = packed.name().to_string();
+                let mut affected = Vec::with_capacity(2);
+                if let Some(old) = self
+                    .slice_owner
+                    .insert((service.namespace.clone(), name.clone()), service.clone())
+                {
+                    if old != service {
+                        self.detach_slice(&old, &name);
+                        affected.push(old);
+                    }
+                }
+                let list = &mut self.services.entry(service.clone()).or_default().slices;
+                match list.binary_search_by(|p| p.name().cmp(&name)) {
+                    Ok(i) => list[i] = packed,
+                    Err(i) => list.insert(i, packed),
+                }
+                affected.push(service);
+                affected
+            }
+        }
+    }
+
+    /// Drops the service's record once it holds nothing.
+    fn tidy(&mut self, key: &ServiceKey) {
+        if self
+            .services
+            .get(key)
+            .is_some_and(|o| o.import.is_none() && o.slices.is_empty())
+        {
+            self.services.remove(key);
+        }
+    }
+
+    fn detach_slice(&mut self, owner: &ServiceKey, name: &str) {
+        if let Some(o) = self.services.get_mut(owner) {
+            if let Ok(i) = o.slices.binary_search_by(|p| p.name().cmp(name)) {
+                o.slices.remove(i);
+            }
+            o.slices.shrink_to_fit();
+        }
+        self.tidy(owner);
+    }
+
+    /// Forgets a ServiceImport; returns its service if it was known.
+    pub fn remove_import(&mut self, id: &ObjectId) -> Option<ServiceKey> {
+        let key = ServiceKey {
+            namespace: id.0.clone(),
+            name: id.1.clone(),
+        };
+        self.services.get_mut(&key)?.import.take()?;
+        self.imports -= 1;
+        self.tidy(&key);
+        Some(key)
+    }
+
+    /// Forgets an EndpointSlice; returns the service it belonged to if it was known.
+    pub fn remove_slice(&mut self, id: &ObjectId) -> Option<ServiceKey> {
+        let owner = self.slice_owner.remove(id)?;
+        self.detach_slice(&owner, &id.1);
+        Some(owner)
+    }
+
+    /// Identities of the ServiceImports (in `namespace`, or all).
+    pub fn import_ids(&self, namespace: Option<&str>) -> Vec<ObjectId> {
+        self.services
+            .iter()
+            .filter(|(k, o)| o.import.is_some() && namespace.is_none_or(|n| k.namespace == n))
+            .map(|(k, _)| (k.namespace.clone(), k.name.clone()))
+            .collect()
+    }
+
+    /// Identities of the EndpointSlices (in `namespace`, or all).
+    pub fn slice_ids(&self, namespace: Option<&str>) -> Vec<ObjectId> {
+        self.slice_owner
+            .keys()
+            .filter(|(ns, _)| namespace.is_none_or(|n| ns == n))
+            .cloned()
+            .collect()
+    }
+
+    pub fn imports(&self) -> usize {
+        self.imports
+    }
+
+    pub fn slices(&self) -> usize {
+        self.slice_owner.len()
+    }
+
+    /// The service as DNS sees it, if its ServiceImport is known.
+    pub fn service(&self, key: &ServiceKey) -> Option<Service> {
+        let objects = self.services.get(key)?;
+        Some(packed::service(
+            key.clone(),
+            objects.import.as_ref()?,
+            &objects.slices,
+        ))
+    }
+
+    /// Every service, still packed (a few bytes an endpoint): the builder unpacks them one at
+    /// a time, so a full load never holds them all unpacked.
+    pub fn snapshot(&self) -> ServiceSet {
+        let mut all: Vec<_> = self
+            .services
+            .iter()
+            .filter_map(|(k, o)| Some((k.clone(), o.import.clone()?, o.slices.clone())))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        ServiceSet::packed(all)
+    }
+
+    /// As [`Store::snapshot`], for a store that is done with: its objects move into the
+    /// snapshot instead of being copied, so a full load never holds them twice.
+    pub fn into_snapshot(self) -> ServiceSet {
+        let mut all: Vec<_> = self
+            .services
+            .into_iter()
+            .filter_map(|(k, o)| Some((k, o.import?, o.slices)))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        ServiceSet::packed(all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_yaml_ng::Value;
+
+    use super::*;
+    use crate::source::object::{Classified, classify};
+    use crate::source::policy::Policy;
+
+    fn one(yaml: &str) -> Classified {
+        classify(
+            serde_yaml_ng::from_str::<Value>(yaml).unwrap(),
+            &Policy::default(),
+        )
+    }
+
+    #[test]
+    fn store_joins_slices_to_imports() {
+        let mut store = Store::default();
+        for yaml in [
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: z, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: [10.0.0.2]}]",
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: [10.0.0.1]}]",
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: b, namespace: shop, labels: {multicluster.kubernetes.io/service-name: orphan}}\naddressType: IPv4",
+            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\nspec: {type: Headless}",
+        ] {
+            let Classified::Object(o) = one(yaml) else {
+                panic!()
+            };
+            store.insert(o);
+        }
+        let services: Vec<Service> = store.snapshot().into_iter().collect();
+        assert_eq!(services.len(), 1);
+        let names: Vec<_> = services[0].slices.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["a", "z"]);
+        assert_eq!(store.slices(), 3);
+        // A relabelled slice moves to its new service; a removed one is gone from its service.
+        let web = ServiceKey {
+            namespace: "shop".into(),
+            name: "web".into(),
+        };
+        let orphan = ServiceKey {
+            namespace: "shop".into(),
+            name: "orphan".into(),
+        };
+        let Classified::Object(o) = one(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: z, namespace: shop, labels: {multicluster.kubernetes.io/service-name: orphan}}\naddressType: IPv4",
+        ) else {
+            panic!()
+        };
+        assert_eq!(store.insert(o), [web.clone(), orphan.clone()]);
+        assert_eq!(store.service(&web).unwrap().slices.len(), 1);
+        assert_eq!(
+            store.remove_slice(&("shop".into(), "a".into())),
+            Some(web.clone())
+        );
+        assert!(store.service(&web).unwrap().slices.is_empty());
+        assert_eq!(store.remove_slice(&("shop".into(), "a".into())), None);
+        assert_eq!(store.slice_ids(Some("shop")).len(), 2);
+        assert_eq!(store.slice_ids(Some("other")).len(), 0);
+        // A store that is done with hands over the same services, moved instead of copied.
+        let copied: Vec<Service> = store.snapshot().into_iter().collect();
+        let moved: Vec<Service> = store.into_snapshot().into_iter().collect();
+        assert_eq!(moved, copied);
+    }
+}
