@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::cidr::Cidr;
-use crate::dns::tcp;
-use crate::dns::xdp::Coalescing;
+use crate::dns::xdp::{self, Coalescing};
+use crate::dns::{tcp, udp};
 use crate::server;
 use crate::source::object::is_label;
 use crate::source::policy::Policy;
@@ -345,7 +345,6 @@ impl Args {
     }
 
     pub fn config(&self) -> Result<crate::Config, String> {
-        crate::apexes(&self.zones).map_err(|e| e.to_string())?;
         let policy = self.policy()?;
         let source = match &self.file {
             Some(path) => crate::SourceConfig::File(file::Config {
@@ -362,7 +361,7 @@ impl Args {
             }),
         };
         Ok(crate::Config {
-            zones: self.zones.clone(),
+            zones: crate::Zones::parse(&self.zones).map_err(|e| e.to_string())?,
             ttl: self.ttl,
             ns_addresses: self.ns_addresses.clone(),
             limits: Limits {
@@ -370,12 +369,21 @@ impl Args {
                 zone_names: unlimited_if_zero(self.max_zone_names),
             },
             server: server::Config {
+                listen: self.listen,
+                admin: self.admin_listen,
+                udp: udp::Config {
+                    workers: self.udp_workers(),
+                },
+                xdp: self.xdp.as_ref().map(|interface| xdp::Config {
+                    interface: interface.clone(),
+                    coalesce: self.xdp_coalesce,
+                }),
                 tcp: tcp::Config {
                     idle_timeout: self.tcp_idle_timeout,
                     max_connections: self.tcp_max_connections as usize,
                     allow_transfer: self.allow_transfer.clone(),
-                    query_log: self.log_queries,
                 },
+                query_log: self.log_queries,
                 grace: self.shutdown_grace,
                 lameduck: self.lameduck,
             },
@@ -430,7 +438,10 @@ mod tests {
         ])
         .unwrap();
         let c = a.config().unwrap();
-        assert_eq!(c.zones, ["a.local", "b.local"]);
+        assert_eq!(
+            c.zones,
+            crate::Zones::parse(&["a.local", "b.local"]).unwrap()
+        );
         assert_eq!(c.ttl, 30);
         let a =
             Args::try_parse_from(["clusterset-dns", "--file", "f", "--zone", "bad..zone"]).unwrap();

@@ -51,7 +51,7 @@ pub(crate) fn unix_now() -> u64 {
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Served zones, e.g. `clusterset.local`.
-    pub zones: Vec<String>,
+    pub zones: Zones,
     pub ttl: u32,
     /// Addresses of `ns.dns.<zone>`, given as glue with the apex NS record.
     pub ns_addresses: Vec<IpAddr>,
@@ -78,44 +78,59 @@ pub enum ConfigError {
     NoZone,
 }
 
-/// Lower-case wire names of the zones, checked.
-pub fn apexes(zones: &[String]) -> Result<Vec<Vec<u8>>, ConfigError> {
-    if zones.is_empty() {
-        return Err(ConfigError::NoZone);
-    }
-    let mut out: Vec<Vec<u8>> = Vec::new();
-    for z in zones {
-        // Room for `dns-version.<zone>` and a short service name at least.
-        let w = wire_name(z)
-            .filter(|w| w.len() > 1 && w.len() <= 200)
-            .ok_or_else(|| ConfigError::BadZone(z.clone()))?;
-        if out.contains(&w) {
-            return Err(ConfigError::DuplicateZone(z.clone()));
+/// The served zones, checked: lower-case wire names, at least one, none twice.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Zones(Vec<Vec<u8>>);
+
+impl Zones {
+    pub fn parse<S: AsRef<str>>(zones: &[S]) -> Result<Zones, ConfigError> {
+        if zones.is_empty() {
+            return Err(ConfigError::NoZone);
         }
-        out.push(w);
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        for z in zones.iter().map(AsRef::as_ref) {
+            // Room for `dns-version.<zone>` and a short service name at least.
+            let w = wire_name(z)
+                .filter(|w| w.len() > 1 && w.len() <= 200)
+                .ok_or_else(|| ConfigError::BadZone(z.to_string()))?;
+            if out.contains(&w) {
+                return Err(ConfigError::DuplicateZone(z.to_string()));
+            }
+            out.push(w);
+        }
+        Ok(Zones(out))
     }
-    Ok(out)
+
+    /// The zones' wire names, in the order given.
+    pub fn apexes(&self) -> &[Vec<u8>] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Zones {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|a| wire::name_text(a)))
+            .finish()
+    }
 }
 
 /// The empty zone for `config`, its metrics (`server` is their `server` label) and its one
 /// writer.
-fn new_zone(
-    config: &Config,
-    server: String,
-) -> Result<(Arc<Metrics>, Arc<Zone>, Builder), ConfigError> {
-    let apexes = apexes(&config.zones)?;
+fn new_zone(config: &Config, server: String) -> (Arc<Metrics>, Arc<Zone>, Builder) {
+    let apexes = config.zones.apexes().to_vec();
     let zone_texts = apexes.iter().map(|a| wire::name_text(a)).collect();
     let metrics = Arc::new(Metrics::new(server, zone_texts));
     let zone = Arc::new(Zone::new(apexes, config.ttl));
     let builder = Builder::new(zone.clone(), &config.ns_addresses, metrics.clone())
         .with_limits(config.limits);
-    Ok((metrics, zone, builder))
+    (metrics, zone, builder)
 }
 
 /// The zone the server would serve with `config`, in master-file form: the file loaded once, or
 /// the Kubernetes API listed once (waiting at most `wait` for the first full list).
 pub async fn zone_text(config: &Config, wait: std::time::Duration) -> anyhow::Result<String> {
-    let (metrics, zone, mut builder) = new_zone(config, "dns://zone".into())?;
+    let (metrics, zone, mut builder) = new_zone(config, "dns://zone".into());
     let services = match &config.source {
         SourceConfig::File(fc) => file::initial(fc, &metrics)?.services,
         SourceConfig::Kube(kc) => {
@@ -148,7 +163,7 @@ pub async fn zone_text(config: &Config, wait: std::time::Duration) -> anyhow::Re
 /// Runs the server until `shutdown` has been through its lame duck (see [`Shutdown`]). Fails
 /// early (before serving) when the configuration or the source's first load is unusable.
 pub async fn run(config: Config, listeners: Listeners, shutdown: Shutdown) -> anyhow::Result<()> {
-    let (metrics, zone, builder) = new_zone(&config, format!("dns://{}", listeners.dns_addr()))?;
+    let (metrics, zone, builder) = new_zone(&config, format!("dns://{}", listeners.dns_addr()));
     // Sources, the admin server and the listeners stop when the lame duck is over.
     let stop = CancellationToken::new();
     tokio::spawn(shutdown.clone().lame_duck(

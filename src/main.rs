@@ -89,19 +89,13 @@ fn main() -> ExitCode {
     if let Some(Command::Zone { timeout }) = args.command {
         return print_zone(&config, timeout);
     }
-    let mut listeners = match Listeners::bind(args.listen, args.udp_workers(), args.admin_listen) {
+    let listeners = match Listeners::bind(&config.server) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("clusterset-dns: {e}");
             return ExitCode::FAILURE;
         }
     };
-    if let Some(iface) = &args.xdp
-        && let Err(e) = listeners.attach_xdp(iface, args.xdp_coalesce)
-    {
-        eprintln!("clusterset-dns: {e}");
-        return ExitCode::FAILURE;
-    }
     let runtime = match runtime(tokio::runtime::Builder::new_multi_thread()) {
         Ok(r) => r,
         Err(code) => return code,
@@ -110,9 +104,9 @@ fn main() -> ExitCode {
         info!(
             version = clusterset_dns::metrics::VERSION,
             revision = clusterset_dns::metrics::REVISION,
-            listen = %args.listen,
-            udp_workers = args.udp_workers(),
-            admin_listen = %args.admin_listen,
+            listen = %config.server.listen,
+            udp_workers = config.server.udp.workers,
+            admin_listen = %config.server.admin,
             ?config,
             "starting"
         );

@@ -9,8 +9,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::dns::xdp::{Coalescing, Xdp, XdpError};
-use crate::dns::{tcp, udp};
+use crate::dns::xdp::{self, Xdp, XdpError};
+use crate::dns::{QueryLog, tcp, udp};
 use crate::metrics::Metrics;
 use crate::zone::Zone;
 
@@ -25,6 +25,14 @@ pub struct Listeners {
 }
 
 #[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    #[error(transparent)]
+    Xdp(#[from] XdpError),
+}
+
+#[derive(Debug, thiserror::Error)]
 #[error("cannot listen on {what} {addr}: {error}")]
 pub struct BindError {
     what: &'static str,
@@ -33,9 +41,22 @@ pub struct BindError {
 }
 
 impl Listeners {
-    /// Binds `udp_workers` UDP sockets and a TCP listener on the same address (with port 0, on
-    /// one free port for both), and the admin address.
-    pub fn bind(dns: SocketAddr, udp_workers: usize, admin: SocketAddr) -> Result<Self, BindError> {
+    /// Binds what `config` says: the UDP workers' sockets and a TCP listener on the listen
+    /// address (with port 0, on one free port for both), the admin address, and XDP's program
+    /// and sockets when asked for.
+    pub fn bind(config: &Config) -> Result<Self, ListenError> {
+        let mut listeners = Self::bind_sockets(config.listen, config.udp.workers, config.admin)?;
+        if let Some(x) = &config.xdp {
+            listeners.xdp = Some(Xdp::attach(x, listeners.dns_addr())?);
+        }
+        Ok(listeners)
+    }
+
+    fn bind_sockets(
+        dns: SocketAddr,
+        udp_workers: usize,
+        admin: SocketAddr,
+    ) -> Result<Self, BindError> {
         let err = |what, addr, error| BindError { what, addr, error };
         let mut tries = 0;
         let (udp, tcp) = loop {
@@ -60,13 +81,6 @@ impl Listeners {
         })
     }
 
-    /// Also takes UDP queries to the DNS address from interface `iface` through AF_XDP; its
-    /// workers wait after a receive that did not fill a batch as `coalesce` says.
-    pub fn attach_xdp(&mut self, iface: &str, coalesce: Coalescing) -> Result<(), XdpError> {
-        self.xdp = Some(Xdp::attach(iface, self.dns_addr(), coalesce)?);
-        Ok(())
-    }
-
     pub fn dns_addr(&self) -> SocketAddr {
         self.udp[0]
             .local_addr()
@@ -82,7 +96,16 @@ impl Listeners {
 
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// DNS over UDP and TCP (and XDP's UDP).
+    pub listen: SocketAddr,
+    /// The admin HTTP server: /metrics, /health, /ready.
+    pub admin: SocketAddr,
+    pub udp: udp::Config,
+    /// `--xdp`: also answer UDP through AF_XDP.
+    pub xdp: Option<xdp::Config>,
     pub tcp: tcp::Config,
+    /// `--log-queries`: every listener logs every query at info.
+    pub query_log: bool,
     /// How long in-flight TCP answers get to finish at shutdown.
     pub grace: Duration,
     /// How long every listener keeps answering after [`Shutdown::begin`] while `/ready` says
@@ -169,24 +192,26 @@ pub async fn serve(
     info!(address = %udp[0].local_addr()?, workers = udp.len(), "DNS listening on UDP");
     info!(address = %tcp.local_addr()?, max_connections = config.tcp.max_connections, "DNS listening on TCP");
     let halt = Arc::new(AtomicBool::new(false));
-    let mut workers = udp::spawn(
-        udp,
-        zone.clone(),
-        &metrics,
-        halt.clone(),
-        config.tcp.query_log,
-    )?;
+    let mut workers = udp::spawn(udp, zone.clone(), &metrics, halt.clone(), config.query_log)?;
     let attached = match xdp {
         Some(xdp) => {
             info!(interface = %xdp.iface, mode = %xdp.mode, queues = xdp.queues(), locked_mib = xdp.locked() >> 20, coalesce = %xdp.coalesce, "DNS answering UDP through AF_XDP");
             let (attached, more) =
-                xdp.spawn(zone.clone(), &metrics, halt.clone(), config.tcp.query_log)?;
+                xdp.spawn(zone.clone(), &metrics, halt.clone(), config.query_log)?;
             workers.extend(more);
             Some(attached)
         }
         None => None,
     };
-    let tcp = tokio::spawn(tcp::serve(tcp, config.tcp, zone, metrics, stop.clone()));
+    let log = QueryLog::new(config.query_log);
+    let tcp = tokio::spawn(tcp::serve(
+        tcp,
+        config.tcp,
+        log,
+        zone,
+        metrics,
+        stop.clone(),
+    ));
     stop.cancelled().await;
     halt.store(true, Ordering::Relaxed);
     let drain = async {

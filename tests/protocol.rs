@@ -401,7 +401,7 @@ async fn tcp_idle_connections_are_closed_and_capped() {
 #[tokio::test]
 async fn several_zones_each_with_its_own_soa() {
     let s = start_with(ONE, |c| {
-        c.zones = vec!["clusterset.local".into(), "cluster.local".into()]
+        c.zones = clusterset_dns::Zones::parse(&["clusterset.local", "cluster.local"]).unwrap()
     })
     .await;
     for zone in ["clusterset.local", "cluster.local"] {

@@ -29,8 +29,6 @@ pub struct Config {
     pub max_connections: usize,
     /// Clients allowed zone transfers (AXFR, IXFR); everyone else is refused.
     pub allow_transfer: Vec<Cidr>,
-    /// `--log-queries`: log every query at info.
-    pub query_log: bool,
 }
 
 /// The open connections: when each last finished a query (or opened), and how to close it.
@@ -73,6 +71,7 @@ impl Open {
 pub async fn serve(
     listener: TcpListener,
     config: Config,
+    log: QueryLog,
     zone: Arc<Zone>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
@@ -120,7 +119,7 @@ pub async fn serve(
             let touch = || open.lock().expect("connections lock").touch(id);
             tokio::select! {
                 _ = stop.cancelled() => {}
-                r = connection(stream, src, &config, &zone, &counters, &touch, &shutdown) => if let Err(e) = r {
+                r = connection(stream, src, &config, log, &zone, &counters, &touch, &shutdown) => if let Err(e) = r {
                     debug!(%src, error = %e, "TCP connection ended");
                 },
             }
@@ -225,10 +224,12 @@ fn frame(output: &mut Vec<u8>, message: &[u8]) {
     output.extend_from_slice(message);
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn connection(
     mut stream: TcpStream,
     src: SocketAddr,
     config: &Config,
+    log: QueryLog,
     zone: &Zone,
     counters: &QueryCounters,
     touch: &(dyn Fn() + Send + Sync),
@@ -237,7 +238,6 @@ async fn connection(
     let _ = stream.set_nodelay(true);
     let idle = config.idle_timeout;
     let may_transfer = config.allow_transfer.iter().any(|c| c.contains(src.ip()));
-    let log = QueryLog::new(config.query_log);
     let mut c = Conn::new();
     // A query must arrive whole within the idle timeout of the last one (or of the connection's
     // start): a client trickling bytes is treated like an idle one.

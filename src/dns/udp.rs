@@ -59,6 +59,13 @@ pub fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::UdpSocke
     Ok(out)
 }
 
+/// The UDP listener's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Sockets bound to the listen address (SO_REUSEPORT), each with its own thread.
+    pub workers: usize,
+}
+
 /// Starts one worker thread per socket; they stop when `stop` is set.
 pub fn spawn(
     sockets: Vec<std::net::UdpSocket>,

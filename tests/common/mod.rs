@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clusterset_dns::dns::tcp;
+use clusterset_dns::dns::{tcp, udp};
 use clusterset_dns::server::{self, Listeners, Shutdown};
 use clusterset_dns::source::file;
 use hickory_proto::op::{Message, MessageType, ResponseCode};
@@ -37,17 +37,22 @@ impl Drop for Server {
 
 pub fn config(file: &Path, zones: &[&str]) -> clusterset_dns::Config {
     clusterset_dns::Config {
-        zones: zones.iter().map(|z| z.to_string()).collect(),
+        zones: clusterset_dns::Zones::parse(zones).unwrap(),
         ttl: 5,
         ns_addresses: vec![],
         limits: clusterset_dns::zone::build::Limits::NONE,
         server: server::Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            admin: "127.0.0.1:0".parse().unwrap(),
+            // Two UDP workers, so tests cross the SO_REUSEPORT spread.
+            udp: udp::Config { workers: 2 },
+            xdp: None,
             tcp: tcp::Config {
                 idle_timeout: Duration::from_secs(5),
                 max_connections: 64,
                 allow_transfer: vec![],
-                query_log: false,
             },
+            query_log: false,
             grace: Duration::from_secs(1),
             lameduck: Duration::ZERO,
         },
@@ -74,10 +79,9 @@ pub async fn start_on(
     let path = dir.path().join("objects.yaml");
     std::fs::write(&path, yaml).unwrap();
     let mut cfg = config(&path, &["clusterset.local"]);
+    cfg.server.listen = listen.parse().unwrap();
     tweak(&mut cfg);
-    // Two UDP workers, so tests cross the SO_REUSEPORT spread.
-    let listeners =
-        Listeners::bind(listen.parse().unwrap(), 2, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let listeners = Listeners::bind(&cfg.server).unwrap();
     let (dns, admin) = (listeners.dns_addr(), listeners.admin_addr());
     let shutdown = Shutdown::new();
     let task = tokio::spawn(clusterset_dns::run(cfg, listeners, shutdown.clone()));

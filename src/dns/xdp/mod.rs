@@ -132,10 +132,10 @@ pub struct Xdp {
 }
 
 impl Xdp {
-    /// Attaches to interface `iface` for the DNS server on `listen` (its UDP sockets must be
-    /// bound already: they answer what the program passes on).
-    /// Its workers wait after a receive that did not fill a batch as `coalesce` says (see `run`).
-    pub fn attach(iface: &str, listen: SocketAddr, coalesce: Coalescing) -> Result<Xdp, XdpError> {
+    /// Attaches to the configured interface for the DNS server on `listen` (its UDP sockets
+    /// must be bound already: they answer what the program passes on).
+    pub fn attach(config: &Config, listen: SocketAddr) -> Result<Xdp, XdpError> {
+        let (iface, coalesce) = (config.interface.as_str(), config.coalesce);
         // `busy`: what EBUSY means at this step.
         let fail = |what: &str, busy: &str, error: io::Error| {
             let hint = match error.raw_os_error() {
@@ -846,6 +846,15 @@ impl Socket {
         // SAFETY: one pollfd.
         unsafe { libc::poll(&mut p, 1, ms) != 0 }
     }
+}
+
+/// The XDP listener's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The interface whose receive queues get the program and the AF_XDP sockets.
+    pub interface: String,
+    /// How workers wait after a receive that did not fill a batch (see `Worker::run`).
+    pub coalesce: Coalescing,
 }
 
 /// Whether XDP workers wait after a batch that did not fill, so that queries arriving meanwhile
