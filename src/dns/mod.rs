@@ -2,90 +2,27 @@
 //! the zone, and write header + the query's own question + the precompiled body (+ OPT). This is
 //! the one lookup every serving path shares, so all of them answer alike.
 
+mod account;
+mod batch;
+mod query;
 pub mod tcp;
 pub mod transfer;
 pub mod udp;
 pub mod xdp;
 
-use std::net::SocketAddr;
+pub(crate) use account::account;
+pub use account::{QName, QueryLog};
+pub use batch::{BATCH, Batch};
+use query::{Edns, Parsed, Query, parse};
 
 use crate::wire::{
     CLASS_IN, OPT_LEN, RCODE_BADVERS, RCODE_FORMERR, RCODE_NOERROR, RCODE_NOTIMP, RCODE_NXDOMAIN,
-    RCODE_REFUSED, RCODE_SERVFAIL, TYPE_AXFR, TYPE_IXFR, TYPE_OPT, TYPE_SOA, WireName,
+    RCODE_REFUSED, RCODE_SERVFAIL, TYPE_AXFR, TYPE_IXFR, TYPE_OPT, TYPE_SOA,
 };
 use crate::zone::{Candidate, Lookup, View, Zone};
 
 /// The UDP payload size we advertise and the most we send over UDP (the DNS Flag Day 2020 value).
 pub const UDP_PAYLOAD: u16 = 1232;
-
-/// The question name of a response (or query) for logs, read only when formatted; `-` when
-/// there is no question.
-pub struct QName<'a>(pub &'a [u8]);
-
-impl std::fmt::Display for QName<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0.get(12..) {
-            Some(name) if u16_at(self.0, 4).unwrap_or(0) > 0 => WireName(name).fmt(f),
-            _ => f.write_str("-"),
-        }
-    }
-}
-
-/// Where a serving worker logs the queries it answers: at info with the query log on
-/// (`--log-queries`), else at debug; decided once, so a worker with no query lines enabled
-/// skips them with one test of a flag.
-#[derive(Debug, Clone, Copy)]
-pub struct QueryLog {
-    /// `--log-queries`: lines at info.
-    info: bool,
-    /// Whether any line is written (the query log, or debug lines enabled).
-    any: bool,
-}
-
-impl QueryLog {
-    pub fn new(query_log: bool) -> Self {
-        QueryLog {
-            info: query_log,
-            any: query_log
-                || tracing::enabled!(target: "clusterset_dns::query", tracing::Level::DEBUG),
-        }
-    }
-
-    /// Logs one answered query, if query lines are wanted.
-    pub fn log(
-        self,
-        client: SocketAddr,
-        transport: Transport,
-        response: &[u8],
-        outcome: &Outcome,
-        took: std::time::Duration,
-    ) {
-        if !self.any {
-            return;
-        }
-        macro_rules! line {
-            ($level:ident) => {
-                tracing::$level!(
-                    target: "clusterset_dns::query",
-                    %client,
-                    proto = if transport == Transport::Tcp { "tcp" } else { "udp" },
-                    name = %QName(response),
-                    qtype = crate::metrics::type_label(outcome.qtype),
-                    rcode = %crate::metrics::rcode_label(outcome.rcode),
-                    tc = outcome.truncated,
-                    size = response.len(),
-                    duration_us = took.as_micros() as u64,
-                    "query"
-                )
-            };
-        }
-        if self.info {
-            line!(info);
-        } else {
-            line!(debug);
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
@@ -105,160 +42,6 @@ pub struct Outcome {
     pub truncated: bool,
     /// The query's EDNS DO bit.
     pub dnssec_ok: bool,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Edns {
-    payload: u16,
-    version: u8,
-    dnssec_ok: bool,
-}
-
-/// A parsed query; fields after a parse error are whatever was read before it.
-struct Query<'a> {
-    id: u16,
-    opcode: u8,
-    rd: bool,
-    cd: bool,
-    /// The question exactly as sent (name, type, class), when it could be read.
-    question: Option<&'a [u8]>,
-    /// The question name, lower-cased, in wire form (in the caller's buffer).
-    lname: &'a [u8],
-    qtype: u16,
-    qclass: u16,
-    edns: Option<Edns>,
-}
-
-enum Parsed<'a> {
-    /// Not worth an answer: too short for a header, or itself a response.
-    Drop,
-    Query(Query<'a>),
-    FormErr(Query<'a>),
-}
-
-fn u16_at(p: &[u8], i: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*p.get(i)?, *p.get(i + 1)?]))
-}
-
-/// Reads the uncompressed question name at `i` into `lname`, lower-cased; returns the end offset.
-fn read_qname(p: &[u8], i: usize, lname: &mut [u8; 255], len: &mut usize) -> Option<usize> {
-    // Walk the labels to find the name's end, then copy and lower-case it in one pass: length
-    // bytes are at most 63, below b'A', so lower-casing leaves them as they are.
-    let mut at = i;
-    loop {
-        let l = *p.get(at)? as usize;
-        // Compression pointers (pointless in the only question) and extended label types.
-        if l > 63 {
-            return None;
-        }
-        at += 1 + l;
-        if at - i > 255 {
-            return None;
-        }
-        if l == 0 {
-            break;
-        }
-    }
-    let name = p.get(i..at)?;
-    for (d, s) in lname.iter_mut().zip(name) {
-        *d = s | (((s.wrapping_sub(b'A') < 26) as u8) << 5);
-    }
-    *len = name.len();
-    Some(at)
-}
-
-/// Skips a possibly compressed name; returns the offset after it.
-fn skip_name(p: &[u8], mut i: usize) -> Option<usize> {
-    loop {
-        let l = *p.get(i)?;
-        match l {
-            0 => return Some(i + 1),
-            1..=63 => i += 1 + l as usize,
-            0xC0..=0xFF => return p.get(i + 1).map(|_| i + 2),
-            _ => return None,
-        }
-    }
-}
-
-/// Parses `p`; the lower-cased question name goes into `name`, so the parsed query stays small.
-fn parse<'a>(p: &'a [u8], name: &'a mut [u8; 255]) -> Parsed<'a> {
-    if p.len() < 12 || p[2] & 0x80 != 0 {
-        return Parsed::Drop;
-    }
-    let mut q = Query {
-        id: u16::from_be_bytes([p[0], p[1]]),
-        opcode: (p[2] >> 3) & 0x0F,
-        rd: p[2] & 0x01 != 0,
-        cd: p[3] & 0x10 != 0,
-        question: None,
-        lname: &[],
-        qtype: 0,
-        qclass: 0,
-        edns: None,
-    };
-    let count = |i| u16::from_be_bytes([p[i], p[i + 1]]);
-    let (qd, an, ns, ar) = (count(4), count(6), count(8), count(10));
-    if qd != 1 {
-        return Parsed::FormErr(q);
-    }
-    let mut len = 0;
-    let Some(end) = read_qname(p, 12, name, &mut len) else {
-        return Parsed::FormErr(q);
-    };
-    let name: &'a [u8; 255] = name;
-    q.lname = &name[..len];
-    let (Some(qtype), Some(qclass)) = (u16_at(p, end), u16_at(p, end + 2)) else {
-        return Parsed::FormErr(q);
-    };
-    q.qtype = qtype;
-    q.qclass = qclass;
-    q.question = Some(&p[12..end + 4]);
-    let mut i = end + 4;
-    for section in [an, ns, ar] {
-        for _ in 0..section {
-            let start = i;
-            let Some(after) = skip_name(p, i) else {
-                return Parsed::FormErr(q);
-            };
-            let (Some(rtype), Some(class), Some(rdlen)) =
-                (u16_at(p, after), u16_at(p, after + 2), u16_at(p, after + 8))
-            else {
-                return Parsed::FormErr(q);
-            };
-            let rdata = after + 10;
-            if rdata + rdlen as usize > p.len() {
-                return Parsed::FormErr(q);
-            }
-            i = rdata + rdlen as usize;
-            if rtype != TYPE_OPT {
-                continue;
-            }
-            // RFC 6891: one OPT, in the additional section, owned by the root.
-            if section != ar || q.edns.is_some() || p[start] != 0 || !valid_options(&p[rdata..i]) {
-                q.edns = None;
-                return Parsed::FormErr(q);
-            }
-            q.edns = Some(Edns {
-                payload: class,
-                version: p[after + 5],
-                dnssec_ok: p[after + 6] & 0x80 != 0,
-            });
-        }
-    }
-    Parsed::Query(q)
-}
-
-fn valid_options(mut rdata: &[u8]) -> bool {
-    while !rdata.is_empty() {
-        let Some(len) = u16_at(rdata, 2) else {
-            return false;
-        };
-        let Some(rest) = rdata.get(4 + len as usize..) else {
-            return false;
-        };
-        rdata = rest;
-    }
-    true
 }
 
 fn outcome(q: &Query<'_>, rcode: u16, apex: Option<usize>, truncated: bool) -> Outcome {
@@ -305,7 +88,7 @@ fn opt(out: &mut Vec<u8>, edns: &Option<Edns>, rcode: u16) {
 }
 
 /// A response with no records: errors and refusals (no AA).
-fn bare(out: &mut Vec<u8>, q: &Query<'_>, rcode: u16) -> Outcome {
+fn write_error(out: &mut Vec<u8>, q: &Query<'_>, rcode: u16) -> Outcome {
     let qd = q.question.is_some() as u16;
     header(
         out,
@@ -351,33 +134,6 @@ fn soa(out: &mut Vec<u8>, apex_at: usize, serial: u32, ttl: u32) {
     out.extend_from_slice(&rr);
 }
 
-/// Counts one answered query and logs it (as `log` says), alike for the UDP, XDP and TCP paths.
-/// `response` is its messages: one, or a zone transfer's several (the log names the first).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn account(
-    counters: &crate::metrics::QueryCounters,
-    log: QueryLog,
-    transport: Transport,
-    client: SocketAddr,
-    outcome: &Outcome,
-    request_len: usize,
-    response: &[Vec<u8>],
-    took: std::time::Duration,
-) {
-    counters.count(crate::metrics::Answered {
-        zone: outcome.apex,
-        qtype: outcome.qtype,
-        rcode: outcome.rcode,
-        dnssec_ok: outcome.dnssec_ok,
-        tcp: transport == Transport::Tcp,
-        v6: client.is_ipv6(),
-        request_len,
-        response_len: response.iter().map(Vec::len).sum(),
-        took,
-    });
-    log.log(client, transport, &response[0], outcome, took);
-}
-
 /// Writes the response to `packet` into `out` (cleared first). `None`: send nothing.
 pub fn respond(
     zone: &Zone,
@@ -396,77 +152,12 @@ pub fn respond_in(
     out: &mut Vec<u8>,
 ) -> Option<Outcome> {
     let mut name = [0u8; 255];
-    finish(view, &parse(packet, &mut name), None, transport, out)
-}
-
-/// Queries answered together by [`Batch::respond`].
-pub const BATCH: usize = 32;
-
-/// Answers queries in batches, overlapping the memory waits of their lookups: it parses every
-/// query and starts loading each name's table segment pointer, then each slot, then each entry,
-/// then writes the answers. With a zone far bigger than the CPU caches, a lone lookup waits for
-/// memory up to three times; a batch waits about once per stage for all its names. Answers are
-/// byte for byte those of [`respond_in`], which shares every step but the prefetching.
-pub struct Batch {
-    /// Lower-cased question names, one per query, reused from batch to batch.
-    names: Box<[[u8; 255]; BATCH]>,
-}
-
-impl Default for Batch {
-    fn default() -> Self {
-        Batch {
-            names: Box::new([[0; 255]; BATCH]),
-        }
-    }
-}
-
-impl Batch {
-    /// Answers `packets[i]` into `outs[i]`, and sets `outcomes[i]` as [`respond_in`] returns it
-    /// (`None`: send nothing, as for an empty packet). At most [`BATCH`] packets, and as many
-    /// outs and outcomes.
-    pub fn respond(
-        &mut self,
-        view: &View<'_>,
-        packets: &[&[u8]],
-        transport: Transport,
-        outs: &mut [Vec<u8>],
-        outcomes: &mut [Option<Outcome>],
-    ) {
-        assert!(packets.len() <= BATCH && outs.len() >= packets.len());
-        assert!(outcomes.len() >= packets.len());
-        let mut parsed: [Parsed<'_>; BATCH] = std::array::from_fn(|_| Parsed::Drop);
-        let mut hashes: [Option<u64>; BATCH] = [None; BATCH];
-        for (((p, name), q), hash) in packets
-            .iter()
-            .zip(self.names.iter_mut())
-            .zip(&mut parsed)
-            .zip(&mut hashes)
-        {
-            *q = parse(p, name);
-            if let Parsed::Query(q) = q {
-                let h = view.hash(q.lname);
-                view.prefetch_segment(h);
-                *hash = Some(h);
-            }
-        }
-        for &hash in hashes.iter().flatten() {
-            view.prefetch_slot(hash);
-        }
-        let found = hashes.map(|hash| hash.map(|h| view.candidate(h)));
-        for (((q, found), out), outcome) in parsed[..packets.len()]
-            .iter()
-            .zip(found)
-            .zip(outs)
-            .zip(outcomes)
-        {
-            *outcome = finish(view, q, found, transport, out);
-        }
-    }
+    respond_to(view, &parse(packet, &mut name), None, transport, out)
 }
 
 /// Writes the response to a parsed query; `candidate` is what [`View::candidate`] found for its
 /// name when the caller probed the table already (a batch), else the name is looked up here.
-fn finish(
+fn respond_to(
     view: &View<'_>,
     parsed: &Parsed<'_>,
     candidate: Option<Candidate<'_>>,
@@ -478,7 +169,7 @@ fn finish(
     // An error answer counts under the served zone its question is in, when the question can
     // be read (as CoreDNS counts it), else under "dropped".
     let error = |out: &mut Vec<u8>, q: &Query<'_>, rcode: u16| {
-        let mut o = bare(out, q, rcode);
+        let mut o = write_error(out, q, rcode);
         o.apex = q.question.and_then(|_| zone.apex_index(q.lname));
         Some(o)
     };
@@ -500,7 +191,7 @@ fn finish(
     if q.qtype == TYPE_AXFR || q.qtype == TYPE_IXFR {
         return error(out, q, RCODE_REFUSED);
     }
-    let answer = |found: Lookup<'_>| answer(zone, q, found, transport, out);
+    let answer = |found: Lookup<'_>| write_answer(zone, q, found, transport, out);
     Some(match candidate {
         Some(candidate) => view.lookup_candidate(q.lname, candidate, answer),
         None => view.lookup(q.lname, answer),
@@ -508,7 +199,7 @@ fn finish(
 }
 
 /// Writes the answer for a looked-up name.
-fn answer(
+fn write_answer(
     zone: &Zone,
     q: &Query<'_>,
     found: Lookup<'_>,
@@ -516,7 +207,7 @@ fn answer(
     out: &mut Vec<u8>,
 ) -> Outcome {
     let Lookup::Inside { apex, entry } = found else {
-        return bare(out, q, RCODE_REFUSED);
+        return write_error(out, q, RCODE_REFUSED);
     };
     let lname = q.lname;
     let question = q.question.expect("a parsed query has its question");

@@ -33,12 +33,12 @@ pub struct Config {
 
 /// The open connections: when each last finished a query (or opened), and how to close it.
 #[derive(Default)]
-struct Open {
+struct Connections {
     next: u64,
     conns: HashMap<u64, (Instant, CancellationToken)>,
 }
 
-impl Open {
+impl Connections {
     /// Registers a new connection; at `max`, first closes the one idle longest.
     fn admit(&mut self, max: usize) -> (u64, CancellationToken, bool) {
         let mut evicted = false;
@@ -76,7 +76,7 @@ pub async fn serve(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
-    let open = Arc::new(Mutex::new(Open::default()));
+    let open = Arc::new(Mutex::new(Connections::default()));
     let counters = metrics.shared_counters();
     // Each connection holds a sender; `recv` returns `None` once the last of them is gone.
     let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);

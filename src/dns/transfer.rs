@@ -7,7 +7,8 @@ use std::cmp::Ordering;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::{Parsed, Transport, opt, outcome, parse, respond_in};
+use super::query::{Parsed, parse};
+use super::{Transport, opt, outcome, respond_in};
 use crate::dns::Outcome;
 use crate::wire::{
     CLASS_IN, RCODE_NOERROR, TYPE_A, TYPE_AAAA, TYPE_ANY, TYPE_AXFR, TYPE_IXFR, TYPE_NS, TYPE_SOA,

@@ -69,7 +69,7 @@ struct Waiting {
 pub struct Builder {
     zone: Arc<Zone>,
     metrics: Arc<Metrics>,
-    services: HashMap<ServiceKey, Owned>,
+    services: HashMap<ServiceKey, Served>,
     /// ServiceImports per namespace: `<ns>.svc.<zone>` exists while this is above zero.
     namespaces: HashMap<String, usize>,
     /// Ready endpoints over all services, kept as services change (never recounted).
@@ -92,7 +92,7 @@ fn endpoint_count(service: &Service) -> usize {
 
 /// What the builder remembers of a service: enough to tell whether an update changes it and to
 /// remove its names, not a copy of it (the entries it rendered already hold the names).
-struct Owned {
+struct Served {
     /// Hash of the whole `Service` value; equal hashes are taken as "unchanged".
     fingerprint: u64,
     endpoints: usize,
@@ -350,7 +350,7 @@ impl Builder {
         rendered.shrink_to_fit();
         self.services.insert(
             service.key,
-            Owned {
+            Served {
                 fingerprint: print,
                 endpoints,
                 entries: rendered,
