@@ -1,0 +1,104 @@
+//! Each socket's counters, written by its worker and read at scrape time with the kernel's own
+//! drop counts.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use super::frame;
+use super::socket::{Socket, get};
+
+/// Where [`Stats::dropped`] counts answers dropped for want of a free send frame.
+pub(super) const NO_SEND_FRAME: usize = frame::Dropped::ALL.len();
+
+/// One socket's counters: written by its worker, read at scrape time.
+pub(super) struct Stats {
+    pub(super) queue: u32,
+    /// The socket, for the kernel's own drop counts.
+    pub(super) fd: Arc<OwnedFd>,
+    pub(super) received: AtomicU64,
+    /// By [`frame::Dropped`] (its discriminant), then answers without a free send frame.
+    pub(super) dropped: [AtomicU64; NO_SEND_FRAME + 1],
+    /// False once the interface went away (its worker has stopped).
+    pub(super) up: AtomicBool,
+}
+
+impl Stats {
+    pub(super) fn new(socket: &Socket) -> Self {
+        Stats {
+            queue: socket.queue,
+            fd: socket.fd.clone(),
+            received: AtomicU64::new(0),
+            dropped: Default::default(),
+            up: AtomicBool::new(true),
+        }
+    }
+
+    /// The kernel's XDP_STATISTICS for the socket, labelled.
+    pub(super) fn kernel(&self) -> Option<[(&'static str, u64); 5]> {
+        // SAFETY: the option's C struct, plain old data; the descriptor is open while `self` is.
+        let st: libc::xdp_statistics =
+            unsafe { get(self.fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_STATISTICS) }.ok()?;
+        Some([
+            ("dropped", st.rx_dropped),
+            ("rx_ring_full", st.rx_ring_full),
+            ("fill_ring_empty", st.rx_fill_ring_empty_descs),
+            ("rx_invalid", st.rx_invalid_descs),
+            ("tx_invalid", st.tx_invalid_descs),
+        ])
+    }
+}
+
+/// The XDP metrics, in the text exposition format.
+pub(super) fn render(out: &mut String, iface: &str, stats: &[Arc<Stats>]) {
+    use std::fmt::Write;
+    let labels = |s: &Stats| format!("interface=\"{iface}\",queue=\"{}\"", s.queue);
+    out.push_str(
+        "# HELP clusterset_dns_xdp_up 1 while the AF_XDP socket of a receive queue is bound to its interface, 0 once the interface went away (the ordinary sockets answer then; restart to attach again).\n\
+         # TYPE clusterset_dns_xdp_up gauge\n",
+    );
+    for s in stats {
+        let up = s.up.load(Ordering::Relaxed) as u8;
+        let _ = writeln!(out, "clusterset_dns_xdp_up{{{}}} {up}", labels(s));
+    }
+    out.push_str(
+        "# HELP clusterset_dns_xdp_received_total Frames the XDP program handed to the server, by receive queue.\n\
+         # TYPE clusterset_dns_xdp_received_total counter\n",
+    );
+    for s in stats {
+        let n = s.received.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "clusterset_dns_xdp_received_total{{{}}} {n}",
+            labels(s)
+        );
+    }
+    out.push_str(
+        "# HELP clusterset_dns_xdp_dropped_total Frames the server dropped unanswered, as the kernel's UDP stack would (reason: not_plain_udp, length, checksum, source, port, destination), and answers dropped for want of a free send frame (no_send_frame).\n\
+         # TYPE clusterset_dns_xdp_dropped_total counter\n",
+    );
+    for s in stats {
+        let reasons = frame::Dropped::ALL.iter().map(|d| d.label());
+        for (reason, n) in reasons.chain(["no_send_frame"]).zip(&s.dropped) {
+            let n = n.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "clusterset_dns_xdp_dropped_total{{{},reason=\"{reason}\"}} {n}",
+                labels(s)
+            );
+        }
+    }
+    out.push_str(
+        "# HELP clusterset_dns_xdp_kernel_dropped_total Frames the kernel dropped at the AF_XDP socket (XDP_STATISTICS), by queue and reason.\n\
+         # TYPE clusterset_dns_xdp_kernel_dropped_total counter\n",
+    );
+    for s in stats {
+        for (reason, n) in s.kernel().into_iter().flatten() {
+            let _ = writeln!(
+                out,
+                "clusterset_dns_xdp_kernel_dropped_total{{{},reason=\"{reason}\"}} {n}",
+                labels(s)
+            );
+        }
+    }
+}
