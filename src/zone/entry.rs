@@ -1,0 +1,355 @@
+//! One name's answers as the table stores them: every query type's precompiled body in one
+//! allocation, with SRV targets kept compressed, written back byte for byte as rendered.
+
+use std::sync::Arc;
+
+use super::render;
+
+/// The answer to one query type at one name, encoded as the bytes that follow the question.
+/// The builder's form; the zone stores it inside an [`Entry`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub ancount: u16,
+    pub arcount: u16,
+    /// Where the additional section starts in `bytes`, so UDP can drop it when it does not fit.
+    pub additional_at: u32,
+    pub bytes: Box<[u8]>,
+    /// SRV targets (written in full on the wire, RFC 2782) whose tail is already in the message.
+    pub targets: Vec<render::Target>,
+}
+
+/// An answer as stored in an [`Entry`]. SRV targets are kept compressed (a target repeats the
+/// question name or one of its suffixes, so an endpoint name's SRV answer would otherwise hold its
+/// own 40-odd-octet name twice); [`AnswerRef::write`] spells them out again, giving exactly the
+/// bytes the builder rendered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerRef<'a> {
+    pub ancount: u16,
+    pub arcount: u16,
+    /// Where the additional section starts in the answer as written.
+    pub additional_at: usize,
+    /// Length of the answer as written.
+    pub len: usize,
+    /// The stored bytes, SRV targets compressed.
+    stored: &'a [u8],
+    stored_additional_at: usize,
+    /// Big-endian offsets in `stored` of the compressed targets, ascending.
+    expand: &'a [u8],
+    /// The owner name (lower-case wire form), which the question spells.
+    name: &'a [u8],
+}
+
+impl AnswerRef<'_> {
+    /// Appends the answer, from its first record through the answer and authority sections and,
+    /// with `additional`, the additional section. `out` must hold the message from its first
+    /// byte: header, then the question for [`AnswerRef::name`].
+    pub fn write(&self, out: &mut Vec<u8>, additional: bool) {
+        let end = if additional {
+            self.stored.len()
+        } else {
+            self.stored_additional_at
+        };
+        let mut cursor = 0;
+        for e in self.expand.chunks_exact(2) {
+            let e = u16::from_be_bytes([e[0], e[1]]) as usize;
+            if e >= end {
+                break;
+            }
+            out.extend_from_slice(&self.stored[cursor..e]);
+            // Labels, then the pointer that ends the compressed name.
+            let mut i = e;
+            while i < self.stored.len() && self.stored[i] & 0xC0 != 0xC0 && self.stored[i] != 0 {
+                i += 1 + self.stored[i] as usize;
+            }
+            out.extend_from_slice(&self.stored[e..i]);
+            if i + 1 >= self.stored.len() || self.stored[i] == 0 {
+                // Not compressed after all (cannot happen for what Entry::new stores).
+                cursor = i;
+                continue;
+            }
+            let at = (u16::from_be_bytes([self.stored[i], self.stored[i + 1]]) & 0x3FFF) as usize;
+            spell_out(out, at, self.name);
+            cursor = i + 2;
+        }
+        out.extend_from_slice(&self.stored[cursor.min(end)..end]);
+    }
+}
+
+/// Appends the name at message offset `at` in full: from the question's lower-case spelling
+/// (`qname`) when `at` is inside it, else from what is already written in `out`, following any
+/// pointer there.
+fn spell_out(out: &mut Vec<u8>, mut at: usize, qname: &[u8]) {
+    // Pointers only go back, so a well-formed message needs few hops; the bound keeps a bug
+    // from looping.
+    for _ in 0..128 {
+        if let Some(rest) = at.checked_sub(12).and_then(|i| qname.get(i..)) {
+            out.extend_from_slice(rest);
+            return;
+        }
+        let mut end = at;
+        while end < out.len() && out[end] != 0 && out[end] & 0xC0 == 0 {
+            end += 1 + out[end] as usize;
+        }
+        if end >= out.len() {
+            return;
+        }
+        if out[end] == 0 {
+            out.extend_from_within(at..=end);
+            return;
+        }
+        if end + 1 >= out.len() {
+            return;
+        }
+        let next = (u16::from_be_bytes([out[end], out[end + 1]]) & 0x3FFF) as usize;
+        out.extend_from_within(at..end);
+        at = next;
+    }
+}
+
+/// Everything one name answers, in one allocation so that matching the name and copying the
+/// answer touch the same few cache lines:
+///
+/// ```text
+/// flags(1) types(1) name_len(1)
+/// per type: qtype(2) ancount(2) arcount(2) additional_at(2) len(2)
+///           stored_additional_at(2) stored_len(2) compressed_targets(2)
+/// name
+/// per type: compressed target offsets (2 each), stored bytes
+/// ```
+///
+/// Bodies follow the name in descriptor order, so each starts where the one before ended. A body
+/// is at most 64 KiB (it must fit in a message), so 16-bit lengths and offsets suffice.
+/// A type without an answer gets NODATA.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Entry(pub(super) Arc<[u8]>);
+
+const DESCRIPTOR: usize = 16;
+const APEX: u8 = 1;
+
+/// The stored form of `a`: each SRV target the writer found a known tail for becomes its
+/// leading labels and a pointer to that tail. Returns the bytes, the offsets of the compressed
+/// targets and where the additional section starts in the bytes.
+fn compress_targets(a: &Answer) -> (Vec<u8>, Vec<u16>, usize) {
+    let (mut stored, mut expand) = (Vec::with_capacity(a.bytes.len()), Vec::new());
+    let (mut cursor, mut saved_before_additional) = (0, 0);
+    for t in &a.targets {
+        let (at, len, prefix) = (t.at as usize, t.len as usize, t.prefix as usize);
+        stored.extend_from_slice(&a.bytes[cursor..at]);
+        expand.push(stored.len() as u16);
+        stored.extend_from_slice(&a.bytes[at..at + prefix]);
+        stored.extend_from_slice(&(0xC000 | t.pointer).to_be_bytes());
+        if at < a.additional_at as usize {
+            saved_before_additional += len - prefix - 2;
+        }
+        cursor = at + len;
+    }
+    stored.extend_from_slice(&a.bytes[cursor..]);
+    (
+        stored,
+        expand,
+        a.additional_at as usize - saved_before_additional,
+    )
+}
+
+impl Entry {
+    /// `name` in lower-case wire form; `apex` marks the zone apex, which answers SOA from the
+    /// zone's current serial.
+    pub fn new(name: &[u8], apex: bool, answers: &[(u16, Answer)]) -> Self {
+        let stored: Vec<_> = answers.iter().map(|(_, a)| compress_targets(a)).collect();
+        let head = 3 + answers.len() * DESCRIPTOR;
+        let body_len: usize = stored.iter().map(|(b, e, _)| b.len() + 2 * e.len()).sum();
+        let mut blob = Vec::with_capacity(head + name.len() + body_len);
+        blob.extend_from_slice(&[
+            if apex { APEX } else { 0 },
+            answers.len() as u8,
+            name.len() as u8,
+        ]);
+        for ((qtype, a), (bytes, expand, stored_add)) in answers.iter().zip(&stored) {
+            let len = u16::try_from(a.bytes.len()).expect("an answer body fits in a message");
+            for field in [
+                *qtype,
+                a.ancount,
+                a.arcount,
+                a.additional_at as u16,
+                len,
+                *stored_add as u16,
+                bytes.len() as u16,
+                expand.len() as u16,
+            ] {
+                blob.extend_from_slice(&field.to_be_bytes());
+            }
+        }
+        blob.extend_from_slice(name);
+        for (bytes, expand, _) in &stored {
+            for e in expand {
+                blob.extend_from_slice(&e.to_be_bytes());
+            }
+            blob.extend_from_slice(bytes);
+        }
+        Entry(blob.into())
+    }
+
+    /// An empty non-terminal: the name exists, every type is NODATA.
+    pub fn empty(name: &[u8]) -> Self {
+        Entry::new(name, false, &[])
+    }
+
+    pub fn name(&self) -> &[u8] {
+        let types = self.0[1] as usize;
+        let at = 3 + types * DESCRIPTOR;
+        &self.0[at..at + self.0[2] as usize]
+    }
+
+    pub fn apex(&self) -> bool {
+        self.0[0] & APEX != 0
+    }
+
+    pub fn answer(&self, qtype: u16) -> Option<AnswerRef<'_>> {
+        let b = &self.0[..];
+        let u16_at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]) as usize;
+        let types = b[1] as usize;
+        let name_at = 3 + types * DESCRIPTOR;
+        let mut start = name_at + b[2] as usize;
+        for d in (0..types).map(|t| 3 + t * DESCRIPTOR) {
+            let (stored_len, expand) = (u16_at(d + 12), 2 * u16_at(d + 14));
+            if u16_at(d) == qtype as usize {
+                let bytes = start + expand;
+                return Some(AnswerRef {
+                    ancount: u16_at(d + 2) as u16,
+                    arcount: u16_at(d + 4) as u16,
+                    additional_at: u16_at(d + 6),
+                    len: u16_at(d + 8),
+                    stored: &b[bytes..bytes + stored_len],
+                    stored_additional_at: u16_at(d + 10),
+                    expand: &b[start..bytes],
+                    name: &b[name_at..name_at + b[2] as usize],
+                });
+            }
+            start += expand + stored_len;
+        }
+        None
+    }
+
+    /// The query types this name has answers for.
+    pub fn types(&self) -> impl Iterator<Item = u16> + '_ {
+        (0..self.0[1] as usize).map(move |t| {
+            u16::from_be_bytes([self.0[3 + t * DESCRIPTOR], self.0[4 + t * DESCRIPTOR]])
+        })
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("name", &crate::wire::name_text(self.name()))
+            .field("apex", &self.apex())
+            .field("types", &self.types().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use super::*;
+    use crate::wire::{TYPE_A, TYPE_SRV, child, wire_name};
+    use crate::zone::render::BodyWriter;
+
+    /// The message as a client gets it: header, question (in the client's case), then the
+    /// answer written from the stored entry.
+    fn written(entry: &Entry, qtype: u16, additional: bool) -> Vec<u8> {
+        let mut out = vec![0u8; 12];
+        let spelled: Vec<u8> = entry.name().iter().map(u8::to_ascii_uppercase).collect();
+        out.extend_from_slice(&spelled);
+        out.extend_from_slice(&[0, qtype as u8, 0, 1]);
+        let base = out.len();
+        entry.answer(qtype).unwrap().write(&mut out, additional);
+        out.split_off(base)
+    }
+
+    fn srv_answer(owner: &[u8], targets: &[Vec<u8>], glue: bool) -> Answer {
+        let mut w = BodyWriter::new(owner);
+        for (k, t) in targets.iter().enumerate() {
+            assert!(w.srv(owner, 10, 8000 + k as u16, t, 5));
+        }
+        w.additional();
+        if glue {
+            for (k, t) in targets.iter().enumerate() {
+                let ip: IpAddr = [10, 0, (k >> 8) as u8, k as u8].into();
+                assert!(w.addr(t, ip, 5));
+            }
+        }
+        w.finish()
+    }
+
+    /// Whatever the targets, the written answer is the rendered one byte for byte, whole and
+    /// without its additional section, and the stored entry is smaller when targets repeat the
+    /// question.
+    #[test]
+    fn stored_targets_are_written_back_exactly() {
+        let apex = wire_name("clusterset.local").unwrap();
+        let svc = child("web.shop.svc", &apex).unwrap();
+        let port = child("_http._tcp", &svc).unwrap();
+        let ep = child("pod-0.east", &svc).unwrap();
+        let other = child("db.other.svc", &apex).unwrap();
+        let outside = wire_name("example.org").unwrap();
+        let many: Vec<Vec<u8>> = (0..400)
+            .map(|i| child(&format!("pod-{i}.c{}", i % 3), &svc).unwrap())
+            .collect();
+        let cases: Vec<(&[u8], Vec<Vec<u8>>)> = vec![
+            (&ep, vec![ep.clone()]),
+            (&svc, vec![svc.clone()]),
+            (&svc, many[..10].to_vec()),
+            (&port, many[..10].to_vec()),
+            (
+                &port,
+                vec![other.clone(), outside.clone(), svc.clone(), other.clone()],
+            ),
+            // Past 16 KiB, later targets cannot be pointed at.
+            (&svc, many.clone()),
+        ];
+        for (owner, targets) in cases {
+            for glue in [false, true] {
+                let srv = srv_answer(owner, &targets, glue);
+                let mut a = BodyWriter::new(owner);
+                a.addr(owner, [10, 9, 8, 7].into(), 5);
+                let entry = Entry::new(
+                    owner,
+                    false,
+                    &[(TYPE_A, a.finish()), (TYPE_SRV, srv.clone())],
+                );
+                let r = entry.answer(TYPE_SRV).unwrap();
+                assert_eq!(
+                    (r.len, r.additional_at),
+                    (srv.bytes.len(), srv.additional_at as usize)
+                );
+                assert_eq!(written(&entry, TYPE_SRV, true), &srv.bytes[..]);
+                assert_eq!(
+                    written(&entry, TYPE_SRV, false),
+                    &srv.bytes[..srv.additional_at as usize]
+                );
+                assert_eq!(written(&entry, TYPE_A, true).len(), 16);
+            }
+        }
+        // A target whose tail was written compressed earlier (an NS target pointing into the
+        // question): spelling it out follows that pointer too.
+        let ns = child("ns.dns", &apex).unwrap();
+        let mut w = BodyWriter::new(&svc);
+        assert!(w.ns(&svc, &ns, 5));
+        assert!(w.srv(&svc, 10, 53, &ns, 5));
+        let mixed = w.finish();
+        assert_eq!(mixed.targets.len(), 1);
+        let entry = Entry::new(&svc, false, &[(TYPE_SRV, mixed.clone())]);
+        assert_eq!(written(&entry, TYPE_SRV, true), &mixed.bytes[..]);
+
+        // An endpoint's SRV answer no longer holds its own name twice.
+        let srv = srv_answer(&ep, std::slice::from_ref(&ep), true);
+        let entry = Entry::new(&ep, false, &[(TYPE_SRV, srv.clone())]);
+        // Header, descriptor, name, one target offset, and the body with the target as a pointer.
+        assert_eq!(
+            entry.0.len(),
+            3 + DESCRIPTOR + ep.len() + 2 + srv.bytes.len() - ep.len() + 2
+        );
+    }
+}
