@@ -2,14 +2,27 @@
 //! (`<svc>.<ns>.svc.clusterset.local`), fed from ServiceImports and EndpointSlices.
 //!
 //! ```text
-//!  source::kube ─┐                          ┌─> udp (fast path: wire bytes in, wire bytes out)
-//!  (watchers)    ├─> Update ─> zone::build ─┤
-//!  source::file ─┘   (model)   (one writer) └─> zone (table of precompiled answers) <── dns handler (TCP)
-//!                                                                                          └─> metrics, admin (/metrics /health /ready)
+//!  source::kube ─┐  model::Update   zone::build    zone: one published table of
+//!  (watchers)    ├───────────────> (one writer) ─> precompiled answers, read through a View
+//!  source::file ─┘  (plain values)                     │
+//!                                                      v
+//!  UDP workers (recvmmsg) ─┐                   dns::respond, dns::Batch ──> dns::account
+//!  XDP workers (AF_XDP) ───┼─ query bytes ──>  (parse, look up, write)      (metrics, query log)
+//!  TCP connections ────────┘                   dns::transfer (AXFR, `zone`)       │
+//!                                                                                 v
+//!                                                      admin: /metrics /health /ready
 //! ```
 //!
 //! `main` is thin: it parses flags ([`cli`]), binds [`server::Listeners`] and calls [`run`], which
 //! tests call the same way with sockets bound to port 0.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+#![warn(
+    clippy::cast_ptr_alignment,
+    clippy::ptr_as_ptr,
+    clippy::semicolon_if_nothing_returned
+)]
 
 pub mod admin;
 pub mod cidr;

@@ -1,5 +1,7 @@
 //! The `clusterset-dns` binary: flags, logging, sockets, signals; everything else is in the library.
 
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 

@@ -171,7 +171,7 @@ impl Shutdown {
 
     /// Completes at [`now`](Self::now).
     pub(crate) async fn hurried(&self) {
-        self.now.cancelled().await
+        self.now.cancelled().await;
     }
 }
 

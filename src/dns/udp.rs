@@ -145,9 +145,10 @@ impl Worker {
     /// Receives up to BATCH datagrams (waiting for the first), answers them from the newest
     /// zone, sends the answers.
     fn batch(&mut self, fd: i32, view: &mut View<'_>, counters: &QueryCounters) -> io::Result<()> {
-        // SAFETY (both blocks below): every pointer handed to the kernel points into buffers
-        // owned by `self` that live, unmoved, for the duration of the call; lengths match them.
+        // SAFETY: iovec and mmsghdr are plain C structs; all zeroes (null pointers, zero
+        // lengths) is a valid value of each.
         let mut iov: [libc::iovec; BATCH] = unsafe { mem::zeroed() };
+        // SAFETY: as above.
         let mut msgs: [libc::mmsghdr; BATCH] = unsafe { mem::zeroed() };
         for i in 0..BATCH {
             iov[i] = libc::iovec {
@@ -160,6 +161,9 @@ impl Worker {
             msgs[i].msg_hdr.msg_iov = &mut iov[i];
             msgs[i].msg_hdr.msg_iovlen = 1;
         }
+        // SAFETY: every pointer handed to the kernel points into buffers owned by `self` (or
+        // `iov`, `msgs` here) that live, unmoved, for the duration of the call; each length
+        // matches its buffer.
         let n = unsafe {
             libc::recvmmsg(
                 fd,
@@ -212,7 +216,9 @@ impl Worker {
             );
             self.reply_to.push(i);
         }
+        // SAFETY: plain C structs, valid all zeroes (as above).
         let mut out_iov: [libc::iovec; BATCH] = unsafe { mem::zeroed() };
+        // SAFETY: as above.
         let mut out: [libc::mmsghdr; BATCH] = unsafe { mem::zeroed() };
         for (k, &i) in self.reply_to.iter().enumerate() {
             out_iov[k] = libc::iovec {
@@ -226,6 +232,8 @@ impl Worker {
         }
         let mut sent = 0;
         while sent < self.reply_to.len() {
+            // SAFETY: the messages point into `self.answers` and `self.addrs`, which outlive
+            // the call unmoved; `sent` stays below the number of messages filled in.
             let r = unsafe {
                 libc::sendmmsg(
                     fd,

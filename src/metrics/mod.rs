@@ -304,7 +304,7 @@ impl Metrics {
         let set = |limit: &str, n: usize| {
             self.limit
                 .with_label_values(&[limit])
-                .set(i64::try_from(n).unwrap_or(i64::MAX))
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
         };
         set("endpoints_per_service", endpoints_per_service);
         set("zone_names", zone_names);

@@ -132,10 +132,10 @@ impl BodyWriter {
     pub fn addr(&mut self, owner: &[u8], ip: IpAddr, ttl: u32) -> bool {
         match ip {
             IpAddr::V4(v4) => self.rr(owner, TYPE_A, ttl, 4, |w| {
-                w.buf.extend_from_slice(&v4.octets())
+                w.buf.extend_from_slice(&v4.octets());
             }),
             IpAddr::V6(v6) => self.rr(owner, TYPE_AAAA, ttl, 16, |w| {
-                w.buf.extend_from_slice(&v6.octets())
+                w.buf.extend_from_slice(&v6.octets());
             }),
         }
     }

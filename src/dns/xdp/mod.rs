@@ -189,7 +189,7 @@ impl Xdp {
                     .name(format!("xdp-{}", socket.queue))
                     .spawn(move || {
                         Worker::new(socket, stats, query_log)
-                            .run(&iface, &zone, &counters, &stop, coalesce)
+                            .run(&iface, &zone, &counters, &stop, coalesce);
                     })
             })
             .collect::<io::Result<_>>()?;
