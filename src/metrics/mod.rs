@@ -1,10 +1,15 @@
 //! Prometheus metrics. DNS request metrics use CoreDNS's names and labels so existing CoreDNS
 //! dashboards work; zone and source metrics carry the `clusterset_dns_` prefix.
 
+mod family;
 pub mod query;
+
+pub use family::{Family, Shape};
 
 use std::sync::{Arc, Mutex};
 
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{MetricFamily, MetricType};
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
@@ -37,7 +42,6 @@ pub const RUSTC: &str = env!("CLUSTERSET_DNS_RUSTC");
 
 pub struct Metrics {
     registry: Registry,
-    server: String,
     /// Text of each served zone, for the `zone` label.
     zones: Vec<String>,
     services: IntGauge,
@@ -61,14 +65,31 @@ pub struct Metrics {
     refused_services: IntGaugeVec,
     tcp_connections: IntGauge,
     tcp_evicted: prometheus::IntCounter,
-    /// Every serving worker's query counters, summed at scrape time.
-    workers: Mutex<Vec<Arc<QueryCounters>>>,
-    /// More metrics, each written by its owner at scrape time (the XDP sockets').
-    renderers: Mutex<Vec<Renderer>>,
+    /// Every serving worker's query counters, summed at scrape time (by [`query::QueryCollector`]).
+    workers: Arc<Mutex<Vec<Arc<QueryCounters>>>>,
 }
 
-/// Appends metrics in the text exposition format at scrape time.
-pub type Renderer = Box<dyn Fn(&mut String) + Send + Sync>;
+const PANICS_SHAPE: Shape = Shape {
+    name: "coredns_panics_total",
+    help: "A metrics that counts the number of panics.",
+    kind: MetricType::COUNTER,
+    labels: &[],
+};
+
+/// [`PANICS`] at scrape time.
+struct PanicCollector(Desc);
+
+impl Collector for PanicCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        vec![&self.0]
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let mut f = Family::new(&PANICS_SHAPE);
+        f.counter(&[], PANICS.load(std::sync::atomic::Ordering::Relaxed));
+        vec![f.done()]
+    }
+}
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
@@ -237,11 +258,15 @@ impl Metrics {
                 c
             },
             registry: r,
+            zones: zones.clone(),
+            workers: Arc::default(),
+        };
+        m.register(Box::new(query::QueryCollector::new(
+            m.workers.clone(),
             server,
             zones,
-            workers: Mutex::default(),
-            renderers: Mutex::default(),
-        };
+        )));
+        m.register(Box::new(PanicCollector(PANICS_SHAPE.desc())));
         // Every label set known in advance starts at 0 (Prometheus's advice): a counter that
         // first appears at 1 shows no increase, so an alert on increase() would miss the first
         // object skipped, and a dashboard would show no data instead of none skipped.
@@ -263,9 +288,11 @@ impl Metrics {
         }
     }
 
-    /// Adds metrics that `render` writes at every scrape.
-    pub fn add_renderer(&self, render: Renderer) {
-        self.renderers.lock().expect("metrics lock").push(render);
+    /// Adds metrics that `collector` reports at every scrape (the XDP sockets').
+    pub fn register(&self, collector: Box<dyn Collector>) {
+        self.registry
+            .register(collector)
+            .expect("a collector's metrics registered once");
     }
 
     /// Counters for one more serving worker, written by one thread only.
@@ -391,17 +418,6 @@ impl Metrics {
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut buf)
             .expect("text encoding cannot fail");
-        let mut text = String::from_utf8(buf).expect("text exposition is UTF-8");
-        text.push_str(&format!(
-            "# HELP coredns_panics_total A metrics that counts the number of panics.\n\
-             # TYPE coredns_panics_total counter\ncoredns_panics_total {}\n",
-            PANICS.load(std::sync::atomic::Ordering::Relaxed)
-        ));
-        let workers = self.workers.lock().expect("metrics lock").clone();
-        query::render(&mut text, &workers, &self.server, &self.zones);
-        for render in self.renderers.lock().expect("metrics lock").iter() {
-            render(&mut text);
-        }
-        text
+        String::from_utf8(buf).expect("text exposition is UTF-8")
     }
 }

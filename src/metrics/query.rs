@@ -2,10 +2,14 @@
 //! v1.15.0): counted by each serving worker into its own [`QueryCounters`] with relaxed atomic adds,
 //! and summed over the workers only when `/metrics` is scraped.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{MetricFamily, MetricType};
+
+use super::family::{Family, Shape};
 use crate::wire::{rcode_name, type_name};
 
 /// Query types with their own `type` label value, as CoreDNS's `monitorType` (in its order);
@@ -184,10 +188,7 @@ struct Totals {
     response_bytes: Vec<u64>,
 }
 
-fn sum(
-    workers: &[std::sync::Arc<QueryCounters>],
-    get: fn(&QueryCounters) -> &[AtomicU64],
-) -> Vec<u64> {
+fn sum(workers: &[Arc<QueryCounters>], get: fn(&QueryCounters) -> &[AtomicU64]) -> Vec<u64> {
     let mut total = Vec::new();
     for w in workers {
         let c = get(w);
@@ -199,153 +200,153 @@ fn sum(
     total
 }
 
-/// Prometheus label-value escaping.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+const REQUESTS: Shape = Shape {
+    name: "coredns_dns_requests_total",
+    help: "Counter of DNS requests made per zone, protocol and family.",
+    kind: MetricType::COUNTER,
+    labels: &["server", "zone", "view", "proto", "family", "type"],
+};
+const RESPONSES: Shape = Shape {
+    name: "coredns_dns_responses_total",
+    help: "Counter of response status codes.",
+    kind: MetricType::COUNTER,
+    labels: &["server", "zone", "view", "rcode", "plugin"],
+};
+const DO_REQUESTS: Shape = Shape {
+    name: "coredns_dns_do_requests_total",
+    help: "Counter of DNS requests with DO bit set per zone.",
+    kind: MetricType::COUNTER,
+    labels: &["server", "zone", "view"],
+};
+const DURATION: Shape = Shape {
+    name: "coredns_dns_request_duration_seconds",
+    help: "Histogram of the time (in seconds) each request took per zone.",
+    kind: MetricType::HISTOGRAM,
+    labels: &["server", "zone", "view"],
+};
+const REQUEST_SIZE: Shape = Shape {
+    name: "coredns_dns_request_size_bytes",
+    help: "Size of the EDNS0 UDP buffer in bytes (64K for TCP) per zone and protocol.",
+    kind: MetricType::HISTOGRAM,
+    labels: &["server", "zone", "view", "proto"],
+};
+const RESPONSE_SIZE: Shape = Shape {
+    name: "coredns_dns_response_size_bytes",
+    help: "Size of the returned response in bytes.",
+    kind: MetricType::HISTOGRAM,
+    labels: &["server", "zone", "view", "proto"],
+};
+
+/// The per-query metrics of every serving worker, summed at scrape time. `server` and `zones`
+/// are label values; series appear once they have counted something, as in CoreDNS.
+pub(super) struct QueryCollector {
+    pub(super) workers: Arc<Mutex<Vec<Arc<QueryCounters>>>>,
+    pub(super) server: String,
+    pub(super) zones: Vec<String>,
+    descs: Vec<Desc>,
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-/// Writes one histogram series: `counts` are the non-cumulative bucket counts (last is +Inf).
-fn histogram(
-    out: &mut String,
-    name: &str,
-    labels: &str,
-    bounds: &[String],
-    counts: &[u64],
-    sum: f64,
-) {
-    let mut cumulative = 0;
-    for (bound, c) in bounds.iter().zip(counts) {
-        cumulative += c;
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
-    }
-    cumulative += counts[bounds.len()];
-    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
-    let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
-    let _ = writeln!(out, "{name}_count{{{labels}}} {cumulative}");
-}
-
-/// The text exposition of the query metrics. `server` and `zones` are label values; series
-/// appear once they have counted something, as in CoreDNS.
-pub(super) fn render(
-    out: &mut String,
-    workers: &[std::sync::Arc<QueryCounters>],
-    server: &str,
-    zones: &[String],
-) {
-    let t = Totals {
-        requests: sum(workers, |c| &c.requests),
-        responses: sum(workers, |c| &c.responses),
-        do_requests: sum(workers, |c| &c.do_requests),
-        duration: sum(workers, |c| &c.duration),
-        duration_ns: sum(workers, |c| &c.duration_ns),
-        request_size: sum(workers, |c| &c.request_size),
-        request_bytes: sum(workers, |c| &c.request_bytes),
-        response_size: sum(workers, |c| &c.response_size),
-        response_bytes: sum(workers, |c| &c.response_bytes),
-    };
-    if t.requests.is_empty() {
-        return;
-    }
-    let server = escape(server);
-    let zone = |slot: usize| escape(zones.get(slot).map_or("dropped", String::as_str));
-    let base = |slot: usize| format!("server=\"{server}\",zone=\"{}\",view=\"\"", zone(slot));
-    let proto = |p: usize| if p == 1 { "tcp" } else { "udp" };
-    let slots = zones.len() + 1;
-
-    let name = "coredns_dns_requests_total";
-    header(
-        out,
-        name,
-        "counter",
-        "Counter of DNS requests made per zone, protocol and family.",
-    );
-    for (i, &n) in t.requests.iter().enumerate().filter(|(_, n)| **n > 0) {
-        let (ty, rest) = (i % N_TYPES, i / N_TYPES);
-        let (v6, rest) = (rest % 2, rest / 2);
-        let (p, slot) = (rest % 2, rest / 2);
-        let _ = writeln!(
-            out,
-            "{name}{{{},proto=\"{}\",family=\"{}\",type=\"{}\"}} {n}",
-            base(slot),
-            proto(p),
-            v6 + 1,
-            TYPES.get(ty).map_or("other", |t| type_label(*t))
-        );
-    }
-
-    let name = "coredns_dns_responses_total";
-    header(out, name, "counter", "Counter of response status codes.");
-    for (i, &n) in t.responses.iter().enumerate().filter(|(_, n)| **n > 0) {
-        let rcode = RCODES
-            .get(i % N_RCODES)
-            .and_then(|r| rcode_name(*r))
-            .unwrap_or("other");
-        let _ = writeln!(
-            out,
-            "{name}{{{},rcode=\"{rcode}\",plugin=\"\"}} {n}",
-            base(i / N_RCODES)
-        );
-    }
-
-    let name = "coredns_dns_do_requests_total";
-    header(
-        out,
-        name,
-        "counter",
-        "Counter of DNS requests with DO bit set per zone.",
-    );
-    for (slot, &n) in t.do_requests.iter().enumerate().filter(|(_, n)| **n > 0) {
-        let _ = writeln!(out, "{name}{{{}}} {n}", base(slot));
-    }
-
-    let name = "coredns_dns_request_duration_seconds";
-    header(
-        out,
-        name,
-        "histogram",
-        "Histogram of the time (in seconds) each request took per zone.",
-    );
-    let bounds: Vec<String> = (0..TIME_BUCKETS)
-        .map(|k| format!("{}", (TIME_BASE_NS << k) as f64 / 1e9))
-        .collect();
-    for slot in 0..slots {
-        let counts = &t.duration[slot * N_TIME..(slot + 1) * N_TIME];
-        if counts.iter().any(|&c| c > 0) {
-            let secs = t.duration_ns[slot] as f64 / 1e9;
-            histogram(out, name, &base(slot), &bounds, counts, secs);
+impl QueryCollector {
+    pub(super) fn new(
+        workers: Arc<Mutex<Vec<Arc<QueryCounters>>>>,
+        server: String,
+        zones: Vec<String>,
+    ) -> Self {
+        let descs = [
+            &REQUESTS,
+            &RESPONSES,
+            &DO_REQUESTS,
+            &DURATION,
+            &REQUEST_SIZE,
+            &RESPONSE_SIZE,
+        ]
+        .map(Shape::desc)
+        .into();
+        QueryCollector {
+            workers,
+            server,
+            zones,
+            descs,
         }
     }
+}
 
-    let bounds: Vec<String> = SIZE_BUCKETS.iter().map(|b| b.to_string()).collect();
-    for (name, help, sizes, bytes) in [
-        (
-            "coredns_dns_request_size_bytes",
-            "Size of the EDNS0 UDP buffer in bytes (64K for TCP) per zone and protocol.",
-            &t.request_size,
-            &t.request_bytes,
-        ),
-        (
-            "coredns_dns_response_size_bytes",
-            "Size of the returned response in bytes.",
-            &t.response_size,
-            &t.response_bytes,
-        ),
-    ] {
-        header(out, name, "histogram", help);
-        for sp in 0..slots * 2 {
-            let counts = &sizes[sp * N_SIZE..(sp + 1) * N_SIZE];
+impl Collector for QueryCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let workers = self.workers.lock().expect("metrics lock").clone();
+        let t = Totals {
+            requests: sum(&workers, |c| &c.requests),
+            responses: sum(&workers, |c| &c.responses),
+            do_requests: sum(&workers, |c| &c.do_requests),
+            duration: sum(&workers, |c| &c.duration),
+            duration_ns: sum(&workers, |c| &c.duration_ns),
+            request_size: sum(&workers, |c| &c.request_size),
+            request_bytes: sum(&workers, |c| &c.request_bytes),
+            response_size: sum(&workers, |c| &c.response_size),
+            response_bytes: sum(&workers, |c| &c.response_bytes),
+        };
+        let server = self.server.as_str();
+        let zone = |slot: usize| self.zones.get(slot).map_or("dropped", String::as_str);
+        let proto = |p: usize| if p == 1 { "tcp" } else { "udp" };
+        let mut out = Vec::new();
+
+        let mut f = Family::new(&REQUESTS);
+        for (i, &n) in t.requests.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let (ty, rest) = (i % N_TYPES, i / N_TYPES);
+            let (v6, rest) = (rest % 2, rest / 2);
+            let (p, slot) = (rest % 2, rest / 2);
+            let family = if v6 == 1 { "2" } else { "1" };
+            let ty = TYPES.get(ty).map_or("other", |t| type_label(*t));
+            f.counter(&[server, zone(slot), "", proto(p), family, ty], n);
+        }
+        out.push(f.done());
+
+        let mut f = Family::new(&RESPONSES);
+        for (i, &n) in t.responses.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let rcode = RCODES
+                .get(i % N_RCODES)
+                .and_then(|r| rcode_name(*r))
+                .unwrap_or("other");
+            f.counter(&[server, zone(i / N_RCODES), "", rcode, ""], n);
+        }
+        out.push(f.done());
+
+        let mut f = Family::new(&DO_REQUESTS);
+        for (slot, &n) in t.do_requests.iter().enumerate().filter(|(_, n)| **n > 0) {
+            f.counter(&[server, zone(slot), ""], n);
+        }
+        out.push(f.done());
+
+        let mut f = Family::new(&DURATION);
+        let bounds: Vec<f64> = (0..TIME_BUCKETS)
+            .map(|k| (TIME_BASE_NS << k) as f64 / 1e9)
+            .collect();
+        for (slot, (counts, &ns)) in t.duration.chunks(N_TIME).zip(&t.duration_ns).enumerate() {
             if counts.iter().any(|&c| c > 0) {
-                let labels = format!("{},proto=\"{}\"", base(sp / 2), proto(sp % 2));
-                histogram(out, name, &labels, &bounds, counts, bytes[sp] as f64);
+                f.histogram(&[server, zone(slot), ""], &bounds, counts, ns as f64 / 1e9);
             }
         }
+        out.push(f.done());
+
+        let bounds: Vec<f64> = SIZE_BUCKETS.iter().map(|&b| b as f64).collect();
+        for (shape, sizes, bytes) in [
+            (&REQUEST_SIZE, &t.request_size, &t.request_bytes),
+            (&RESPONSE_SIZE, &t.response_size, &t.response_bytes),
+        ] {
+            let mut f = Family::new(shape);
+            for (sp, (counts, &sum)) in sizes.chunks(N_SIZE).zip(bytes).enumerate() {
+                if counts.iter().any(|&c| c > 0) {
+                    let labels = [server, zone(sp / 2), "", proto(sp % 2)];
+                    f.histogram(&labels, &bounds, counts, sum as f64);
+                }
+            }
+            out.push(f.done());
+        }
+        out
     }
 }
 

@@ -26,7 +26,7 @@ pub use coalesce::Coalescing;
 use diagnose::{LOOPBACK_IFINDEX, loopback_ready, permission_hint};
 use queues::queue_bound;
 use socket::{MAX_FRAME, Socket, ring_frames};
-use stats::{Stats, render};
+use stats::{Stats, XdpCollector};
 use worker::Worker;
 
 use std::io;
@@ -193,7 +193,7 @@ impl Xdp {
                     })
             })
             .collect::<io::Result<_>>()?;
-        metrics.add_renderer(Box::new(move |out| render(out, &iface, &stats)));
+        metrics.register(Box::new(XdpCollector::new(iface, stats)));
         Ok((Attached(_link), workers))
     }
 }

@@ -5,8 +5,12 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{MetricFamily, MetricType};
+
 use super::frame;
 use super::socket::{Socket, get};
+use crate::metrics::{Family, Shape};
 
 /// Where [`Stats::dropped`] counts answers dropped for want of a free send frame.
 pub(super) const NO_SEND_FRAME: usize = frame::Dropped::ALL.len();
@@ -49,56 +53,73 @@ impl Stats {
     }
 }
 
-/// The XDP metrics, in the text exposition format.
-pub(super) fn render(out: &mut String, iface: &str, stats: &[Arc<Stats>]) {
-    use std::fmt::Write;
-    let labels = |s: &Stats| format!("interface=\"{iface}\",queue=\"{}\"", s.queue);
-    out.push_str(
-        "# HELP clusterset_dns_xdp_up 1 while the AF_XDP socket of a receive queue is bound to its interface, 0 once the interface went away (the ordinary sockets answer then; restart to attach again).\n\
-         # TYPE clusterset_dns_xdp_up gauge\n",
-    );
-    for s in stats {
-        let up = s.up.load(Ordering::Relaxed) as u8;
-        let _ = writeln!(out, "clusterset_dns_xdp_up{{{}}} {up}", labels(s));
-    }
-    out.push_str(
-        "# HELP clusterset_dns_xdp_received_total Frames the XDP program handed to the server, by receive queue.\n\
-         # TYPE clusterset_dns_xdp_received_total counter\n",
-    );
-    for s in stats {
-        let n = s.received.load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "clusterset_dns_xdp_received_total{{{}}} {n}",
-            labels(s)
-        );
-    }
-    out.push_str(
-        "# HELP clusterset_dns_xdp_dropped_total Frames the server dropped unanswered, as the kernel's UDP stack would (reason: not_plain_udp, length, checksum, source, port, destination), and answers dropped for want of a free send frame (no_send_frame).\n\
-         # TYPE clusterset_dns_xdp_dropped_total counter\n",
-    );
-    for s in stats {
-        let reasons = frame::Dropped::ALL.iter().map(|d| d.label());
-        for (reason, n) in reasons.chain(["no_send_frame"]).zip(&s.dropped) {
-            let n = n.load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "clusterset_dns_xdp_dropped_total{{{},reason=\"{reason}\"}} {n}",
-                labels(s)
-            );
+const UP: Shape = Shape {
+    name: "clusterset_dns_xdp_up",
+    help: "1 while the AF_XDP socket of a receive queue is bound to its interface, 0 once the interface went away (the ordinary sockets answer then; restart to attach again).",
+    kind: MetricType::GAUGE,
+    labels: &["interface", "queue"],
+};
+const RECEIVED: Shape = Shape {
+    name: "clusterset_dns_xdp_received_total",
+    help: "Frames the XDP program handed to the server, by receive queue.",
+    kind: MetricType::COUNTER,
+    labels: &["interface", "queue"],
+};
+const DROPPED: Shape = Shape {
+    name: "clusterset_dns_xdp_dropped_total",
+    help: "Frames the server dropped unanswered, as the kernel's UDP stack would (reason: not_plain_udp, length, checksum, source, port, destination), and answers dropped for want of a free send frame (no_send_frame).",
+    kind: MetricType::COUNTER,
+    labels: &["interface", "queue", "reason"],
+};
+const KERNEL_DROPPED: Shape = Shape {
+    name: "clusterset_dns_xdp_kernel_dropped_total",
+    help: "Frames the kernel dropped at the AF_XDP socket (XDP_STATISTICS), by queue and reason.",
+    kind: MetricType::COUNTER,
+    labels: &["interface", "queue", "reason"],
+};
+
+/// The XDP sockets' metrics, read at scrape time.
+pub(super) struct XdpCollector {
+    iface: String,
+    stats: Vec<Arc<Stats>>,
+    descs: Vec<Desc>,
+}
+
+impl XdpCollector {
+    pub(super) fn new(iface: String, stats: Vec<Arc<Stats>>) -> Self {
+        let descs = [&UP, &RECEIVED, &DROPPED, &KERNEL_DROPPED]
+            .map(Shape::desc)
+            .into();
+        XdpCollector {
+            iface,
+            stats,
+            descs,
         }
     }
-    out.push_str(
-        "# HELP clusterset_dns_xdp_kernel_dropped_total Frames the kernel dropped at the AF_XDP socket (XDP_STATISTICS), by queue and reason.\n\
-         # TYPE clusterset_dns_xdp_kernel_dropped_total counter\n",
-    );
-    for s in stats {
-        for (reason, n) in s.kernel().into_iter().flatten() {
-            let _ = writeln!(
-                out,
-                "clusterset_dns_xdp_kernel_dropped_total{{{},reason=\"{reason}\"}} {n}",
-                labels(s)
-            );
+}
+
+impl Collector for XdpCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let iface = self.iface.as_str();
+        let (mut up, mut received) = (Family::new(&UP), Family::new(&RECEIVED));
+        let (mut dropped, mut kernel) = (Family::new(&DROPPED), Family::new(&KERNEL_DROPPED));
+        for s in &self.stats {
+            let queue = s.queue.to_string();
+            let q = queue.as_str();
+            up.gauge(&[iface, q], s.up.load(Ordering::Relaxed) as u8 as f64);
+            received.counter(&[iface, q], s.received.load(Ordering::Relaxed));
+            let reasons = frame::Dropped::ALL.iter().map(|d| d.label());
+            for (reason, n) in reasons.chain(["no_send_frame"]).zip(&s.dropped) {
+                dropped.counter(&[iface, q, reason], n.load(Ordering::Relaxed));
+            }
+            for (reason, n) in s.kernel().into_iter().flatten() {
+                kernel.counter(&[iface, q, reason], n);
+            }
         }
+        vec![up.done(), received.done(), dropped.done(), kernel.done()]
     }
 }
