@@ -174,14 +174,6 @@ impl Builder {
                 changed |= self.admit_held();
                 self.zone.publish();
                 release_free_memory();
-                if self.zone.len() >= super::memory::MIN_NAMES {
-                    let b = self.zone.prefer_huge_pages();
-                    debug!(
-                        regions = b.regions,
-                        collapsed = b.collapsed,
-                        "zone memory moved to huge pages"
-                    );
-                }
                 if !self.zone.synced() {
                     info!(
                         services = self.services.len(),

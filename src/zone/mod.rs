@@ -4,7 +4,6 @@
 
 pub mod build;
 mod entry;
-pub mod memory;
 pub mod render;
 mod table;
 
@@ -16,6 +15,8 @@ pub(crate) use table::prefetch;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use arc_swap::{ArcSwap, Guard};
 
 use table::{Root, Writer};
 
@@ -33,9 +34,7 @@ pub enum Lookup<'a> {
 
 pub struct Zone {
     /// The table readers look at; replaced whole by each publish.
-    root: Mutex<Arc<Root>>,
-    /// Counts publishes, so a [`View`] can tell with one load whether it is current.
-    generation: AtomicU64,
+    root: ArcSwap<Root>,
     /// The builder's changes not yet published.
     writer: Mutex<Writer>,
     hasher: foldhash::fast::RandomState,
@@ -58,12 +57,11 @@ pub struct Candidate<'v> {
 
 /// A reader's hold on one published generation of the zone: everything it looks up comes from
 /// that generation, which stays in memory while the view does. Cheap to keep and to
-/// [`refresh`](View::refresh) (one atomic load when nothing changed), so a UDP worker keeps one
-/// and refreshes it once per batch.
+/// [`refresh`](View::refresh) (a lock-free load and a pointer comparison when nothing changed), so
+/// a UDP worker keeps one and refreshes it once per batch.
 pub struct View<'z> {
     zone: &'z Zone,
     root: Arc<Root>,
-    generation: u64,
 }
 
 impl<'z> View<'z> {
@@ -73,8 +71,9 @@ impl<'z> View<'z> {
 
     /// Moves the view to the newest published generation, if it is not there.
     pub fn refresh(&mut self) {
-        if self.zone.generation.load(Ordering::Acquire) != self.generation {
-            *self = self.zone.view();
+        let current = self.zone.root.load();
+        if !Arc::ptr_eq(&current, &self.root) {
+            self.root = Guard::into_inner(current);
         }
     }
 
@@ -160,8 +159,7 @@ impl Zone {
         let root = Arc::new(Root::empty());
         Zone {
             writer: Mutex::new(Writer::new(root.clone())),
-            root: Mutex::new(root),
-            generation: AtomicU64::new(0),
+            root: ArcSwap::new(root),
             hasher: foldhash::fast::RandomState::default(),
             apexes: apexes.into_iter().map(Vec::into_boxed_slice).collect(),
             ttl,
@@ -194,7 +192,7 @@ impl Zone {
 
     /// Names in the published zone.
     pub fn len(&self) -> usize {
-        locked(&self.root).len()
+        self.root.load().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -209,11 +207,9 @@ impl Zone {
 
     /// A view of the newest published generation.
     pub fn view(&self) -> View<'_> {
-        let generation = self.generation.load(Ordering::Acquire);
         View {
             zone: self,
-            root: locked(&self.root).clone(),
-            generation,
+            root: self.root.load_full(),
         }
     }
 
@@ -255,8 +251,7 @@ impl Zone {
         let Some(root) = locked(&self.writer).publish() else {
             return;
         };
-        *locked(&self.root) = root;
-        self.generation.fetch_add(1, Ordering::Release);
+        self.root.store(root);
     }
 
     fn bump(&self) {
@@ -266,12 +261,6 @@ impl Zone {
 
     fn set_synced(&self) {
         self.synced.store(true, Ordering::Release);
-    }
-
-    /// Asks for the zone's memory (table and entries) to be backed by huge pages; see
-    /// [`memory`].
-    fn prefer_huge_pages(&self) -> memory::Backing {
-        memory::prefer_huge_pages(self.view().root.ranges())
     }
 
     /// Every entry, sorted by name; for inspection and tests, not the hot path.

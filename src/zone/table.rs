@@ -173,20 +173,6 @@ impl Root {
             .flat_map(|s| s.iter().filter_map(|slot| slot.entry.as_ref()))
     }
 
-    /// Where the table and its entries live: (address, length) of each allocation.
-    pub fn ranges(&self) -> Vec<(usize, usize)> {
-        let mut out = Vec::with_capacity(1 + self.segments.len() + self.len);
-        out.push((
-            self.segments.as_ptr() as usize,
-            std::mem::size_of_val(&self.segments[..]),
-        ));
-        for s in self.segments.iter() {
-            out.push((s.as_ptr() as usize, std::mem::size_of_val(&s[..])));
-        }
-        out.extend(self.entries().map(|e| (e.0.as_ptr() as usize, e.0.len())));
-        out
-    }
-
     fn items(&self, segment: usize) -> Vec<(u64, Entry)> {
         self.segments[segment]
             .iter()
