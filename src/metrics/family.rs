@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use prometheus::core::Desc;
+use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 
 /// What one family is: its name, help and label names, for [`prometheus::core::Collector::desc`].
@@ -24,6 +24,31 @@ impl Shape {
             HashMap::new(),
         )
         .expect("a valid metric name and labels")
+    }
+}
+
+/// A collector of the families `shapes` describe, built by `collect` at every scrape.
+pub struct ScrapeCollector<F> {
+    descs: Vec<Desc>,
+    collect: F,
+}
+
+impl<F: Fn() -> Vec<MetricFamily> + Send + Sync> ScrapeCollector<F> {
+    pub fn new(shapes: &[&Shape], collect: F) -> Self {
+        ScrapeCollector {
+            descs: shapes.iter().map(|s| s.desc()).collect(),
+            collect,
+        }
+    }
+}
+
+impl<F: Fn() -> Vec<MetricFamily> + Send + Sync> Collector for ScrapeCollector<F> {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        (self.collect)()
     }
 }
 

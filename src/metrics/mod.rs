@@ -4,11 +4,11 @@
 mod family;
 pub mod query;
 
-pub use family::{Family, Shape};
+pub use family::{Family, ScrapeCollector, Shape};
 
 use std::sync::{Arc, Mutex};
 
-use prometheus::core::{Collector, Desc};
+use prometheus::core::Collector;
 use prometheus::proto::{MetricFamily, MetricType};
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
@@ -65,7 +65,7 @@ pub struct Metrics {
     refused_services: IntGaugeVec,
     tcp_connections: IntGauge,
     tcp_evicted: prometheus::IntCounter,
-    /// Every serving worker's query counters, summed at scrape time (by [`query::QueryCollector`]).
+    /// Every serving worker's query counters, summed at scrape time (by [`query::collect`]).
     workers: Arc<Mutex<Vec<Arc<QueryCounters>>>>,
 }
 
@@ -76,19 +76,11 @@ const PANICS_SHAPE: Shape = Shape {
     labels: &[],
 };
 
-/// [`PANICS`] at scrape time.
-struct PanicCollector(Desc);
-
-impl Collector for PanicCollector {
-    fn desc(&self) -> Vec<&Desc> {
-        vec![&self.0]
-    }
-
-    fn collect(&self) -> Vec<MetricFamily> {
-        let mut f = Family::new(&PANICS_SHAPE);
-        f.counter(&[], PANICS.load(std::sync::atomic::Ordering::Relaxed));
-        vec![f.done()]
-    }
+/// [`PANICS`] now.
+fn panics() -> Vec<MetricFamily> {
+    let mut f = Family::new(&PANICS_SHAPE);
+    f.counter(&[], PANICS.load(std::sync::atomic::Ordering::Relaxed));
+    vec![f.done()]
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -261,12 +253,11 @@ impl Metrics {
             zones: zones.clone(),
             workers: Arc::default(),
         };
-        m.register(Box::new(query::QueryCollector::new(
-            m.workers.clone(),
-            server,
-            zones,
-        )));
-        m.register(Box::new(PanicCollector(PANICS_SHAPE.desc())));
+        let workers = m.workers.clone();
+        m.register(Box::new(ScrapeCollector::new(&query::SHAPES, move || {
+            query::collect(&workers, &server, &zones)
+        })));
+        m.register(Box::new(ScrapeCollector::new(&[&PANICS_SHAPE], panics)));
         // Every label set known in advance starts at 0 (Prometheus's advice): a counter that
         // first appears at 1 shows no increase, so an alert on increase() would miss the first
         // object skipped, and a dashboard would show no data instead of none skipped.

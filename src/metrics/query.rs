@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use prometheus::core::{Collector, Desc};
 use prometheus::proto::{MetricFamily, MetricType};
 
 use super::family::{Family, Shape};
@@ -237,117 +236,92 @@ const RESPONSE_SIZE: Shape = Shape {
     labels: &["server", "zone", "view", "proto"],
 };
 
-/// The per-query metrics of every serving worker, summed at scrape time. `server` and `zones`
-/// are label values; series appear once they have counted something, as in CoreDNS.
-pub(super) struct QueryCollector {
-    pub(super) workers: Arc<Mutex<Vec<Arc<QueryCounters>>>>,
-    pub(super) server: String,
-    pub(super) zones: Vec<String>,
-    descs: Vec<Desc>,
-}
+/// The families [`collect`] builds.
+pub(super) const SHAPES: [&Shape; 6] = [
+    &REQUESTS,
+    &RESPONSES,
+    &DO_REQUESTS,
+    &DURATION,
+    &REQUEST_SIZE,
+    &RESPONSE_SIZE,
+];
 
-impl QueryCollector {
-    pub(super) fn new(
-        workers: Arc<Mutex<Vec<Arc<QueryCounters>>>>,
-        server: String,
-        zones: Vec<String>,
-    ) -> Self {
-        let descs = [
-            &REQUESTS,
-            &RESPONSES,
-            &DO_REQUESTS,
-            &DURATION,
-            &REQUEST_SIZE,
-            &RESPONSE_SIZE,
-        ]
-        .map(Shape::desc)
-        .into();
-        QueryCollector {
-            workers,
-            server,
-            zones,
-            descs,
+/// The per-query metrics of every serving worker, summed now. `server` and `zones` are label
+/// values; series appear once they have counted something, as in CoreDNS.
+pub(super) fn collect(
+    workers: &Mutex<Vec<Arc<QueryCounters>>>,
+    server: &str,
+    zones: &[String],
+) -> Vec<MetricFamily> {
+    let workers = workers.lock().expect("metrics lock").clone();
+    let t = Totals {
+        requests: sum(&workers, |c| &c.requests),
+        responses: sum(&workers, |c| &c.responses),
+        do_requests: sum(&workers, |c| &c.do_requests),
+        duration: sum(&workers, |c| &c.duration),
+        duration_ns: sum(&workers, |c| &c.duration_ns),
+        request_size: sum(&workers, |c| &c.request_size),
+        request_bytes: sum(&workers, |c| &c.request_bytes),
+        response_size: sum(&workers, |c| &c.response_size),
+        response_bytes: sum(&workers, |c| &c.response_bytes),
+    };
+    let zone = |slot: usize| zones.get(slot).map_or("dropped", String::as_str);
+    let proto = |p: usize| if p == 1 { "tcp" } else { "udp" };
+    let mut out = Vec::new();
+
+    let mut f = Family::new(&REQUESTS);
+    for (i, &n) in t.requests.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let (ty, rest) = (i % N_TYPES, i / N_TYPES);
+        let (v6, rest) = (rest % 2, rest / 2);
+        let (p, slot) = (rest % 2, rest / 2);
+        let family = if v6 == 1 { "2" } else { "1" };
+        let ty = TYPES.get(ty).map_or("other", |t| type_label(*t));
+        f.counter(&[server, zone(slot), "", proto(p), family, ty], n);
+    }
+    out.push(f.done());
+
+    let mut f = Family::new(&RESPONSES);
+    for (i, &n) in t.responses.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let rcode = RCODES
+            .get(i % N_RCODES)
+            .and_then(|r| rcode_name(*r))
+            .unwrap_or("other");
+        f.counter(&[server, zone(i / N_RCODES), "", rcode, ""], n);
+    }
+    out.push(f.done());
+
+    let mut f = Family::new(&DO_REQUESTS);
+    for (slot, &n) in t.do_requests.iter().enumerate().filter(|(_, n)| **n > 0) {
+        f.counter(&[server, zone(slot), ""], n);
+    }
+    out.push(f.done());
+
+    let mut f = Family::new(&DURATION);
+    let bounds: Vec<f64> = (0..TIME_BUCKETS)
+        .map(|k| (TIME_BASE_NS << k) as f64 / 1e9)
+        .collect();
+    for (slot, (counts, &ns)) in t.duration.chunks(N_TIME).zip(&t.duration_ns).enumerate() {
+        if counts.iter().any(|&c| c > 0) {
+            f.histogram(&[server, zone(slot), ""], &bounds, counts, ns as f64 / 1e9);
         }
     }
-}
+    out.push(f.done());
 
-impl Collector for QueryCollector {
-    fn desc(&self) -> Vec<&Desc> {
-        self.descs.iter().collect()
-    }
-
-    fn collect(&self) -> Vec<MetricFamily> {
-        let workers = self.workers.lock().expect("metrics lock").clone();
-        let t = Totals {
-            requests: sum(&workers, |c| &c.requests),
-            responses: sum(&workers, |c| &c.responses),
-            do_requests: sum(&workers, |c| &c.do_requests),
-            duration: sum(&workers, |c| &c.duration),
-            duration_ns: sum(&workers, |c| &c.duration_ns),
-            request_size: sum(&workers, |c| &c.request_size),
-            request_bytes: sum(&workers, |c| &c.request_bytes),
-            response_size: sum(&workers, |c| &c.response_size),
-            response_bytes: sum(&workers, |c| &c.response_bytes),
-        };
-        let server = self.server.as_str();
-        let zone = |slot: usize| self.zones.get(slot).map_or("dropped", String::as_str);
-        let proto = |p: usize| if p == 1 { "tcp" } else { "udp" };
-        let mut out = Vec::new();
-
-        let mut f = Family::new(&REQUESTS);
-        for (i, &n) in t.requests.iter().enumerate().filter(|(_, n)| **n > 0) {
-            let (ty, rest) = (i % N_TYPES, i / N_TYPES);
-            let (v6, rest) = (rest % 2, rest / 2);
-            let (p, slot) = (rest % 2, rest / 2);
-            let family = if v6 == 1 { "2" } else { "1" };
-            let ty = TYPES.get(ty).map_or("other", |t| type_label(*t));
-            f.counter(&[server, zone(slot), "", proto(p), family, ty], n);
-        }
-        out.push(f.done());
-
-        let mut f = Family::new(&RESPONSES);
-        for (i, &n) in t.responses.iter().enumerate().filter(|(_, n)| **n > 0) {
-            let rcode = RCODES
-                .get(i % N_RCODES)
-                .and_then(|r| rcode_name(*r))
-                .unwrap_or("other");
-            f.counter(&[server, zone(i / N_RCODES), "", rcode, ""], n);
-        }
-        out.push(f.done());
-
-        let mut f = Family::new(&DO_REQUESTS);
-        for (slot, &n) in t.do_requests.iter().enumerate().filter(|(_, n)| **n > 0) {
-            f.counter(&[server, zone(slot), ""], n);
-        }
-        out.push(f.done());
-
-        let mut f = Family::new(&DURATION);
-        let bounds: Vec<f64> = (0..TIME_BUCKETS)
-            .map(|k| (TIME_BASE_NS << k) as f64 / 1e9)
-            .collect();
-        for (slot, (counts, &ns)) in t.duration.chunks(N_TIME).zip(&t.duration_ns).enumerate() {
+    let bounds: Vec<f64> = SIZE_BUCKETS.iter().map(|&b| b as f64).collect();
+    for (shape, sizes, bytes) in [
+        (&REQUEST_SIZE, &t.request_size, &t.request_bytes),
+        (&RESPONSE_SIZE, &t.response_size, &t.response_bytes),
+    ] {
+        let mut f = Family::new(shape);
+        for (sp, (counts, &sum)) in sizes.chunks(N_SIZE).zip(bytes).enumerate() {
             if counts.iter().any(|&c| c > 0) {
-                f.histogram(&[server, zone(slot), ""], &bounds, counts, ns as f64 / 1e9);
+                let labels = [server, zone(sp / 2), "", proto(sp % 2)];
+                f.histogram(&labels, &bounds, counts, sum as f64);
             }
         }
         out.push(f.done());
-
-        let bounds: Vec<f64> = SIZE_BUCKETS.iter().map(|&b| b as f64).collect();
-        for (shape, sizes, bytes) in [
-            (&REQUEST_SIZE, &t.request_size, &t.request_bytes),
-            (&RESPONSE_SIZE, &t.response_size, &t.response_bytes),
-        ] {
-            let mut f = Family::new(shape);
-            for (sp, (counts, &sum)) in sizes.chunks(N_SIZE).zip(bytes).enumerate() {
-                if counts.iter().any(|&c| c > 0) {
-                    let labels = [server, zone(sp / 2), "", proto(sp % 2)];
-                    f.histogram(&labels, &bounds, counts, sum as f64);
-                }
-            }
-            out.push(f.done());
-        }
-        out
     }
+    out
 }
 
 #[cfg(test)]

@@ -144,6 +144,16 @@ impl Meta {
         }
     }
 
+    /// Why the object is not served, when the policy leaves its namespace out.
+    fn excluded(&self, kind: &str, policy: &Policy) -> Option<Classified> {
+        excluded(
+            kind,
+            &self.object(),
+            self.namespace.as_deref().unwrap_or(""),
+            policy,
+        )
+    }
+
     /// `namespace/name` as far as it could be read, as log lines name an object.
     fn object(&self) -> String {
         format!(
@@ -350,15 +360,10 @@ fn identity(
 /// Validates a ServiceImport.
 pub fn convert_import(raw: ServiceImport, policy: &Policy) -> Classified {
     const KIND: &str = "ServiceImport";
-    let object = raw.metadata.object();
-    if let Some(ignored) = excluded(
-        KIND,
-        &object,
-        raw.metadata.namespace.as_deref().unwrap_or(""),
-        policy,
-    ) {
+    if let Some(ignored) = raw.metadata.excluded(KIND, policy) {
         return ignored;
     }
+    let object = raw.metadata.object();
     let (name, namespace) =
         match identity(KIND, &object, (raw.metadata.name, raw.metadata.namespace)) {
             Ok(id) => id,
@@ -440,15 +445,10 @@ pub fn convert_import(raw: ServiceImport, policy: &Policy) -> Classified {
 /// Validates an EndpointSlice.
 pub fn convert_slice(raw: EndpointSlice, policy: &Policy) -> Classified {
     const KIND: &str = "EndpointSlice";
-    let object = raw.metadata.object();
-    if let Some(ignored) = excluded(
-        KIND,
-        &object,
-        raw.metadata.namespace.as_deref().unwrap_or(""),
-        policy,
-    ) {
+    if let Some(ignored) = raw.metadata.excluded(KIND, policy) {
         return ignored;
     }
+    let object = raw.metadata.object();
     let labels = raw.metadata.labels.unwrap_or_default();
     let Some(service) = labels.get(LABEL_SERVICE_NAME) else {
         return Classified::Ignored(format!("{KIND} {object}: no {LABEL_SERVICE_NAME} label"));
@@ -638,10 +638,11 @@ pub fn is_label(s: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn one(yaml: &str) -> Classified {
+    /// Classifies one YAML object as the file source would, under the default policy.
+    pub(crate) fn one(yaml: &str) -> Classified {
         classify(
             serde_yaml_ng::from_str::<Value>(yaml).unwrap(),
             &Policy::default(),

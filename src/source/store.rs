@@ -192,18 +192,9 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use serde_yaml_ng::Value;
-
     use super::*;
-    use crate::source::object::{Classified, classify};
-    use crate::source::policy::Policy;
-
-    fn one(yaml: &str) -> Classified {
-        classify(
-            serde_yaml_ng::from_str::<Value>(yaml).unwrap(),
-            &Policy::default(),
-        )
-    }
+    use crate::source::object::Classified;
+    use crate::source::object::tests::one;
 
     #[test]
     fn store_joins_slices_to_imports() {

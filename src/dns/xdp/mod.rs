@@ -26,7 +26,7 @@ pub use coalesce::Coalescing;
 use diagnose::{LOOPBACK_IFINDEX, loopback_ready, permission_hint};
 use queues::queue_bound;
 use socket::{MAX_FRAME, Socket, ring_frames};
-use stats::{Stats, XdpCollector};
+use stats::Stats;
 use worker::Worker;
 
 use std::io;
@@ -38,7 +38,7 @@ use std::thread::JoinHandle;
 
 use tracing::warn;
 
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ScrapeCollector};
 use crate::zone::Zone;
 pub use program::Mode;
 
@@ -193,7 +193,9 @@ impl Xdp {
                     })
             })
             .collect::<io::Result<_>>()?;
-        metrics.register(Box::new(XdpCollector::new(iface, stats)));
+        metrics.register(Box::new(ScrapeCollector::new(&stats::SHAPES, move || {
+            stats::collect(&iface, &stats)
+        })));
         Ok((Attached(_link), workers))
     }
 }

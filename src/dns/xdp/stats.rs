@@ -5,7 +5,6 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use prometheus::core::{Collector, Desc};
 use prometheus::proto::{MetricFamily, MetricType};
 
 use super::frame;
@@ -78,48 +77,25 @@ const KERNEL_DROPPED: Shape = Shape {
     labels: &["interface", "queue", "reason"],
 };
 
-/// The XDP sockets' metrics, read at scrape time.
-pub(super) struct XdpCollector {
-    iface: String,
-    stats: Vec<Arc<Stats>>,
-    descs: Vec<Desc>,
-}
+/// The families [`collect`] builds.
+pub(super) const SHAPES: [&Shape; 4] = [&UP, &RECEIVED, &DROPPED, &KERNEL_DROPPED];
 
-impl XdpCollector {
-    pub(super) fn new(iface: String, stats: Vec<Arc<Stats>>) -> Self {
-        let descs = [&UP, &RECEIVED, &DROPPED, &KERNEL_DROPPED]
-            .map(Shape::desc)
-            .into();
-        XdpCollector {
-            iface,
-            stats,
-            descs,
+/// The XDP sockets' metrics now.
+pub(super) fn collect(iface: &str, stats: &[Arc<Stats>]) -> Vec<MetricFamily> {
+    let (mut up, mut received) = (Family::new(&UP), Family::new(&RECEIVED));
+    let (mut dropped, mut kernel) = (Family::new(&DROPPED), Family::new(&KERNEL_DROPPED));
+    for s in stats {
+        let queue = s.queue.to_string();
+        let q = queue.as_str();
+        up.gauge(&[iface, q], s.up.load(Ordering::Relaxed) as u8 as f64);
+        received.counter(&[iface, q], s.received.load(Ordering::Relaxed));
+        let reasons = frame::Dropped::ALL.iter().map(|d| d.label());
+        for (reason, n) in reasons.chain(["no_send_frame"]).zip(&s.dropped) {
+            dropped.counter(&[iface, q, reason], n.load(Ordering::Relaxed));
+        }
+        for (reason, n) in s.kernel().into_iter().flatten() {
+            kernel.counter(&[iface, q, reason], n);
         }
     }
-}
-
-impl Collector for XdpCollector {
-    fn desc(&self) -> Vec<&Desc> {
-        self.descs.iter().collect()
-    }
-
-    fn collect(&self) -> Vec<MetricFamily> {
-        let iface = self.iface.as_str();
-        let (mut up, mut received) = (Family::new(&UP), Family::new(&RECEIVED));
-        let (mut dropped, mut kernel) = (Family::new(&DROPPED), Family::new(&KERNEL_DROPPED));
-        for s in &self.stats {
-            let queue = s.queue.to_string();
-            let q = queue.as_str();
-            up.gauge(&[iface, q], s.up.load(Ordering::Relaxed) as u8 as f64);
-            received.counter(&[iface, q], s.received.load(Ordering::Relaxed));
-            let reasons = frame::Dropped::ALL.iter().map(|d| d.label());
-            for (reason, n) in reasons.chain(["no_send_frame"]).zip(&s.dropped) {
-                dropped.counter(&[iface, q, reason], n.load(Ordering::Relaxed));
-            }
-            for (reason, n) in s.kernel().into_iter().flatten() {
-                kernel.counter(&[iface, q, reason], n);
-            }
-        }
-        vec![up.done(), received.done(), dropped.done(), kernel.done()]
-    }
+    vec![up.done(), received.done(), dropped.done(), kernel.done()]
 }
