@@ -3,9 +3,13 @@
 //! [`super::respond`] gives for every name and type the zone holds, so they show exactly what
 //! the server answers.
 
-use std::cmp::Ordering;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
+
+use hickory_proto::ProtoError;
+use hickory_proto::op::Message;
+use hickory_proto::rr::Name;
+use hickory_proto::serialize::binary::{BinEncodable, BinEncoder, NameEncoding};
 
 use super::query::{Parsed, parse};
 use super::{Transport, opt, outcome, respond_in};
@@ -20,7 +24,7 @@ const TYPE_CNAME: u16 = 5;
 const TYPE_PTR: u16 = 12;
 const TYPE_MX: u16 = 15;
 
-/// One resource record, names uncompressed in lower-case wire form.
+/// One resource record, names uncompressed in lower-case wire form (as a transfer sends it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     pub name: Vec<u8>,
@@ -28,97 +32,38 @@ pub struct Record {
     pub ttl: u32,
     /// With any names in it expanded (no compression pointers).
     pub rdata: Vec<u8>,
+    /// The owner as hickory-proto reads it, whose order is RFC 4034's canonical order.
+    owner: Name,
 }
 
-/// Reads a possibly compressed name at `i` in `msg`, appending it to `out`; returns the offset
-/// after the name where it started.
-fn read_name(msg: &[u8], mut i: usize, out: &mut Vec<u8>) -> Option<usize> {
-    let mut end = None;
-    for _ in 0..128 {
-        let l = *msg.get(i)?;
-        match l {
-            0 => {
-                out.push(0);
-                return Some(end.unwrap_or(i + 1));
-            }
-            1..=63 => {
-                out.extend_from_slice(msg.get(i..i + 1 + l as usize)?);
-                i += 1 + l as usize;
-            }
-            0xC0..=0xFF => {
-                let target = ((l as usize & 0x3F) << 8) | *msg.get(i + 1)? as usize;
-                end.get_or_insert(i + 2);
-                i = target;
-            }
-            _ => return None,
-        }
-    }
-    None
-}
-
-/// The answer section of a response, names expanded.
-pub fn answers(msg: &[u8]) -> Option<Vec<Record>> {
-    let count = |i: usize| Some(u16::from_be_bytes([*msg.get(i)?, *msg.get(i + 1)?]));
-    let (qd, an) = (count(4)?, count(6)?);
-    let mut i = 12;
-    for _ in 0..qd {
-        i = read_name(msg, i, &mut Vec::new())? + 4;
-    }
-    let mut out = Vec::with_capacity(an as usize);
-    for _ in 0..an {
-        let mut name = Vec::new();
-        i = read_name(msg, i, &mut name)?;
-        let rtype = count(i)?;
-        let ttl = u32::from_be_bytes(msg.get(i + 4..i + 8)?.try_into().ok()?);
-        let len = count(i + 8)? as usize;
-        let start = i + 10;
-        let raw = msg.get(start..start + len)?;
-        let rdata = match rtype {
-            TYPE_NS | TYPE_CNAME | TYPE_PTR => {
-                let mut d = Vec::new();
-                read_name(msg, start, &mut d)?;
-                d
-            }
-            TYPE_SRV | TYPE_MX => {
-                let fixed = if rtype == TYPE_SRV { 6 } else { 2 };
-                let mut d = raw.get(..fixed)?.to_vec();
-                read_name(msg, start + fixed, &mut d)?;
-                d
-            }
-            TYPE_SOA => {
-                let mut d = Vec::new();
-                let after = read_name(msg, start, &mut d)?;
-                let after = read_name(msg, after, &mut d)?;
-                d.extend_from_slice(msg.get(after..after + 20)?);
-                d
-            }
-            _ => raw.to_vec(),
-        };
-        out.push(Record {
-            name,
-            rtype,
-            ttl,
-            rdata,
-        });
-        i = start + len;
-    }
+/// What `emit` writes with names uncompressed and lower-cased.
+fn uncompressed(
+    emit: impl FnOnce(&mut BinEncoder<'_>) -> Result<(), ProtoError>,
+) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut encoder = BinEncoder::new(&mut out);
+    encoder.set_name_encoding(NameEncoding::UncompressedLowercase);
+    emit(&mut encoder).ok()?;
     Some(out)
 }
 
-/// RFC 4034 §6.1 canonical order: by labels from the right, each compared as lower-case bytes.
-fn canonical_cmp(a: &[u8], b: &[u8]) -> Ordering {
-    let labels = |w: &[u8]| {
-        let mut v = Vec::new();
-        let mut i = 0;
-        while i < w.len() && w[i] != 0 {
-            let l = w[i] as usize;
-            v.push(w[i + 1..(i + 1 + l).min(w.len())].to_vec());
-            i += 1 + l;
-        }
-        v.reverse();
-        v
-    };
-    labels(a).cmp(&labels(b))
+/// The answer section of a response (read by hickory-proto), names expanded; `None` when the
+/// message does not parse.
+pub fn answers(msg: &[u8]) -> Option<Vec<Record>> {
+    let message = Message::from_vec(msg).ok()?;
+    message
+        .answers
+        .into_iter()
+        .map(|r| {
+            Some(Record {
+                name: uncompressed(|e| r.name.emit(e))?,
+                rtype: u16::from(r.record_type()),
+                ttl: r.ttl,
+                rdata: uncompressed(|e| r.data.emit(e))?,
+                owner: r.name,
+            })
+        })
+        .collect()
 }
 
 /// Every record of served zone `apex` (an index into [`Zone::apexes`]): the SOA first, then the
@@ -154,7 +99,8 @@ pub fn records(zone: &Zone, apex: usize) -> Vec<Record> {
     }
     let first = all.len().min(1);
     all[first..].sort_by(|a, b| {
-        canonical_cmp(&a.name, &b.name)
+        a.owner
+            .cmp(&b.owner)
             .then(a.rtype.cmp(&b.rtype))
             .then(a.rdata.cmp(&b.rdata))
     });
@@ -344,17 +290,16 @@ mod tests {
 
     #[test]
     fn canonical_order_is_by_labels_from_the_right() {
-        use crate::wire::wire_name;
         let mut names = [
-            "b.a.example",
-            "a.example",
-            "z.a.example",
-            "example",
-            "c.example",
+            "b.a.example.",
+            "A.example.",
+            "z.a.example.",
+            "example.",
+            "c.example.",
         ]
-        .map(|n| wire_name(n).unwrap());
-        names.sort_by(|a, b| canonical_cmp(a, b));
-        let text: Vec<String> = names.iter().map(|n| crate::wire::name_text(n)).collect();
+        .map(|n| Name::from_ascii(n).unwrap());
+        names.sort();
+        let text: Vec<String> = names.iter().map(|n| n.to_ascii().to_lowercase()).collect();
         assert_eq!(
             text,
             [
@@ -364,6 +309,29 @@ mod tests {
                 "z.a.example.",
                 "c.example."
             ]
+        );
+    }
+
+    #[test]
+    fn answers_are_read_with_names_expanded() {
+        use crate::wire::wire_name;
+        // An SRV answer whose owner is a pointer to the question and whose target repeats it.
+        let q = wire_name("_http._tcp.web.shop.svc.clusterset.local").unwrap();
+        let mut m = vec![0, 1, 0x84, 0, 0, 1, 0, 1, 0, 0, 0, 0];
+        m.extend_from_slice(&q);
+        m.extend_from_slice(&[0, 33, 0, 1]);
+        m.extend_from_slice(&[0xC0, 12, 0, 33, 0, 1, 0, 0, 0, 5, 0, 12, 0, 0, 0, 10, 0, 80]);
+        m.extend_from_slice(&[3, b'w', b'e', b'b', 0xC0, 12 + 11]);
+        let r = answers(&m).unwrap();
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].name, q);
+        assert_eq!((r[0].rtype, r[0].ttl), (33, 5));
+        let target = wire_name("web.web.shop.svc.clusterset.local").unwrap();
+        assert_eq!(&r[0].rdata[..6], &[0, 0, 0, 10, 0, 80]);
+        assert_eq!(&r[0].rdata[6..], &target[..]);
+        assert!(
+            answers(&m[..m.len() - 1]).is_none(),
+            "a cut message does not parse"
         );
     }
 }
