@@ -348,8 +348,12 @@ fn program(backends: &BTreeSet<String>) {
 /// The endpoints controller, kube-proxy and the kubelet's readiness probe, for the instances
 /// listed in `pods`: every 100 ms each pod's `/ready` is read; a change in the ready set is
 /// programmed one second after it was seen, and a withdrawn backend's UDP conntrack entries are
-/// flushed as kube-proxy flushes them.
-fn endpoints(pods: Arc<Mutex<Vec<String>>>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+/// flushed as kube-proxy flushes them. The set programmed last is kept in `published`.
+fn endpoints(
+    pods: Arc<Mutex<Vec<String>>>,
+    published: Arc<Mutex<BTreeSet<String>>>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut programmed: BTreeSet<String> = BTreeSet::new();
         let mut pending: Option<(Instant, BTreeSet<String>)> = None;
@@ -378,6 +382,7 @@ fn endpoints(pods: Arc<Mutex<Vec<String>>>, stop: Arc<AtomicBool>) -> std::threa
                         );
                     }
                     programmed = set;
+                    *published.lock().unwrap() = programmed.clone();
                 }
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -437,7 +442,8 @@ fn rollout(lameduck: &str, over_tcp: bool) -> Seen {
     let mut running = vec![start(&pod(1)), start(&pod(2))];
     program(&pods.lock().unwrap().iter().cloned().collect());
     let stop = Arc::new(AtomicBool::new(false));
-    let controller = endpoints(pods.clone(), stop.clone());
+    let programmed = Arc::new(Mutex::new(BTreeSet::new()));
+    let controller = endpoints(pods.clone(), programmed.clone(), stop.clone());
     let block = clusterset_block();
     let coredns = CoreDns::start(
         |port| {
@@ -469,7 +475,12 @@ fn rollout(lameduck: &str, over_tcp: bool) -> Seen {
     for (old, new) in [(0, 3), (1, 4)] {
         running.push(start(&pod(new)));
         pods.lock().unwrap().push(pod(new));
-        std::thread::sleep(Duration::from_millis(1500)); // ready, and programmed
+        // Ready, and in the Service's spread, before the old one goes.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !programmed.lock().unwrap().contains(&pod(new)) {
+            assert!(Instant::now() < deadline, "{} never programmed", pod(new));
+            std::thread::sleep(Duration::from_millis(20));
+        }
         running[old].signal("TERM");
         let (status, _) = running[old].exit(20);
         assert!(status.success());
