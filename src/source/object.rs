@@ -144,16 +144,6 @@ impl Meta {
         }
     }
 
-    /// Why the object is not served, when the policy leaves its namespace out.
-    fn excluded(&self, kind: &str, policy: &Policy) -> Option<Classified> {
-        excluded(
-            kind,
-            &self.object(),
-            self.namespace.as_deref().unwrap_or(""),
-            policy,
-        )
-    }
-
     /// `namespace/name` as far as it could be read, as log lines name an object.
     fn object(&self) -> String {
         format!(
@@ -254,8 +244,10 @@ fn object_name(v: &Value) -> String {
     format!("{ns}/{name}")
 }
 
-/// Why an object in namespace `namespace` is not served, when the policy leaves it out.
-fn excluded(kind: &str, object: &str, namespace: &str, policy: &Policy) -> Option<Classified> {
+/// Why an object in namespace `namespace` is not served, when the policy leaves it out. Each
+/// source asks before reading the object into its shape (the file source in [`classify`], the
+/// Kubernetes source for what its watches bring), so an unreadable object there is ignored too.
+pub fn excluded(kind: &str, object: &str, namespace: &str, policy: &Policy) -> Option<Classified> {
     (!policy.serves_namespace(namespace)).then(|| {
         Classified::Ignored(format!(
             "{kind} {object}: namespace {namespace} is excluded (--exclude-namespace)"
@@ -360,9 +352,6 @@ fn identity(
 /// Validates a ServiceImport.
 pub fn convert_import(raw: ServiceImport, policy: &Policy) -> Classified {
     const KIND: &str = "ServiceImport";
-    if let Some(ignored) = raw.metadata.excluded(KIND, policy) {
-        return ignored;
-    }
     let object = raw.metadata.object();
     let (name, namespace) =
         match identity(KIND, &object, (raw.metadata.name, raw.metadata.namespace)) {
@@ -445,9 +434,6 @@ pub fn convert_import(raw: ServiceImport, policy: &Policy) -> Classified {
 /// Validates an EndpointSlice.
 pub fn convert_slice(raw: EndpointSlice, policy: &Policy) -> Classified {
     const KIND: &str = "EndpointSlice";
-    if let Some(ignored) = raw.metadata.excluded(KIND, policy) {
-        return ignored;
-    }
     let object = raw.metadata.object();
     let labels = raw.metadata.labels.unwrap_or_default();
     let Some(service) = labels.get(LABEL_SERVICE_NAME) else {

@@ -13,7 +13,8 @@ use tracing::{debug, info, warn};
 use crate::metrics::Metrics;
 use crate::model::{ServiceKey, ServiceSet, Update};
 use crate::source::object::{
-    Classified, EndpointSlice, Object, ServiceImport, convert_import, convert_slice, report_refused,
+    Classified, EndpointSlice, Object, ServiceImport, convert_import, convert_slice, excluded,
+    report_refused,
 };
 use crate::source::policy::Policy;
 use crate::source::store::{ObjectId, PackedObject, Store};
@@ -229,14 +230,20 @@ impl WatchState {
     /// counted).
     fn read(&mut self, kind: Kind, obj: DynamicObject) -> Option<(ObjectId, Option<PackedObject>)> {
         let id = object_id(&obj)?;
+        let object = format!("{}/{}", id.0, id.1);
         // Read once into its shape, straight from what the client parsed.
-        let classified = match kind {
-            Kind::Import => {
-                ServiceImport::from_dynamic(obj).map(|o| convert_import(o, &self.policy))
+        let classified = match excluded(kind.label(), &object, &id.0, &self.policy) {
+            Some(ignored) => ignored,
+            None => match kind {
+                Kind::Import => {
+                    ServiceImport::from_dynamic(obj).map(|o| convert_import(o, &self.policy))
+                }
+                Kind::Slice => {
+                    EndpointSlice::from_dynamic(obj).map(|o| convert_slice(o, &self.policy))
+                }
             }
-            Kind::Slice => EndpointSlice::from_dynamic(obj).map(|o| convert_slice(o, &self.policy)),
-        }
-        .unwrap_or_else(Classified::Invalid);
+            .unwrap_or_else(Classified::Invalid),
+        };
         let parsed = match classified {
             Classified::Object(o) if o.refused().is_empty() => {
                 self.logged.remove(&(kind, id.clone()));
@@ -403,6 +410,30 @@ mod tests {
             ["upsert shop/api"]
         );
         assert!(c.logged.is_empty());
+    }
+
+    #[test]
+    fn objects_in_excluded_namespaces_are_ignored_even_when_unreadable() {
+        let policy = Policy {
+            exclude_namespaces: vec!["shop".into()],
+            ..Policy::default()
+        };
+        let scope = Scope {
+            kind: Kind::Import,
+            namespace: None,
+        };
+        let mut c = WatchState::new(vec![scope], policy, metrics());
+        c.event(0, Event::Init);
+        assert_eq!(keys(&c.event(0, Event::InitDone)), ["reset 0"]);
+        assert!(
+            c.event(0, Event::Apply(import("web", "10.0.0.1")))
+                .is_empty()
+        );
+        assert!(
+            c.event(0, Event::Apply(import("bad", "not-an-ip")))
+                .is_empty()
+        );
+        assert!(c.logged.is_empty(), "nothing reported as skipped");
     }
 
     #[test]
