@@ -192,18 +192,18 @@ pub async fn serve(
     info!(address = %udp[0].local_addr()?, workers = udp.len(), "DNS listening on UDP");
     info!(address = %tcp.local_addr()?, max_connections = config.tcp.max_connections, "DNS listening on TCP");
     let halt = Arc::new(AtomicBool::new(false));
-    let mut workers = udp::spawn(udp, zone.clone(), &metrics, halt.clone(), config.query_log)?;
+    // One decision for every listener: whether query lines are written, and at which level.
+    let log = QueryLog::new(config.query_log);
+    let mut workers = udp::spawn(udp, zone.clone(), &metrics, halt.clone(), log)?;
     let attached = match xdp {
         Some(xdp) => {
             info!(interface = %xdp.iface, mode = %xdp.mode, queues = xdp.queues(), locked_mib = xdp.locked() >> 20, coalesce = %xdp.coalesce, "DNS answering UDP through AF_XDP");
-            let (attached, more) =
-                xdp.spawn(zone.clone(), &metrics, halt.clone(), config.query_log)?;
+            let (attached, more) = xdp.spawn(zone.clone(), &metrics, halt.clone(), log)?;
             workers.extend(more);
             Some(attached)
         }
         None => None,
     };
-    let log = QueryLog::new(config.query_log);
     let tcp = tokio::spawn(tcp::serve(
         tcp,
         config.tcp,

@@ -61,7 +61,7 @@ const RCODES: [(u16, &str); 7] = [
     (RCODE_BADVERS, "BADVERS"),
 ];
 
-/// The mnemonic of type `t`, if it is one of [`TYPES`].
+/// The mnemonic of type `t`, if it is one this table knows.
 pub fn type_name(t: u16) -> Option<&'static str> {
     TYPES.iter().find(|(c, _)| *c == t).map(|(_, n)| *n)
 }

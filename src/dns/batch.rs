@@ -11,7 +11,7 @@ pub const BATCH: usize = 32;
 /// query and starts loading each name's table segment pointer, then each slot, then each entry,
 /// then writes the answers. With a zone far bigger than the CPU caches, a lone lookup waits for
 /// memory up to three times; a batch waits about once per stage for all its names. Answers are
-/// byte for byte those of [`respond_in`], which shares every step but the prefetching.
+/// byte for byte those of [`respond_in`](super::respond_in), which shares every step but the prefetching.
 pub struct Batch {
     /// Lower-cased question names, one per query, reused from batch to batch.
     names: Box<[[u8; 255]; BATCH]>,
@@ -26,7 +26,7 @@ impl Default for Batch {
 }
 
 impl Batch {
-    /// Answers `packets[i]` into `outs[i]`, and sets `outcomes[i]` as [`respond_in`] returns it
+    /// Answers `packets[i]` into `outs[i]`, and sets `outcomes[i]` as [`respond_in`](super::respond_in) returns it
     /// (`None`: send nothing, as for an empty packet). At most [`BATCH`] packets, and as many
     /// outs and outcomes.
     pub fn respond(

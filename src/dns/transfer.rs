@@ -225,7 +225,7 @@ const MESSAGE_BUDGET: usize = 16 * 1024;
 /// When `packet` asks for a transfer (AXFR, or IXFR, answered with the full zone as RFC 1995
 /// §4 allows) of exactly a served zone's apex, writes the transfer's messages into `messages`
 /// (unframed) and returns its outcome. `None`: not a transfer this function serves; answer it
-/// through [`respond`] (which refuses transfers).
+/// through [`respond`](super::respond) (which refuses transfers).
 pub fn transfer(zone: &Zone, packet: &[u8], messages: &mut Vec<Vec<u8>>) -> Option<Outcome> {
     messages.clear();
     let mut name = [0u8; 255];

@@ -72,7 +72,7 @@ pub fn spawn(
     zone: Arc<Zone>,
     metrics: &Metrics,
     stop: Arc<AtomicBool>,
-    query_log: bool,
+    log: QueryLog,
 ) -> io::Result<Vec<JoinHandle<()>>> {
     sockets
         .into_iter()
@@ -83,7 +83,7 @@ pub fn spawn(
             let (zone, counters, stop) = (zone.clone(), metrics.counters(), stop.clone());
             std::thread::Builder::new()
                 .name(format!("udp-{i}"))
-                .spawn(move || Worker::new(query_log).run(&socket, &zone, &counters, &stop))
+                .spawn(move || Worker::new(log).run(&socket, &zone, &counters, &stop))
         })
         .collect()
 }
@@ -101,7 +101,7 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(query_log: bool) -> Self {
+    fn new(log: QueryLog) -> Self {
         // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid (empty) value.
         let empty: libc::sockaddr_storage = unsafe { MaybeUninit::zeroed().assume_init() };
         Worker {
@@ -110,7 +110,7 @@ impl Worker {
             batch: Batch::default(),
             addrs: vec![empty; BATCH],
             reply_to: Vec::with_capacity(BATCH),
-            log: QueryLog::new(query_log),
+            log,
         }
     }
 

@@ -38,6 +38,7 @@ use std::thread::JoinHandle;
 
 use tracing::warn;
 
+use crate::dns::QueryLog;
 use crate::metrics::{Metrics, ScrapeCollector};
 use crate::zone::Zone;
 pub use program::Mode;
@@ -169,7 +170,7 @@ impl Xdp {
         zone: Arc<Zone>,
         metrics: &Metrics,
         stop: Arc<AtomicBool>,
-        query_log: bool,
+        log: QueryLog,
     ) -> io::Result<(Attached, Vec<JoinHandle<()>>)> {
         let Xdp {
             _link,
@@ -188,7 +189,7 @@ impl Xdp {
                 std::thread::Builder::new()
                     .name(format!("xdp-{}", socket.queue))
                     .spawn(move || {
-                        Worker::new(socket, stats, query_log)
+                        Worker::new(socket, stats, log)
                             .run(&iface, &zone, &counters, &stop, coalesce);
                     })
             })

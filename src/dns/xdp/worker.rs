@@ -31,7 +31,7 @@ pub(super) struct Worker {
 }
 
 impl Worker {
-    pub(super) fn new(socket: Socket, stats: Arc<Stats>, query_log: bool) -> Self {
+    pub(super) fn new(socket: Socket, stats: Arc<Stats>, log: QueryLog) -> Self {
         Worker {
             free_tx: (socket.frames..2 * socket.frames)
                 .map(|k| k as u64 * FRAME as u64)
@@ -40,7 +40,7 @@ impl Worker {
             stats,
             batch: Batch::default(),
             answers: (0..BATCH).map(|_| Vec::with_capacity(2048)).collect(),
-            log: QueryLog::new(query_log),
+            log,
         }
     }
 
