@@ -13,7 +13,7 @@ use crate::dns::{tcp, udp};
 use crate::server;
 use crate::source::object::is_label;
 use crate::source::policy::Policy;
-use crate::source::{file, kube};
+use crate::source::{Selection, file, kube, linkerd};
 use crate::zone::build::Limits;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -78,6 +78,28 @@ pub struct Args {
     /// v1alpha1 (Cilium and Submariner CRDs serve only v1alpha1).
     #[arg(long, global = true, env = "CLUSTERSET_DNS_SERVICEIMPORT_VERSION", value_name = "VERSION", value_parser = ["v1beta1", "v1alpha1"])]
     pub serviceimport_version: Option<String>,
+
+    /// Which objects are read: mcs (ServiceImports and EndpointSlices), linkerd (the
+    /// federated and mirror Services of Linkerd's multicluster, 2.17 and later); repeat or
+    /// comma-separate for both. When both give a service, the ServiceImport is served.
+    #[arg(long = "source", global = true, env = "CLUSTERSET_DNS_SOURCE", value_name = "SOURCE", value_delimiter = ',', default_value = "mcs", value_parser = ["mcs", "linkerd"])]
+    pub sources: Vec<String>,
+
+    /// With --source linkerd: the cluster id that a Link's hosts are named under
+    /// (<host>.<cluster>.<svc>.<ns>.svc.<zone>), as LINK=ID; repeatable. Default: the Link's name.
+    #[arg(
+        long = "linkerd-cluster-id",
+        global = true,
+        env = "CLUSTERSET_DNS_LINKERD_CLUSTER_ID",
+        value_name = "LINK=ID",
+        value_delimiter = ','
+    )]
+    pub linkerd_cluster_ids: Vec<String>,
+
+    /// With --source linkerd: a service with no federated Service answers the ClusterIPs of
+    /// every Link's mirror of it (each only routes through a Linkerd proxy).
+    #[arg(long, global = true, env = "CLUSTERSET_DNS_LINKERD_MIRRORS")]
+    pub linkerd_mirrors: bool,
 
     /// How often the file is checked for changes.
     #[arg(long, env = "CLUSTERSET_DNS_FILE_POLL_INTERVAL", value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
@@ -344,13 +366,56 @@ impl Args {
         })
     }
 
+    /// `--source` and the Linkerd flags, checked.
+    fn selection(&self) -> Result<Selection, String> {
+        let mcs = self.sources.iter().any(|s| s == "mcs");
+        let linkerd = self.sources.iter().any(|s| s == "linkerd");
+        if !linkerd && (self.linkerd_mirrors || !self.linkerd_cluster_ids.is_empty()) {
+            return Err(
+                "--linkerd-mirrors and --linkerd-cluster-id need --source linkerd (or mcs,linkerd)"
+                    .into(),
+            );
+        }
+        if !mcs && self.serviceimport_version.is_some() {
+            return Err("--serviceimport-version needs --source mcs".into());
+        }
+        let mut cluster_ids = std::collections::BTreeMap::new();
+        for pair in &self.linkerd_cluster_ids {
+            let Some((link, id)) = pair.split_once('=') else {
+                return Err(format!("--linkerd-cluster-id {pair:?} is not LINK=ID"));
+            };
+            let (link, id) = (link.trim(), id.trim().to_ascii_lowercase());
+            if link.is_empty() {
+                return Err(format!("--linkerd-cluster-id {pair:?} names no Link"));
+            }
+            let labels = id.split('.').count();
+            if !(1..=2).contains(&labels) || !id.split('.').all(is_label) {
+                return Err(format!(
+                    "--linkerd-cluster-id {pair:?}: {id:?} is not a cluster id (one or two DNS labels)"
+                ));
+            }
+            if cluster_ids.insert(link.to_string(), id).is_some() {
+                return Err(format!("--linkerd-cluster-id names Link {link:?} twice"));
+            }
+        }
+        Ok(Selection {
+            mcs,
+            linkerd: linkerd.then_some(linkerd::Config {
+                cluster_ids,
+                mirrors: self.linkerd_mirrors,
+            }),
+        })
+    }
+
     pub fn config(&self) -> Result<crate::Config, String> {
         let policy = self.policy()?;
+        let selection = self.selection()?;
         let source = match &self.file {
             Some(path) => crate::SourceConfig::File(file::Config {
                 path: path.clone(),
                 poll: self.file_poll_interval,
                 policy,
+                selection,
             }),
             None => crate::SourceConfig::Kube(kube::Config {
                 kubeconfig: self.kubeconfig.clone(),
@@ -358,6 +423,7 @@ impl Args {
                 namespaces: self.namespaces.clone(),
                 import_version: self.serviceimport_version.clone(),
                 policy,
+                selection,
             }),
         };
         Ok(crate::Config {

@@ -12,6 +12,7 @@ use crate::source::file::parse_text;
 use crate::source::object::{Classified, classify};
 use crate::source::policy::Policy;
 use crate::source::store::Store;
+use crate::source::{Selection, linkerd};
 use crate::wire::wire_name;
 use crate::zone::Zone;
 use crate::zone::build::Builder;
@@ -30,8 +31,16 @@ fn zone_from(text: &str) -> Arc<Zone> {
     ));
     let mut builder = Builder::new(zone.clone(), &[], metrics);
     let mut store = Store::default();
+    // Every kind a source can read, Linkerd's mirrors too.
+    let everything = Selection {
+        mcs: true,
+        linkerd: Some(linkerd::Config {
+            mirrors: true,
+            ..Default::default()
+        }),
+    };
     let _ = parse_text(text, &mut |v| {
-        if let Classified::Object(o) = classify(v, &Policy::default()) {
+        if let Classified::Object(o) = classify(v, &Policy::default(), &everything) {
             store.insert(o);
         }
     });

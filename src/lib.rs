@@ -164,7 +164,7 @@ pub async fn zone_text(config: &Config, wait: std::time::Duration) -> anyhow::Re
                 Ok(Some((_, model::Update::Reset(services)))) => services,
                 Ok(_) => anyhow::bail!("the Kubernetes source stopped before its first full list"),
                 Err(_) => anyhow::bail!(
-                    "no full list of ServiceImports and EndpointSlices from the Kubernetes API within {wait:?}"
+                    "no full list of the watched objects from the Kubernetes API within {wait:?}"
                 ),
             }
         }

@@ -12,6 +12,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::Selection;
+use super::linkerd::report_conflict;
 use super::object::{Classified, classify, flatten, report_refused};
 use super::policy::Policy;
 use super::store::Store;
@@ -25,6 +27,8 @@ pub struct Config {
     pub poll: Duration,
     /// What imported data may say.
     pub policy: Policy,
+    /// Which objects are read.
+    pub selection: Selection,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +93,12 @@ fn kind_of(v: &Value) -> &'static str {
 
 /// Reads and converts the file; each unusable object (and refused address) is logged and
 /// counted, then skipped.
-pub fn load(path: &Path, policy: &Policy, metrics: &Metrics) -> Result<Loaded, LoadError> {
+pub fn load(
+    path: &Path,
+    policy: &Policy,
+    selection: &Selection,
+    metrics: &Metrics,
+) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
     let seen = Instant::now();
     let text = std::fs::read_to_string(path).map_err(|error| LoadError::Read {
@@ -99,17 +108,20 @@ pub fn load(path: &Path, policy: &Policy, metrics: &Metrics) -> Result<Loaded, L
     let mut store = Store::default();
     let mut invalid = Vec::new();
     let mut refused = Vec::new();
-    parse_text(&text, &mut |object| match classify(object, policy) {
-        Classified::Object(o) => {
-            if !o.refused().is_empty() {
-                let (kind, object) = o.identity();
-                refused.push((kind, object, o.refused().to_vec()));
+    parse_text(
+        &text,
+        &mut |object| match classify(object, policy, selection) {
+            Classified::Object(o) => {
+                if !o.refused().is_empty() {
+                    let (kind, object) = o.identity();
+                    refused.push((kind, object, o.refused().to_vec()));
+                }
+                store.insert(o);
             }
-            store.insert(o);
-        }
-        Classified::Ignored(what) => debug!(file = %shown, "ignored: {what}"),
-        Classified::Invalid(e) => invalid.push(e),
-    })
+            Classified::Ignored(what) => debug!(file = %shown, "ignored: {what}"),
+            Classified::Invalid(e) => invalid.push(e),
+        },
+    )
     .map_err(|message| LoadError::Parse {
         path: shown.clone(),
         message,
@@ -121,6 +133,15 @@ pub fn load(path: &Path, policy: &Policy, metrics: &Metrics) -> Result<Loaded, L
     }
     for (kind, object, addresses) in &refused {
         report_refused(kind, object, addresses, metrics);
+    }
+    let mut conflicts: Vec<_> = store
+        .linkerd_keys()
+        .into_iter()
+        .filter_map(|k| Some((store.conflict(&k)?, k)))
+        .collect();
+    conflicts.sort();
+    for (objects, key) in &conflicts {
+        report_conflict(key, objects, metrics);
     }
     let skipped = invalid.len();
     metrics.source_synced();
@@ -142,7 +163,7 @@ fn stamp(path: &Path) -> Option<(SystemTime, u64, u64)> {
 
 /// Loads the file once, so a bad file stops start-up with its reason.
 pub fn initial(config: &Config, metrics: &Metrics) -> Result<Loaded, LoadError> {
-    let loaded = load(&config.path, &config.policy, metrics);
+    let loaded = load(&config.path, &config.policy, &config.selection, metrics);
     metrics.reload(loaded.is_ok());
     loaded
 }
@@ -177,7 +198,7 @@ pub async fn run(
             }
             _ = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => "SIGHUP",
         };
-        match load(&config.path, &config.policy, &metrics) {
+        match load(&config.path, &config.policy, &config.selection, &metrics) {
             Ok(loaded) => {
                 metrics.reload(true);
                 info!(file = %config.path.display(), why, "reloaded");

@@ -11,6 +11,8 @@ use kube::api::DynamicObject;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
+use super::Selection;
+use super::linkerd::{self, LinkerdService, Member};
 use super::policy::{Policy, refusal};
 use crate::model::{Endpoint, Port, Protocol, ServiceKey, ServiceType, Slice};
 
@@ -68,6 +70,8 @@ pub fn report_refused(
 pub enum Object {
     Import(Import),
     Slice(SliceObject),
+    /// One of Linkerd's Services (`--source linkerd`).
+    Linkerd(Member),
 }
 
 /// What the source did with one raw object.
@@ -109,6 +113,7 @@ impl Object {
                 "EndpointSlice",
                 format!("{}/{}", s.service.namespace, s.slice.name),
             ),
+            Object::Linkerd(m) => ("Service", format!("{}/{}", m.service.namespace, m.object)),
         }
     }
 
@@ -117,6 +122,7 @@ impl Object {
         match self {
             Object::Import(i) => &i.refused,
             Object::Slice(s) => &s.refused,
+            Object::Linkerd(m) => &m.refused,
         }
     }
 }
@@ -125,11 +131,11 @@ impl Object {
 
 /// The metadata conversion reads.
 #[derive(Debug, Default, Deserialize)]
-struct Meta {
-    name: Option<String>,
-    namespace: Option<String>,
-    labels: Option<BTreeMap<String, String>>,
-    annotations: Option<BTreeMap<String, String>>,
+pub(super) struct Meta {
+    pub(super) name: Option<String>,
+    pub(super) namespace: Option<String>,
+    pub(super) labels: Option<BTreeMap<String, String>>,
+    pub(super) annotations: Option<BTreeMap<String, String>>,
 }
 
 impl Meta {
@@ -145,7 +151,7 @@ impl Meta {
     }
 
     /// `namespace/name` as far as it could be read, as log lines name an object.
-    fn object(&self) -> String {
+    pub(super) fn object(&self) -> String {
         format!(
             "{}/{}",
             self.namespace.as_deref().unwrap_or(""),
@@ -171,7 +177,7 @@ struct ImportSpec {
 }
 
 #[derive(Debug, Deserialize)]
-struct RawPort {
+pub(super) struct RawPort {
     name: Option<String>,
     protocol: Option<String>,
     port: Option<i64>,
@@ -202,7 +208,7 @@ struct RawConditions {
 
 /// The shape `T` of an object the Kubernetes API gave: its body read straight from the JSON the
 /// client parsed (moved, not copied), its metadata moved over.
-fn from_dynamic<T: serde::de::DeserializeOwned>(
+pub(super) fn from_dynamic<T: serde::de::DeserializeOwned>(
     kind: &'static str,
     o: DynamicObject,
     set_meta: fn(&mut T, Meta),
@@ -256,16 +262,27 @@ pub fn excluded(kind: &str, object: &str, namespace: &str, policy: &Policy) -> O
 }
 
 /// Classifies one object of a file (a YAML/JSON mapping) under `policy`: its kind and version
-/// say which shape it is read into, once. `List` objects are not handled here: see [`flatten`].
-pub fn classify(v: Value, policy: &Policy) -> Classified {
+/// say which shape it is read into, once; `selection` says which kinds are read at all. `List`
+/// objects are not handled here: see [`flatten`].
+pub fn classify(v: Value, policy: &Policy, selection: &Selection) -> Classified {
     let api = str_field(&v, "apiVersion").unwrap_or("");
     let kind = str_field(&v, "kind").unwrap_or("");
     let object = object_name(&v);
-    let import = match (kind, api) {
-        ("ServiceImport", "multicluster.x-k8s.io/v1alpha1" | "multicluster.x-k8s.io/v1beta1") => {
-            true
+    #[derive(PartialEq)]
+    enum Shape {
+        Import,
+        Slice,
+        Service,
+    }
+    let shape = match (kind, api) {
+        ("ServiceImport", "multicluster.x-k8s.io/v1alpha1" | "multicluster.x-k8s.io/v1beta1")
+            if selection.mcs =>
+        {
+            Shape::Import
         }
-        ("EndpointSlice", "discovery.k8s.io/v1") => false,
+        // Slices also carry ServiceImports' endpoints; Linkerd's objects need none.
+        ("EndpointSlice", "discovery.k8s.io/v1") if selection.mcs => Shape::Slice,
+        ("Service", "v1") if selection.linkerd.is_some() => Shape::Service,
         _ => return Classified::Ignored(format!("{kind} {api} {object}")),
     };
     let namespace = v
@@ -275,27 +292,26 @@ pub fn classify(v: Value, policy: &Policy) -> Classified {
     if let Some(ignored) = excluded(kind, &object, namespace, policy) {
         return ignored;
     }
-    let read = |e: serde_yaml_ng::Error| {
-        Classified::Invalid(malformed(
-            if import {
-                "ServiceImport"
-            } else {
-                "EndpointSlice"
-            },
-            &object,
-            format!("cannot be read: {e}"),
-        ))
+    let read = |kind: &'static str, e: serde_yaml_ng::Error| {
+        Classified::Invalid(malformed(kind, &object, format!("cannot be read: {e}")))
     };
-    if import {
-        match serde_yaml_ng::from_value(v) {
+    match shape {
+        Shape::Import => match serde_yaml_ng::from_value(v) {
             Ok(o) => convert_import(o, policy),
-            Err(e) => read(e),
-        }
-    } else {
-        match serde_yaml_ng::from_value(v) {
+            Err(e) => read("ServiceImport", e),
+        },
+        Shape::Slice => match serde_yaml_ng::from_value(v) {
             Ok(o) => convert_slice(o, policy),
-            Err(e) => read(e),
-        }
+            Err(e) => read("EndpointSlice", e),
+        },
+        Shape::Service => match serde_yaml_ng::from_value::<LinkerdService>(v) {
+            Ok(o) => linkerd::convert(
+                o,
+                selection.linkerd.as_ref().unwrap_or(&Default::default()),
+                policy,
+            ),
+            Err(e) => read(linkerd::KIND, e),
+        },
     }
 }
 
@@ -315,7 +331,12 @@ pub fn flatten(v: Value, out: &mut Vec<Value>) {
     }
 }
 
-fn invalid(kind: &'static str, object: &str, reason: &'static str, message: String) -> Classified {
+pub(super) fn invalid(
+    kind: &'static str,
+    object: &str,
+    reason: &'static str,
+    message: String,
+) -> Classified {
     Classified::Invalid(ObjectError {
         kind,
         object: object.to_string(),
@@ -324,7 +345,7 @@ fn invalid(kind: &'static str, object: &str, reason: &'static str, message: Stri
     })
 }
 
-fn malformed(kind: &'static str, object: &str, message: String) -> ObjectError {
+pub(super) fn malformed(kind: &'static str, object: &str, message: String) -> ObjectError {
     ObjectError {
         kind,
         object: object.to_string(),
@@ -571,7 +592,7 @@ pub fn convert_slice(raw: EndpointSlice, policy: &Policy) -> Classified {
 
 /// Reads one port entry. `Ok(None)` drops an EndpointSlice port without a number ("all ports",
 /// which no SRV record can express).
-fn port(p: &RawPort, required: bool) -> Result<Option<Port>, (&'static str, String)> {
+pub(super) fn port(p: &RawPort, required: bool) -> Result<Option<Port>, (&'static str, String)> {
     let number = match p.port {
         Some(n) if (1..=65535).contains(&n) => n as u16,
         Some(n) => return Err(("bad_port", format!("port {n} is out of range 1-65535"))),
@@ -632,6 +653,7 @@ pub(crate) mod tests {
         classify(
             serde_yaml_ng::from_str::<Value>(yaml).unwrap(),
             &Policy::default(),
+            &Selection::default(),
         )
     }
 

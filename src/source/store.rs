@@ -2,8 +2,9 @@
 //! into `model::Service`s on demand: a source must hold every object it watches so that a change
 //! to one can be turned back into its whole service.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
+use super::linkerd::{self, Member, Role};
 use super::object::Object;
 use crate::model::packed::{self, Packed, PackedImport};
 use crate::model::{Service, ServiceKey, ServiceSet};
@@ -15,6 +16,8 @@ pub enum PackedObject {
     Import(ServiceKey, PackedImport),
     /// The service it belongs to, and the slice (which knows its own name).
     Slice(ServiceKey, Packed),
+    /// One of Linkerd's Services (a few per service: kept as read).
+    Linkerd(Member),
 }
 
 impl Object {
@@ -25,6 +28,7 @@ impl Object {
                 PackedObject::Import(i.key, PackedImport::new(i.kind, &i.ips, &i.ports))
             }
             Object::Slice(s) => PackedObject::Slice(s.service, Packed::new(&s.slice)),
+            Object::Linkerd(m) => PackedObject::Linkerd(m),
         }
     }
 }
@@ -48,6 +52,10 @@ pub struct Store {
     imports: usize,
     /// The service each slice is filed under, so a delete (or a relabel) finds it.
     slice_owner: HashMap<ObjectId, ServiceKey>,
+    /// Linkerd's Services by the service they belong to, then by object name.
+    linkerd: HashMap<ServiceKey, BTreeMap<String, Role>>,
+    /// The service each of Linkerd's Services is filed under.
+    linkerd_owner: HashMap<ObjectId, ServiceKey>,
 }
 
 impl Store {
@@ -86,7 +94,66 @@ impl Store {
                 affected.push(service);
                 affected
             }
+            PackedObject::Linkerd(m) => {
+                let id = (m.service.namespace.clone(), m.object.clone());
+                let mut affected = Vec::with_capacity(2);
+                if let Some(old) = self.linkerd_owner.insert(id.clone(), m.service.clone()) {
+                    if old != m.service {
+                        self.detach_linkerd(&old, &id.1);
+                        affected.push(old);
+                    }
+                }
+                self.linkerd
+                    .entry(m.service.clone())
+                    .or_default()
+                    .insert(m.object, m.role);
+                affected.push(m.service);
+                affected
+            }
         }
+    }
+
+    fn detach_linkerd(&mut self, owner: &ServiceKey, name: &str) {
+        if let Some(members) = self.linkerd.get_mut(owner) {
+            members.remove(name);
+            if members.is_empty() {
+                self.linkerd.remove(owner);
+            }
+        }
+    }
+
+    /// Forgets one of Linkerd's Services; returns the service it belonged to if it was known.
+    pub fn remove_linkerd(&mut self, id: &ObjectId) -> Option<ServiceKey> {
+        let owner = self.linkerd_owner.remove(id)?;
+        self.detach_linkerd(&owner, &id.1);
+        Some(owner)
+    }
+
+    /// Identities of Linkerd's Services (in `namespace`, or all).
+    pub fn linkerd_ids(&self, namespace: Option<&str>) -> Vec<ObjectId> {
+        self.linkerd_owner
+            .keys()
+            .filter(|(ns, _)| namespace.is_none_or(|n| ns == n))
+            .cloned()
+            .collect()
+    }
+
+    pub fn linkerd_services(&self) -> usize {
+        self.linkerd_owner.len()
+    }
+
+    /// When a ServiceImport and Linkerd's Services both give the service: the names of the
+    /// latter, which lose (the ServiceImport is served).
+    pub fn conflict(&self, key: &ServiceKey) -> Option<Vec<String>> {
+        self.services.get(key)?.import.as_ref()?;
+        let members = self.linkerd.get(key)?;
+        linkerd::service(key, members)?;
+        Some(members.keys().cloned().collect())
+    }
+
+    /// Every service that Linkerd's Services give, whether or not an import wins over it.
+    pub fn linkerd_keys(&self) -> Vec<ServiceKey> {
+        self.linkerd.keys().cloned().collect()
     }
 
     /// Drops the service's record once it holds nothing.
@@ -155,14 +222,32 @@ impl Store {
         self.slice_owner.len()
     }
 
-    /// The service as DNS sees it, if its ServiceImport is known.
+    /// The service as DNS sees it: from its ServiceImport if one is known, else from Linkerd's
+    /// Services if they give one.
     pub fn service(&self, key: &ServiceKey) -> Option<Service> {
-        let objects = self.services.get(key)?;
-        Some(packed::service(
-            key.clone(),
-            objects.import.as_ref()?,
-            &objects.slices,
-        ))
+        if let Some(objects) = self.services.get(key) {
+            if let Some(import) = &objects.import {
+                return Some(packed::service(key.clone(), import, &objects.slices));
+            }
+        }
+        linkerd::service(key, self.linkerd.get(key)?)
+    }
+
+    /// The services that only Linkerd's Services give, packed as imports are.
+    fn linkerd_only(&self) -> Vec<(ServiceKey, PackedImport, Vec<Packed>)> {
+        self.linkerd
+            .iter()
+            .filter(|(k, _)| self.services.get(*k).is_none_or(|o| o.import.is_none()))
+            .filter_map(|(k, members)| {
+                let s = linkerd::service(k, members)?;
+                let slices = s.slices.iter().map(Packed::new).collect();
+                Some((
+                    k.clone(),
+                    PackedImport::new(s.kind, &s.ips, &s.ports),
+                    slices,
+                ))
+            })
+            .collect()
     }
 
     /// Every service, still packed (a few bytes an endpoint): the builder unpacks them one at
@@ -173,6 +258,7 @@ impl Store {
             .iter()
             .filter_map(|(k, o)| Some((k.clone(), o.import.clone()?, o.slices.clone())))
             .collect();
+        all.extend(self.linkerd_only());
         all.sort_by(|a, b| a.0.cmp(&b.0));
         ServiceSet::packed(all)
     }
@@ -180,11 +266,13 @@ impl Store {
     /// As [`Store::snapshot`], for a store that is done with: its objects move into the
     /// snapshot instead of being copied, so a full load never holds them twice.
     pub fn into_snapshot(self) -> ServiceSet {
+        let linkerd = self.linkerd_only();
         let mut all: Vec<_> = self
             .services
             .into_iter()
             .filter_map(|(k, o)| Some((k, o.import?, o.slices)))
             .collect();
+        all.extend(linkerd);
         all.sort_by(|a, b| a.0.cmp(&b.0));
         ServiceSet::packed(all)
     }

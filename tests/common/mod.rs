@@ -60,6 +60,7 @@ pub fn config(file: &Path, zones: &[&str]) -> clusterset_dns::Config {
             path: file.to_path_buf(),
             poll: Duration::from_millis(50),
             policy: Default::default(),
+            selection: Default::default(),
         }),
     }
 }

@@ -90,3 +90,14 @@ pub fn slice_resource() -> ApiResource {
         plural: "endpointslices".into(),
     }
 }
+
+/// The Service resource (core/v1), for Linkerd's Services.
+pub fn service_resource() -> ApiResource {
+    ApiResource {
+        group: String::new(),
+        version: "v1".into(),
+        api_version: "v1".into(),
+        kind: "Service".into(),
+        plural: "services".into(),
+    }
+}

@@ -1,6 +1,8 @@
 //! Kubernetes source: watches ServiceImports (`multicluster.x-k8s.io`, the version the API
 //! server serves, v1beta1 preferred) and EndpointSlices labelled with
-//! `multicluster.kubernetes.io/service-name`, and turns watch events into per-service updates.
+//! `multicluster.kubernetes.io/service-name` (`--source mcs`), and Services labelled
+//! `mirror.linkerd.io/mirrored-service=true` (`--source linkerd`), and turns watch events into
+//! per-service updates.
 //!
 //! [`WatchState`] takes tagged watch events and is tested without an API server; [`run`] feeds
 //! it from kube-rs watchers; [`client`] makes the client and finds the version to watch.
@@ -8,7 +10,9 @@
 mod client;
 mod state;
 
-pub use client::{ClientError, client, import_resource, import_version, slice_resource};
+pub use client::{
+    ClientError, client, import_resource, import_version, service_resource, slice_resource,
+};
 pub use state::{Change, Kind, Scope, WatchState};
 
 use std::path::PathBuf;
@@ -23,6 +27,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::Selection;
+use super::linkerd;
 use super::object::LABEL_SERVICE_NAME;
 use super::policy::Policy;
 use crate::metrics::Metrics;
@@ -39,6 +45,8 @@ pub struct Config {
     pub import_version: Option<String>,
     /// What imported data may say; its excluded namespaces are also left out server-side.
     pub policy: Policy,
+    /// Which objects are watched.
+    pub selection: Selection,
 }
 
 /// Watches until shutdown, sending updates to the zone builder. Retries (with backoff) when the
@@ -50,23 +58,36 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
-    metrics.source_kinds(&[Kind::Import.label(), Kind::Slice.label()]);
-    let mut delay = Duration::from_millis(500);
-    let version = loop {
-        match import_version(&client, config.import_version.as_deref()).await {
-            Ok(v) => break v,
-            Err(e) => {
-                warn!(retry_in = ?delay, "{e}");
-                metrics.source_error(Kind::Import.label());
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(delay) => {}
+    let mut kinds = Vec::new();
+    if config.selection.mcs {
+        kinds.extend([Kind::Import, Kind::Slice]);
+    }
+    if config.selection.linkerd.is_some() {
+        kinds.push(Kind::Service);
+    }
+    metrics.source_kinds(&kinds.iter().map(|k| k.label()).collect::<Vec<_>>());
+    // Only the MCS API needs its CRDs: a Linkerd-only cluster may have none.
+    let version = if config.selection.mcs {
+        let mut delay = Duration::from_millis(500);
+        loop {
+            match import_version(&client, config.import_version.as_deref()).await {
+                Ok(v) => break Some(v),
+                Err(e) => {
+                    warn!(retry_in = ?delay, "{e}");
+                    metrics.source_error(Kind::Import.label());
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(30));
                 }
-                delay = (delay * 2).min(Duration::from_secs(30));
             }
         }
+    } else {
+        None
     };
-    info!(version = %version, namespaces = ?config.namespaces, "watching ServiceImports and EndpointSlices");
+    let watched: Vec<&str> = kinds.iter().map(|k| k.label()).collect();
+    info!(version = version.as_deref().unwrap_or("-"), namespaces = ?config.namespaces, kinds = ?watched, "watching");
     let namespaces: Vec<Option<String>> = if config.namespaces.is_empty() {
         vec![None]
     } else {
@@ -75,20 +96,22 @@ pub async fn run(
     let mut scopes = Vec::new();
     let mut streams = Vec::new();
     for ns in &namespaces {
-        for kind in [Kind::Import, Kind::Slice] {
+        for &kind in &kinds {
             let mut wc = watcher::Config::default();
             if ns.is_none() && !config.policy.exclude_namespaces.is_empty() {
                 // The API server leaves them out: they are neither sent nor held here.
                 wc = wc.fields(&excluded_namespaces_selector(&config.policy));
             }
             let (resource, wc) = match kind {
-                Kind::Import => (import_resource(&version), wc),
+                Kind::Import => (import_resource(version.as_deref().unwrap_or("v1beta1")), wc),
                 // A slice holds up to 1,000 endpoints, and a page is held parsed (as JSON
                 // values) while it is read: kube-rs's 500 a page can be hundreds of MB.
                 Kind::Slice => (
                     slice_resource(),
                     wc.labels(LABEL_SERVICE_NAME).page_size(SLICE_PAGE),
                 ),
+                // Only Linkerd's, chosen by the API server.
+                Kind::Service => (service_resource(), wc.labels(linkerd::SELECTOR)),
             };
             let api: Api<DynamicObject> = match ns {
                 Some(n) => Api::namespaced_with(client.clone(), n, &resource),
@@ -107,7 +130,8 @@ pub async fn run(
             );
         }
     }
-    let mut state = WatchState::new(scopes, config.policy.clone(), metrics.clone());
+    let mut state = WatchState::new(scopes, config.policy.clone(), metrics.clone())
+        .with_linkerd(config.selection.linkerd.clone().unwrap_or_default());
     let mut events = futures::stream::select_all(streams);
     loop {
         let next = tokio::select! {

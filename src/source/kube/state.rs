@@ -3,7 +3,7 @@
 //! changed. A relist (410 Gone, reconnect) is buffered until it is complete and then applied as a
 //! diff, so unchanged names never go missing.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use kube::api::DynamicObject;
@@ -12,6 +12,7 @@ use tracing::{debug, info, warn};
 
 use crate::metrics::Metrics;
 use crate::model::{ServiceKey, ServiceSet, Update};
+use crate::source::linkerd::{self, LinkerdService, report_conflict};
 use crate::source::object::{
     Classified, EndpointSlice, Object, ServiceImport, convert_import, convert_slice, excluded,
     report_refused,
@@ -23,6 +24,8 @@ use crate::source::store::{ObjectId, PackedObject, Store};
 pub enum Kind {
     Import,
     Slice,
+    /// Linkerd's federated and mirror Services.
+    Service,
 }
 
 impl Kind {
@@ -30,6 +33,7 @@ impl Kind {
         match self {
             Kind::Import => "ServiceImport",
             Kind::Slice => "EndpointSlice",
+            Kind::Service => linkerd::KIND,
         }
     }
 }
@@ -67,6 +71,10 @@ pub struct WatchState {
     /// problem is logged once.
     logged: HashMap<(Kind, ObjectId), String>,
     policy: Policy,
+    /// How Linkerd's Services are read (when a stream watches them).
+    linkerd: linkerd::Config,
+    /// Services that a ServiceImport and Linkerd's Services both give, as last reported.
+    conflicts: HashSet<ServiceKey>,
     metrics: Arc<Metrics>,
 }
 
@@ -91,8 +99,16 @@ impl WatchState {
             synced: false,
             logged: HashMap::new(),
             policy,
+            linkerd: linkerd::Config::default(),
+            conflicts: HashSet::new(),
             metrics,
         }
+    }
+
+    /// Reads Linkerd's Services with `config`.
+    pub fn with_linkerd(mut self, config: linkerd::Config) -> Self {
+        self.linkerd = config;
+        self
     }
 
     pub fn synced(&self) -> bool {
@@ -152,6 +168,7 @@ impl WatchState {
                 let before = match kind {
                     Kind::Import => self.store.import_ids(ns.as_deref()),
                     Kind::Slice => self.store.slice_ids(ns.as_deref()),
+                    Kind::Service => self.store.linkerd_ids(ns.as_deref()),
                 };
                 for id in before {
                     affected.extend(self.forget(kind, &id));
@@ -167,8 +184,12 @@ impl WatchState {
                     info!(
                         imports = self.store.imports(),
                         slices = self.store.slices(),
-                        "initial list of ServiceImports and EndpointSlices complete"
+                        linkerd_services = self.store.linkerd_services(),
+                        "initial list complete"
                     );
+                    let mut all = self.store.linkerd_keys();
+                    all.sort();
+                    self.check_conflicts(all.iter());
                     return vec![Change::Reset(self.store.snapshot())];
                 }
             }
@@ -188,20 +209,46 @@ impl WatchState {
         if !self.synced {
             return Vec::new();
         }
+        self.check_conflicts(affected.iter());
         affected.into_iter().map(Change::Service).collect()
     }
 
+    /// Reports each of `keys` that has just come to be given by both a ServiceImport and
+    /// Linkerd's Services (once, until it is no longer).
+    fn check_conflicts<'a>(&mut self, keys: impl Iterator<Item = &'a ServiceKey>) {
+        for key in keys {
+            match self.store.conflict(key) {
+                Some(objects) => {
+                    if self.conflicts.insert(key.clone()) {
+                        report_conflict(key, &objects, &self.metrics);
+                    }
+                }
+                None => {
+                    if self.conflicts.remove(key) {
+                        info!(service = %key, "the ServiceImport and Linkerd's Services no longer both give this service");
+                    }
+                }
+            }
+        }
+    }
+
     fn gauges(&self) {
-        self.metrics
-            .source_objects(Kind::Import.label(), self.store.imports());
-        self.metrics
-            .source_objects(Kind::Slice.label(), self.store.slices());
+        let kinds = self.streams.iter().map(|s| s.scope.kind);
+        for kind in kinds.collect::<HashSet<_>>() {
+            let n = match kind {
+                Kind::Import => self.store.imports(),
+                Kind::Slice => self.store.slices(),
+                Kind::Service => self.store.linkerd_services(),
+            };
+            self.metrics.source_objects(kind.label(), n);
+        }
     }
 
     fn forget(&mut self, kind: Kind, id: &ObjectId) -> Option<ServiceKey> {
         match kind {
             Kind::Import => self.store.remove_import(id),
             Kind::Slice => self.store.remove_slice(id),
+            Kind::Service => self.store.remove_linkerd(id),
         }
     }
 
@@ -241,6 +288,8 @@ impl WatchState {
                 Kind::Slice => {
                     EndpointSlice::from_dynamic(obj).map(|o| convert_slice(o, &self.policy))
                 }
+                Kind::Service => LinkerdService::from_dynamic(obj)
+                    .map(|o| linkerd::convert(o, &self.linkerd, &self.policy)),
             }
             .unwrap_or_else(Classified::Invalid),
         };

@@ -1,0 +1,692 @@
+//! Linkerd's multicluster Services as clusterset names (`--source linkerd`): the federated and
+//! mirror Services that Linkerd's service mirror (2.17 and later) creates in each consuming
+//! cluster, read from core/v1 `Service` objects and turned into the same `model::Service` an
+//! import gives. Shared by the Kubernetes and file sources; the store keeps each object as a
+//! [`Member`] of its logical service and asks [`service`] for the whole of it.
+//!
+//! Shapes, from linkerd/linkerd2 at `version-2.20` (eadc1acf): `pkg/k8s/labels.go` and
+//! `multicluster/service-mirror/cluster_watcher.go`, `cluster_watcher_headless.go`. Objects are
+//! told apart by labels and annotations, never by their names:
+//! - federated `<svc>-federated`: label `mirror.linkerd.io/mirrored-service: "true"`, no
+//!   `mirror.linkerd.io/cluster-name`; annotations `multicluster.linkerd.io/remote-discovery:
+//!   <svc>@<link>[,…]` and/or `multicluster.linkerd.io/local-discovery: <svc>`;
+//! - mirror `<svc>-<link>`: labels `mirrored-service` and `cluster-name: <link>`, annotation
+//!   `mirror.linkerd.io/remote-svc-fq-name: <svc>.<ns>.svc.<domain>`; `clusterIP: None` when
+//!   the exported service is headless with hostnames (a headless mirror);
+//! - endpoint mirror `<host>-<link>` of a headless mirror, with its own ClusterIP: the mirror
+//!   labels plus `mirror.linkerd.io/headless-mirror-svc-name: <svc>-<link>`, annotation
+//!   `remote-svc-fq-name: <host>.<svc>.<ns>.svc.<domain>`.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use kube::api::DynamicObject;
+use serde::Deserialize;
+
+use super::object::{
+    Classified, Meta, Object, RawPort, Refused, from_dynamic, invalid, is_label, malformed, port,
+};
+use super::policy::{Policy, refusal};
+use crate::model::{Endpoint, Port, Service, ServiceKey, ServiceType, Slice};
+
+pub const LABEL_MIRRORED: &str = "mirror.linkerd.io/mirrored-service";
+pub const LABEL_CLUSTER: &str = "mirror.linkerd.io/cluster-name";
+pub const LABEL_HEADLESS_PARENT: &str = "mirror.linkerd.io/headless-mirror-svc-name";
+pub const LABEL_GATEWAY: &str = "mirror.linkerd.io/mirrored-gateway";
+pub const ANNOTATION_FQ_NAME: &str = "mirror.linkerd.io/remote-svc-fq-name";
+pub const ANNOTATION_REMOTE: &str = "multicluster.linkerd.io/remote-discovery";
+pub const ANNOTATION_LOCAL: &str = "multicluster.linkerd.io/local-discovery";
+
+/// The label selector the Kubernetes source watches Services with.
+pub const SELECTOR: &str = "mirror.linkerd.io/mirrored-service=true";
+
+/// How Linkerd's objects are read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    /// `--linkerd-cluster-id`: the cluster id used in names for a Link's name (the
+    /// `mirror.linkerd.io/cluster-name` label); a Link not in it is named by itself.
+    pub cluster_ids: BTreeMap<String, String>,
+    /// `--linkerd-mirrors`: a service with no federated Service answers its mirrors' ClusterIPs.
+    pub mirrors: bool,
+}
+
+impl Config {
+    fn cluster_id<'a>(&'a self, link: &'a str) -> &'a str {
+        self.cluster_ids.get(link).map_or(link, String::as_str)
+    }
+}
+
+/// A core/v1 Service as we read it.
+#[derive(Debug, Deserialize)]
+pub struct LinkerdService {
+    #[serde(default)]
+    metadata: Meta,
+    spec: Option<ServiceSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ServiceSpec {
+    #[serde(rename = "clusterIP")]
+    cluster_ip: Option<String>,
+    #[serde(rename = "clusterIPs")]
+    cluster_ips: Option<Vec<String>>,
+    ports: Option<Vec<RawPort>>,
+}
+
+impl LinkerdService {
+    pub fn from_dynamic(o: DynamicObject) -> Result<Self, super::object::ObjectError> {
+        from_dynamic(KIND, o, |t: &mut Self, m| t.metadata = m)
+    }
+}
+
+pub const KIND: &str = "Service";
+
+/// What one of Linkerd's Services is to its logical service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// A federated Service: the service's own address.
+    Federated { ips: Vec<IpAddr>, ports: Vec<Port> },
+    /// One Link's mirror of the service (only read with `--linkerd-mirrors`).
+    Mirror {
+        cluster: String,
+        ips: Vec<IpAddr>,
+        ports: Vec<Port>,
+    },
+    /// One Link's headless mirror: its hosts are the endpoint mirrors that name it.
+    Headless { cluster: String, ports: Vec<Port> },
+    /// One host of a headless mirror, with a ClusterIP of its own.
+    Host {
+        cluster: String,
+        /// The headless mirror's object name (`headless-mirror-svc-name`).
+        parent: String,
+        hostname: String,
+        ips: Vec<IpAddr>,
+        ports: Vec<Port>,
+    },
+}
+
+/// One of Linkerd's Services, read: the logical service it belongs to and what it is to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    /// The Service's object name.
+    pub object: String,
+    /// `<svc>` and `<ns>` of the names it gives.
+    pub service: ServiceKey,
+    pub role: Role,
+    /// Addresses left out of the Service's ClusterIPs.
+    pub refused: Vec<Refused>,
+}
+
+/// Reads one Service: a [`Member`], ignored (not one of Linkerd's, a gateway mirror, a mirror
+/// while `--linkerd-mirrors` is off), or invalid (logged once and counted).
+pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classified {
+    let object = raw.metadata.object();
+    let (Some(name), Some(namespace)) = (raw.metadata.name, raw.metadata.namespace) else {
+        return Classified::Invalid(malformed(
+            KIND,
+            &object,
+            "metadata.name and metadata.namespace are required".into(),
+        ));
+    };
+    let labels = raw.metadata.labels.unwrap_or_default();
+    let annotations = raw.metadata.annotations.unwrap_or_default();
+    if labels.get(LABEL_MIRRORED).map(String::as_str) != Some("true") {
+        return Classified::Ignored(format!(
+            "{KIND} {object}: no {LABEL_MIRRORED}=true label, not one of Linkerd's"
+        ));
+    }
+    if labels.contains_key(LABEL_GATEWAY) {
+        return Classified::Ignored(format!("{KIND} {object}: a mirrored gateway"));
+    }
+    if !is_label(&namespace) {
+        return invalid(
+            KIND,
+            &object,
+            "bad_name",
+            format!("metadata.namespace {namespace:?} is not a lower-case DNS label"),
+        );
+    }
+    let spec = raw.spec.unwrap_or(ServiceSpec {
+        cluster_ip: None,
+        cluster_ips: None,
+        ports: None,
+    });
+    let mut ports = Vec::new();
+    for (i, p) in spec.ports.unwrap_or_default().iter().enumerate() {
+        match port(p, true) {
+            Ok(Some(p)) => ports.push(p),
+            Ok(None) => {}
+            Err((reason, why)) => {
+                return invalid(KIND, &object, reason, format!("spec.ports[{i}]: {why}"));
+            }
+        }
+    }
+    let headless = spec.cluster_ip.as_deref() == Some("None");
+    // `clusterIPs` holds `clusterIP` first; older objects (and files) may give only the latter.
+    let (field, texts) = match spec.cluster_ips {
+        Some(ips) if !ips.is_empty() => ("spec.clusterIPs", ips),
+        _ => ("spec.clusterIP", spec.cluster_ip.into_iter().collect()),
+    };
+    let mut ips = Vec::new();
+    let mut refused = Vec::new();
+    if !headless {
+        for (i, text) in texts.iter().enumerate() {
+            let Ok(address) = text.trim().parse::<IpAddr>() else {
+                return invalid(
+                    KIND,
+                    &object,
+                    "bad_ip",
+                    format!("{field}[{i}] {text:?} is not an IP address"),
+                );
+            };
+            match refusal(policy, address) {
+                None => ips.push(address),
+                Some(reason) => refused.push(Refused {
+                    field: format!("{field}[{i}]"),
+                    address,
+                    reason,
+                }),
+            }
+        }
+    }
+    let member = |svc: String, role: Role, refused: Vec<Refused>| {
+        Classified::Object(Object::Linkerd(Member {
+            object: name.clone(),
+            service: ServiceKey {
+                namespace: namespace.clone(),
+                name: svc,
+            },
+            role,
+            refused,
+        }))
+    };
+    let Some(link) = labels.get(LABEL_CLUSTER) else {
+        // A federated Service: its members name the service.
+        let mut names: Vec<(&str, &str)> = Vec::new();
+        let entries = |key| {
+            annotations
+                .get(key)
+                .into_iter()
+                .flat_map(|v: &String| v.split(','))
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+        };
+        for entry in entries(ANNOTATION_REMOTE) {
+            match entry.split_once('@') {
+                Some((svc, link)) if !svc.is_empty() && !link.is_empty() => {
+                    names.push((ANNOTATION_REMOTE, svc));
+                }
+                _ => {
+                    return invalid(
+                        KIND,
+                        &object,
+                        "bad_annotation",
+                        format!(
+                            "annotation {ANNOTATION_REMOTE}: {entry:?} is not <service>@<link>"
+                        ),
+                    );
+                }
+            }
+        }
+        names.extend(entries(ANNOTATION_LOCAL).map(|e| (ANNOTATION_LOCAL, e)));
+        let Some(&(_, svc)) = names.first() else {
+            return invalid(
+                KIND,
+                &object,
+                "no_members",
+                format!(
+                    "a federated Service (label {LABEL_MIRRORED}, no {LABEL_CLUSTER}) whose \
+                     annotations {ANNOTATION_REMOTE} and {ANNOTATION_LOCAL} name no member"
+                ),
+            );
+        };
+        if let Some((key, other)) = names.iter().find(|(_, n)| *n != svc) {
+            return invalid(
+                KIND,
+                &object,
+                "bad_annotation",
+                format!("annotation {key} names service {other:?}, another member {svc:?}"),
+            );
+        }
+        if !is_label(svc) {
+            return invalid(
+                KIND,
+                &object,
+                "bad_name",
+                format!("service {svc:?} named by its annotations is not a lower-case DNS label"),
+            );
+        }
+        return member(svc.to_string(), Role::Federated { ips, ports }, refused);
+    };
+    let cluster = config.cluster_id(link).to_ascii_lowercase();
+    let n = cluster.split('.').count();
+    if !(1..=2).contains(&n) || !cluster.split('.').all(is_label) {
+        return invalid(
+            KIND,
+            &object,
+            "bad_cluster",
+            format!(
+                "cluster id {cluster:?} (label {LABEL_CLUSTER}={link:?}) is not one or two DNS \
+                 labels; map the Link to one with --linkerd-cluster-id"
+            ),
+        );
+    }
+    let Some(fq_name) = annotations.get(ANNOTATION_FQ_NAME) else {
+        return invalid(
+            KIND,
+            &object,
+            "bad_annotation",
+            format!("a mirror (label {LABEL_CLUSTER}) without the annotation {ANNOTATION_FQ_NAME}"),
+        );
+    };
+    let labels_of: Vec<&str> = fq_name.trim_end_matches('.').split('.').collect();
+    let host = labels.get(LABEL_HEADLESS_PARENT);
+    // `<svc>.<ns>.svc.<domain>`, with `<host>.` in front for a host.
+    let at = usize::from(host.is_some());
+    if labels_of.len() < at + 4 || labels_of[at + 2] != "svc" {
+        return invalid(
+            KIND,
+            &object,
+            "bad_annotation",
+            format!(
+                "annotation {ANNOTATION_FQ_NAME} {fq_name:?} is not {}<service>.<namespace>.svc.<domain>",
+                if host.is_some() { "<host>." } else { "" }
+            ),
+        );
+    }
+    let svc = labels_of[at].to_ascii_lowercase();
+    if !is_label(&svc) {
+        return invalid(
+            KIND,
+            &object,
+            "bad_name",
+            format!("service {svc:?} in annotation {ANNOTATION_FQ_NAME} is not a DNS label"),
+        );
+    }
+    if let Some(parent) = host {
+        let hostname = labels_of[0].to_ascii_lowercase();
+        if !is_label(&hostname) {
+            return invalid(
+                KIND,
+                &object,
+                "bad_hostname",
+                format!("host {hostname:?} in annotation {ANNOTATION_FQ_NAME} is not a DNS label"),
+            );
+        }
+        let role = Role::Host {
+            cluster,
+            parent: parent.clone(),
+            hostname,
+            ips,
+            ports,
+        };
+        return member(svc, role, refused);
+    }
+    if headless {
+        return member(svc, Role::Headless { cluster, ports }, refused);
+    }
+    if !config.mirrors {
+        return Classified::Ignored(format!(
+            "{KIND} {object}: a mirror of {svc} from {link}; mirrors are answered only with --linkerd-mirrors"
+        ));
+    }
+    member(
+        svc,
+        Role::Mirror {
+            cluster,
+            ips,
+            ports,
+        },
+        refused,
+    )
+}
+
+/// Logs (warn) and counts a service that a ServiceImport and Linkerd's Services `objects` both
+/// give: the ServiceImport is served, and Linkerd's Services are counted as skipped
+/// (`reason="conflict"`).
+pub fn report_conflict(key: &ServiceKey, objects: &[String], metrics: &crate::metrics::Metrics) {
+    tracing::warn!(
+        service = %key,
+        reason = "conflict",
+        "skipped Linkerd's Service {}/{}: the ServiceImport {key} gives the same names, and is served",
+        key.namespace,
+        objects.join(","),
+    );
+    metrics.skipped(KIND, "conflict");
+}
+
+/// The service that Linkerd's objects give, from its members by object name: the federated
+/// Service's address if there is one (the first by name, should two claim it); else the hosts
+/// of its headless mirrors, as a headless import; else (with `--linkerd-mirrors`) every mirror's
+/// ClusterIPs. `None` when the members give nothing to answer.
+pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Service> {
+    let mut ports: Vec<Port> = Vec::new();
+    let mut add_ports = |ps: &[Port]| {
+        for p in ps {
+            if !ports.contains(p) {
+                ports.push(p.clone());
+            }
+        }
+    };
+    if let Some((ips, fed_ports)) = members.values().find_map(|r| match r {
+        Role::Federated { ips, ports } => Some((ips, ports)),
+        _ => None,
+    }) {
+        return Some(Service {
+            key: key.clone(),
+            kind: ServiceType::ClusterSetIp,
+            ips: ips.clone(),
+            ports: fed_ports.clone(),
+            slices: Vec::new(),
+        });
+    }
+    let parents: Vec<&str> = members
+        .iter()
+        .filter_map(|(name, r)| match r {
+            Role::Headless { ports, .. } => {
+                add_ports(ports);
+                Some(name.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    if !parents.is_empty() {
+        let slices = members
+            .iter()
+            .filter_map(|(name, r)| match r {
+                Role::Host {
+                    cluster,
+                    parent,
+                    hostname,
+                    ips,
+                    ports,
+                } if parents.contains(&parent.as_str()) && !ips.is_empty() => Some(Slice {
+                    name: name.clone(),
+                    cluster: Some(cluster.clone()),
+                    ports: ports.clone(),
+                    endpoints: vec![Endpoint {
+                        addresses: ips.clone(),
+                        hostname: Some(hostname.clone()),
+                    }],
+                }),
+                _ => None,
+            })
+            .collect();
+        return Some(Service {
+            key: key.clone(),
+            kind: ServiceType::Headless,
+            ips: Vec::new(),
+            ports,
+            slices,
+        });
+    }
+    let mut ips: Vec<IpAddr> = Vec::new();
+    for r in members.values() {
+        if let Role::Mirror {
+            ips: mine,
+            ports: mine_ports,
+            ..
+        } = r
+        {
+            ips.extend(
+                mine.iter()
+                    .filter(|ip| !ips.contains(ip))
+                    .collect::<Vec<_>>(),
+            );
+            add_ports(mine_ports);
+        }
+    }
+    (!ips.is_empty()).then(|| Service {
+        key: key.clone(),
+        kind: ServiceType::ClusterSetIp,
+        ips,
+        ports,
+        slices: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::object::classify;
+    use crate::source::{Selection, object::ObjectError};
+
+    fn read(yaml: &str, config: &Config) -> Classified {
+        let selection = Selection {
+            mcs: true,
+            linkerd: Some(config.clone()),
+        };
+        classify(
+            serde_yaml_ng::from_str(yaml).unwrap(),
+            &Policy::default(),
+            &selection,
+        )
+    }
+
+    fn member(yaml: &str, config: &Config) -> Member {
+        match read(yaml, config) {
+            Classified::Object(Object::Linkerd(m)) => m,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn error(yaml: &str) -> ObjectError {
+        match read(yaml, &Config::default()) {
+            Classified::Invalid(e) => e,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    const FEDERATED: &str = "apiVersion: v1\nkind: Service\nmetadata:\n  name: web-federated\n  namespace: shop\n  \
+        labels: {mirror.linkerd.io/mirrored-service: 'true', app: web}\n  \
+        annotations: {multicluster.linkerd.io/remote-discovery: 'web@east,web@west', multicluster.linkerd.io/local-discovery: web}\n\
+        spec: {clusterIP: 10.96.0.10, clusterIPs: [10.96.0.10, 'fd00::10'], ports: [{name: http, port: 80, targetPort: 8080}]}";
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_federated_service_is_named_by_its_members() {
+        let m = member(FEDERATED, &Config::default());
+        assert_eq!(m.object, "web-federated");
+        assert_eq!(m.service.to_string(), "shop/web");
+        let Role::Federated { ips, ports } = &m.role else {
+            panic!("{m:?}")
+        };
+        assert_eq!(ips, &[ip("10.96.0.10"), ip("fd00::10")]);
+        assert_eq!(ports[0].port, 80);
+        // Local discovery alone names it too.
+        let m = member(
+            &FEDERATED.replace(
+                "multicluster.linkerd.io/remote-discovery: 'web@east,web@west', ",
+                "",
+            ),
+            &Config::default(),
+        );
+        assert_eq!(m.service.name, "web");
+        // The service never comes from the object's name.
+        let m = member(
+            &FEDERATED
+                .replace("name: web-federated", "name: anything")
+                .replace("web@", "api@")
+                .replace("local-discovery: web", "local-discovery: api"),
+            &Config::default(),
+        );
+        assert_eq!(m.service.name, "api");
+    }
+
+    #[test]
+    fn federated_services_that_name_nothing_or_disagree_are_skipped() {
+        let none = FEDERATED
+            .replace(
+                "multicluster.linkerd.io/remote-discovery: 'web@east,web@west', ",
+                "",
+            )
+            .replace("multicluster.linkerd.io/local-discovery: web", "other: x");
+        let e = error(&none);
+        assert_eq!((e.kind, e.reason), ("Service", "no_members"), "{e}");
+        assert!(e.to_string().contains("shop/web-federated"), "{e}");
+        let e = error(&FEDERATED.replace("web@west", "api@west"));
+        assert_eq!(e.reason, "bad_annotation", "{e}");
+        let e = error(&FEDERATED.replace("web@west", "web-west"));
+        assert_eq!(e.reason, "bad_annotation", "{e}");
+        assert!(e.to_string().contains("<service>@<link>"), "{e}");
+        let long = "x".repeat(64);
+        let e = error(
+            &FEDERATED
+                .replace("web@", &format!("{long}@"))
+                .replace("local-discovery: web", &format!("local-discovery: {long}")),
+        );
+        assert_eq!(e.reason, "bad_name", "{e}");
+        let e = error(&FEDERATED.replace("10.96.0.10,", "10.96.0.300,"));
+        assert_eq!(e.reason, "bad_ip", "{e}");
+        assert!(e.to_string().contains("spec.clusterIPs[0]"), "{e}");
+    }
+
+    const MIRROR: &str = "apiVersion: v1\nkind: Service\nmetadata:\n  name: web-east\n  namespace: shop\n  \
+        labels: {mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: east}\n  \
+        annotations: {mirror.linkerd.io/remote-svc-fq-name: web.shop.svc.cluster.local, mirror.linkerd.io/remote-resource-version: '12'}\n\
+        spec: {clusterIP: 10.96.0.11, ports: [{name: http, port: 80}]}";
+
+    #[test]
+    fn mirrors_are_read_only_when_asked_for_and_gateways_never() {
+        let c = read(MIRROR, &Config::default());
+        assert!(
+            matches!(&c, Classified::Ignored(w) if w.contains("--linkerd-mirrors")),
+            "{c:?}"
+        );
+        let config = Config {
+            mirrors: true,
+            cluster_ids: [("east".to_string(), "east.prod".to_string())].into(),
+        };
+        let m = member(MIRROR, &config);
+        assert_eq!(m.service.to_string(), "shop/web");
+        assert_eq!(
+            m.role,
+            Role::Mirror {
+                cluster: "east.prod".into(),
+                ips: vec![ip("10.96.0.11")],
+                ports: m.role_ports().to_vec(),
+            }
+        );
+        let c = read(
+            &MIRROR.replace(
+                "cluster-name: east}",
+                "cluster-name: east, mirror.linkerd.io/mirrored-gateway: 'true'}",
+            ),
+            &config,
+        );
+        assert!(matches!(c, Classified::Ignored(_)), "{c:?}");
+        // A Service without the label is not Linkerd's, even when the file holds it.
+        let c = read(
+            &MIRROR.replace("mirror.linkerd.io/mirrored-service: 'true', ", ""),
+            &config,
+        );
+        assert!(matches!(c, Classified::Ignored(_)), "{c:?}");
+        let e = error(&MIRROR.replace("cluster-name: east", "cluster-name: a.b.c"));
+        assert_eq!(e.reason, "bad_cluster", "{e}");
+        let e = error(&MIRROR.replace("web.shop.svc.cluster.local", "web"));
+        assert_eq!(e.reason, "bad_annotation", "{e}");
+    }
+
+    const HEADLESS: &str = "apiVersion: v1\nkind: Service\nmetadata:\n  name: db-east\n  namespace: data\n  \
+        labels: {mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: east}\n  \
+        annotations: {mirror.linkerd.io/remote-svc-fq-name: db.data.svc.cluster.local}\n\
+        spec: {clusterIP: None, clusterIPs: [None], ports: [{name: pg, port: 5432}]}";
+
+    fn host(n: u8) -> String {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: db-{n}-east\n  namespace: data\n  \
+             labels: {{mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: east, mirror.linkerd.io/headless-mirror-svc-name: db-east}}\n  \
+             annotations: {{mirror.linkerd.io/remote-svc-fq-name: db-{n}.db.data.svc.cluster.local}}\n\
+             spec: {{clusterIP: 10.96.1.{n}, ports: [{{name: pg, port: 5432}}]}}"
+        )
+    }
+
+    #[test]
+    fn headless_mirrors_and_their_hosts_make_a_headless_service() {
+        let config = Config::default();
+        let parent = member(HEADLESS, &config);
+        assert!(matches!(parent.role, Role::Headless { .. }), "{parent:?}");
+        let mut members = BTreeMap::from([(parent.object.clone(), parent.role)]);
+        let key = parent.service.clone();
+        // No hosts yet: a headless service with no endpoints (NXDOMAIN, as an import).
+        let s = service(&key, &members).unwrap();
+        assert_eq!(s.kind, ServiceType::Headless);
+        assert!(s.slices.is_empty());
+        for n in [1, 2] {
+            let h = member(&host(n), &config);
+            assert_eq!(h.service, key);
+            members.insert(h.object, h.role);
+        }
+        let s = service(&key, &members).unwrap();
+        let hosts: Vec<_> = s
+            .slices
+            .iter()
+            .map(|sl| {
+                (
+                    sl.cluster.as_deref().unwrap(),
+                    sl.endpoints[0].hostname.as_deref().unwrap(),
+                    sl.endpoints[0].addresses[0].to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            hosts,
+            [
+                ("east", "db-1", "10.96.1.1".into()),
+                ("east", "db-2", "10.96.1.2".into())
+            ]
+        );
+        assert_eq!(s.ports.len(), 1);
+        // Hosts without their headless mirror are not served.
+        members.remove("db-east");
+        assert_eq!(service(&key, &members), None);
+    }
+
+    #[test]
+    fn a_federated_service_wins_over_mirrors_and_mirrors_union() {
+        let config = Config {
+            mirrors: true,
+            ..Config::default()
+        };
+        let east = member(MIRROR, &config);
+        let west = member(
+            &MIRROR
+                .replace("web-east", "web-west")
+                .replace("cluster-name: east", "cluster-name: west")
+                .replace("10.96.0.11", "10.96.0.12"),
+            &config,
+        );
+        let key = east.service.clone();
+        let mut members = BTreeMap::from([
+            (east.object.clone(), east.role),
+            (west.object.clone(), west.role),
+        ]);
+        let s = service(&key, &members).unwrap();
+        assert_eq!(
+            (s.kind, s.ips.clone()),
+            (
+                ServiceType::ClusterSetIp,
+                vec![ip("10.96.0.11"), ip("10.96.0.12")]
+            )
+        );
+        let fed = member(FEDERATED, &config);
+        members.insert(fed.object, fed.role);
+        let s = service(&key, &members).unwrap();
+        assert_eq!(s.ips, [ip("10.96.0.10"), ip("fd00::10")]);
+    }
+
+    impl Member {
+        fn role_ports(&self) -> &[Port] {
+            match &self.role {
+                Role::Federated { ports, .. }
+                | Role::Mirror { ports, .. }
+                | Role::Headless { ports, .. }
+                | Role::Host { ports, .. } => ports,
+            }
+        }
+    }
+}
