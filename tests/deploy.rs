@@ -34,7 +34,7 @@ fn validate(rendered: &str) {
 
 #[test]
 fn manifests_render_and_validate() {
-    for dir in ["deploy/base", "deploy/xdp"] {
+    for dir in ["deploy/base", "deploy/xdp", "deploy/linkerd"] {
         let rendered = render_dir(dir);
         validate(&rendered);
         let kinds: Vec<String> = objects(&rendered)
@@ -228,6 +228,33 @@ fn the_xdp_flavour_changes_only_what_xdp_needs() {
     assert_eq!(*level, "privileged");
     *level = "restricted".into();
     assert_eq!(xdp, base);
+}
+
+/// deploy/linkerd is deploy/base plus exactly two things: reading core Services (get, list,
+/// watch, nothing else) and --source=linkerd.
+#[test]
+fn the_linkerd_flavour_adds_only_reading_services_and_the_flag() {
+    let base = objects(&render());
+    let mut linkerd = objects(&render_dir("deploy/linkerd"));
+    assert_eq!(base.len(), linkerd.len());
+    let role = linkerd
+        .iter()
+        .position(|o| o["kind"] == "ClusterRole")
+        .unwrap();
+    let rules = linkerd[role]["rules"].as_array_mut().unwrap();
+    assert_eq!(
+        rules.pop().unwrap(),
+        serde_json::json!({"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]})
+    );
+    let dep = linkerd
+        .iter()
+        .position(|o| o["kind"] == "Deployment")
+        .unwrap();
+    let c = &mut linkerd[dep]["spec"]["template"]["spec"]["containers"][0];
+    flags_exist(c);
+    let args = c["args"].as_array_mut().unwrap();
+    assert_eq!(args.pop().unwrap(), "--source=linkerd");
+    assert_eq!(linkerd, base);
 }
 
 /// A real API server admits each flavour's pod in the namespace it renders: deploy/base's under
