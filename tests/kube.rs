@@ -953,3 +953,289 @@ fn measure_a_flood_at_the_default_caps() {
     println!("keep.shop asked {asked} times during the flood, {wrong} wrong or unanswered");
     assert_eq!(wrong, 0);
 }
+
+// ---- Linkerd's Services (`--source linkerd`) ----
+
+/// deploy/linkerd's ClusterRole, bound to the user the binary runs as.
+fn linkerd_rbac() -> String {
+    let out = Command::new("kubectl")
+        .args(["kustomize"])
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/linkerd"))
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered = String::from_utf8(out.stdout).unwrap();
+    let role = rendered
+        .split("\n---\n")
+        .find(|d| d.contains("kind: ClusterRole\n"))
+        .expect("deploy/linkerd has a ClusterRole")
+        .to_string();
+    role + "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: clusterset-dns-test-user}\n\
+            roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: clusterset-dns}\nsubjects:\n- {kind: User, name: clusterset-dns, apiGroup: rbac.authorization.k8s.io}\n"
+}
+
+/// A Service as Linkerd's service mirror creates it (linkerd2 version-2.20): `labels` and
+/// `annotations` as flow-mapping entries, the ClusterIP left to the API server unless headless.
+fn linkerd_service(
+    ns: &str,
+    name: &str,
+    labels: &str,
+    annotations: &str,
+    headless: bool,
+) -> String {
+    let ip = if headless { "clusterIP: None, " } else { "" };
+    format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\n  \
+         labels: {{mirror.linkerd.io/mirrored-service: 'true', {labels}}}\n  annotations: {{{annotations}}}\n\
+         spec: {{{ip}ports: [{{name: http, protocol: TCP, port: 80, targetPort: 80}}]}}\n"
+    )
+}
+
+/// Link `link`'s mirror of `svc` in `ns`.
+fn mirror(ns: &str, svc: &str, link: &str, headless: bool) -> String {
+    linkerd_service(
+        ns,
+        &format!("{svc}-{link}"),
+        &format!("mirror.linkerd.io/cluster-name: {link}"),
+        &format!(
+            "mirror.linkerd.io/remote-svc-fq-name: {svc}.{ns}.svc.cluster.local, mirror.linkerd.io/remote-resource-version: '1'"
+        ),
+        headless,
+    )
+}
+
+/// Host `host` of Link `link`'s headless mirror of `svc`: an endpoint mirror.
+fn host_mirror(ns: &str, svc: &str, host: &str, link: &str) -> String {
+    linkerd_service(
+        ns,
+        &format!("{host}-{link}"),
+        &format!(
+            "mirror.linkerd.io/cluster-name: {link}, mirror.linkerd.io/headless-mirror-svc-name: {svc}-{link}"
+        ),
+        &format!("mirror.linkerd.io/remote-svc-fq-name: {host}.{svc}.{ns}.svc.cluster.local"),
+        false,
+    )
+}
+
+/// The federated Service of `svc` with `remote-discovery: members`.
+fn federated(ns: &str, svc: &str, members: &str) -> String {
+    linkerd_service(
+        ns,
+        &format!("{svc}-federated"),
+        "app: web",
+        &format!("multicluster.linkerd.io/remote-discovery: '{members}'"),
+        false,
+    )
+}
+
+fn cluster_ip(k: &Cluster, ns: &str, name: &str) -> String {
+    let out = k
+        .kubectl()
+        .args([
+            "-n",
+            ns,
+            "get",
+            "service",
+            name,
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// Linkerd's objects in a real API server, in their exact shapes, and the churn the service
+/// mirror makes: a member joins and leaves a federated Service, the last one leaves, a mirror is
+/// deleted, a headless host comes and goes, a whole Link goes away, and a ServiceImport claims
+/// a name a federated Service gives. The binary runs as a user with deploy/linkerd's role.
+#[test]
+fn linkerd_source_against_a_real_api_server() {
+    let k = Cluster::start();
+    k.apply(&crd("v1beta1"));
+    k.apply(&linkerd_rbac());
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: data}\n");
+    // A Service that is not Linkerd's: never read (the watch's label selector leaves it out).
+    k.apply("apiVersion: v1\nkind: Service\nmetadata: {name: plain, namespace: shop}\nspec: {ports: [{port: 80}]}\n");
+    k.apply(
+        &(federated("shop", "web", "web@east")
+            + &mirror("shop", "web", "east", false)
+            + &mirror("shop", "web", "west", false)
+            + &mirror("shop", "api", "east", false)
+            + &mirror("shop", "api", "west", false)
+            + &mirror("data", "db", "east", true)
+            + &host_mirror("data", "db", "db-0", "east")
+            + &host_mirror("data", "db", "db-1", "east")
+            + &mirror("data", "db", "west", true)
+            + &host_mirror("data", "db", "db-0", "west")),
+    );
+    let ip = |ns: &str, name: &str| cluster_ip(&k, ns, name);
+    let web = ip("shop", "web-federated");
+    let (web_east, web_west) = (ip("shop", "web-east"), ip("shop", "web-west"));
+    let (api_east, api_west) = (ip("shop", "api-east"), ip("shop", "api-west"));
+    let (db0_east, db1_east, db0_west) = (
+        ip("data", "db-0-east"),
+        ip("data", "db-1-east"),
+        ip("data", "db-0-west"),
+    );
+
+    let s = spawn_binary(&[
+        "--kubeconfig",
+        &k.kubeconfig("dns"),
+        "--source",
+        "mcs,linkerd",
+        "--linkerd-mirrors",
+        "--linkerd-cluster-id",
+        "west=west.eu",
+    ]);
+    until("ready", 30, || ready(&s));
+    assert_eq!(short(s.dns, "web.shop.svc.clusterset.local"), [web.clone()]);
+    assert_eq!(
+        short(s.dns, "api.shop.svc.clusterset.local"),
+        sorted(vec![api_east.clone(), api_west.clone()])
+    );
+    assert_eq!(
+        short(s.dns, "db.data.svc.clusterset.local"),
+        sorted(vec![db0_east.clone(), db1_east.clone(), db0_west.clone()])
+    );
+    assert_eq!(
+        short(s.dns, "db-1.east.db.data.svc.clusterset.local"),
+        [db1_east.clone()]
+    );
+    assert_eq!(
+        short(s.dns, "db-0.west.eu.db.data.svc.clusterset.local"),
+        [db0_west.clone()]
+    );
+    assert_eq!(
+        short(s.dns, "SRV _http._tcp.db.data.svc.clusterset.local").len(),
+        3
+    );
+    assert_eq!(status(s.dns, "plain.shop.svc.clusterset.local"), "NXDOMAIN");
+    assert_eq!(
+        status(s.dns, "web-federated.shop.svc.clusterset.local"),
+        "NXDOMAIN"
+    );
+    assert_eq!(
+        metric_value(&s, "clusterset_dns_source_objects{kind=\"Service\"}"),
+        10.0
+    );
+
+    // A member joins the federated Service (an annotation edit): the same name and address.
+    k.apply(&federated("shop", "web", "web@east,web@west"));
+    // The last member leaves: the annotation empties (the object is now skipped, counted), and
+    // web answers from its mirrors; the service mirror then deletes the object.
+    k.apply(&federated("shop", "web", ""));
+    until(
+        "web from its mirrors once its federated Service names nothing",
+        10,
+        || {
+            short(s.dns, "web.shop.svc.clusterset.local")
+                == sorted(vec![web_east.clone(), web_west.clone()])
+        },
+    );
+    assert_eq!(
+        metric_value(
+            &s,
+            "clusterset_dns_skipped_objects_total{kind=\"Service\",reason=\"no_members\"}"
+        ),
+        1.0
+    );
+    k.delete("service", "shop", "web-federated");
+    // A member joins again: the service mirror creates the federated Service anew.
+    k.apply(&federated("shop", "web", "web@west"));
+    let web = ip("shop", "web-federated");
+    until("web from its new federated Service", 10, || {
+        short(s.dns, "web.shop.svc.clusterset.local") == [web.clone()]
+    });
+
+    // A mirror is deleted.
+    k.delete("service", "shop", "api-west");
+    until("api without the west mirror", 10, || {
+        short(s.dns, "api.shop.svc.clusterset.local") == [api_east.clone()]
+    });
+
+    // A headless host is added, then removed.
+    k.apply(&host_mirror("data", "db", "db-2", "east"));
+    let db2_east = ip("data", "db-2-east");
+    until("the new host", 10, || {
+        short(s.dns, "db-2.east.db.data.svc.clusterset.local") == [db2_east.clone()]
+    });
+    assert_eq!(short(s.dns, "db.data.svc.clusterset.local").len(), 4);
+    k.delete("service", "data", "db-2-east");
+    until("the host gone", 10, || {
+        status(s.dns, "db-2.east.db.data.svc.clusterset.local") == "NXDOMAIN"
+    });
+
+    // A ServiceImport claims web: it is served, and the conflict is logged once and counted.
+    k.apply(&clusterset_ip("web", "198.19.30.1"));
+    until("the ServiceImport wins", 10, || {
+        short(s.dns, "web.shop.svc.clusterset.local") == ["198.19.30.1"]
+    });
+    let conflicts = "clusterset_dns_skipped_objects_total{kind=\"Service\",reason=\"conflict\"}";
+    assert_eq!(metric_value(&s, conflicts), 1.0);
+    // Another change to the federated Service is not a second report.
+    k.apply(&federated("shop", "web", "web@west,web@east"));
+    k.apply(&clusterset_ip("marker", "198.19.30.9"));
+    until("a later change applied", 10, || {
+        short(s.dns, "marker.shop.svc.clusterset.local") == ["198.19.30.9"]
+    });
+    assert_eq!(metric_value(&s, conflicts), 1.0);
+    assert!(
+        s.logged("the ServiceImport shop/web gives the same names"),
+        "conflict logged"
+    );
+    k.delete("serviceimport", "shop", "web");
+    until("web from Linkerd again", 10, || {
+        short(s.dns, "web.shop.svc.clusterset.local") == [web.clone()]
+    });
+
+    // A whole Link goes away: the service mirror deletes all of its mirrors at once.
+    assert!(k.kubectl_ok(&[
+        "delete",
+        "service",
+        "--all-namespaces",
+        "-l",
+        "mirror.linkerd.io/cluster-name=west",
+        "--wait=false"
+    ]));
+    until("west gone", 10, || {
+        status(s.dns, "db-0.west.eu.db.data.svc.clusterset.local") == "NXDOMAIN"
+    });
+    assert_eq!(
+        short(s.dns, "db.data.svc.clusterset.local"),
+        sorted(vec![db0_east.clone(), db1_east.clone()])
+    );
+    assert_eq!(
+        short(s.dns, "api.shop.svc.clusterset.local"),
+        [api_east.clone()]
+    );
+    // The federated Service still names west: still served (Linkerd edits it separately).
+    assert_eq!(short(s.dns, "web.shop.svc.clusterset.local"), [web.clone()]);
+    drop(s);
+
+    // Linkerd alone, in a cluster with no MCS CRDs: no discovery of them, ready, and without
+    // --linkerd-mirrors a service with only mirrors has no name.
+    k.kubectl_ok(&["delete", "crd", "serviceimports.multicluster.x-k8s.io"]);
+    let s = spawn_binary(&["--kubeconfig", &k.kubeconfig("dns"), "--source", "linkerd"]);
+    until("ready on Linkerd's Services alone", 30, || ready(&s));
+    assert_eq!(short(s.dns, "web.shop.svc.clusterset.local"), [web.clone()]);
+    assert_eq!(status(s.dns, "api.shop.svc.clusterset.local"), "NXDOMAIN");
+    assert_eq!(
+        short(s.dns, "db-0.east.db.data.svc.clusterset.local"),
+        [db0_east]
+    );
+}

@@ -154,7 +154,7 @@ impl Cluster {
                 "--authorization-mode",
                 "RBAC",
                 "--service-cluster-ip-range",
-                "10.96.0.0/16",
+                "198.19.240.0/20",
             ])
             .current_dir(d)
             .stdout(Stdio::null())

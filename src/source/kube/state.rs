@@ -516,4 +516,74 @@ mod tests {
             ]
         );
     }
+
+    fn federated(name: &str, svc: &str, ip: &str) -> DynamicObject {
+        object(json!({"metadata": {"name": name, "namespace": "shop",
+                "labels": {"mirror.linkerd.io/mirrored-service": "true"},
+                "annotations": {"multicluster.linkerd.io/remote-discovery": format!("{svc}@east")}},
+            "spec": {"clusterIP": ip, "ports": [{"port": 80}]}}))
+    }
+
+    #[test]
+    fn linkerd_services_relist_and_lose_to_an_import_once() {
+        let m = metrics();
+        let scopes = [Kind::Import, Kind::Service]
+            .map(|kind| Scope {
+                kind,
+                namespace: None,
+            })
+            .to_vec();
+        let mut c = WatchState::new(scopes, Policy::default(), m.clone())
+            .with_linkerd(linkerd::Config::default());
+        c.event(0, Event::Init);
+        c.event(0, Event::InitDone);
+        c.event(1, Event::Init);
+        c.event(
+            1,
+            Event::InitApply(federated("web-federated", "web", "10.0.0.1")),
+        );
+        assert_eq!(keys(&c.event(1, Event::InitDone)), ["reset 1"]);
+        // The import wins; reported once however often either object changes.
+        let conflicts = || {
+            m.render().lines().filter(|l| l.starts_with("clusterset_dns_skipped_objects_total{kind=\"Service\",reason=\"conflict\"} ")).map(str::to_string).collect::<Vec<_>>()
+        };
+        c.event(0, Event::Apply(import("web", "10.0.0.9")));
+        let s = c
+            .store
+            .service(&ServiceKey {
+                namespace: "shop".into(),
+                name: "web".into(),
+            })
+            .unwrap();
+        assert_eq!(s.ips, ["10.0.0.9".parse::<std::net::IpAddr>().unwrap()]);
+        c.event(
+            1,
+            Event::Apply(federated("web-federated", "web", "10.0.0.2")),
+        );
+        c.event(0, Event::Apply(import("web", "10.0.0.8")));
+        assert_eq!(
+            conflicts(),
+            ["clusterset_dns_skipped_objects_total{kind=\"Service\",reason=\"conflict\"} 1"]
+        );
+        // The import goes: the federated Service is served again.
+        assert_eq!(
+            keys(&c.event(0, Event::Delete(import("web", "10.0.0.8")))),
+            ["upsert shop/web"]
+        );
+        assert!(c.conflicts.is_empty());
+        // A relist in which the federated Service changed its members and another vanished.
+        c.event(
+            1,
+            Event::Apply(federated("api-federated", "api", "10.0.0.3")),
+        );
+        c.event(1, Event::Init);
+        c.event(
+            1,
+            Event::InitApply(federated("web-federated", "www", "10.0.0.2")),
+        );
+        assert_eq!(
+            keys(&c.event(1, Event::InitDone)),
+            ["remove shop/api", "remove shop/web", "upsert shop/www"]
+        );
+    }
 }
