@@ -1103,7 +1103,10 @@ fn linkerd_source_against_a_real_api_server() {
         "west=west.eu",
     ]);
     until("ready", 30, || ready(&s));
-    assert_eq!(short(s.dns, "web.shop.svc.clusterset.local"), [web.clone()]);
+    assert_eq!(
+        short(s.dns, "web.shop.svc.clusterset.local"),
+        vec![web.clone()]
+    );
     assert_eq!(
         short(s.dns, "api.shop.svc.clusterset.local"),
         sorted(vec![api_east.clone(), api_west.clone()])
@@ -1114,11 +1117,11 @@ fn linkerd_source_against_a_real_api_server() {
     );
     assert_eq!(
         short(s.dns, "db-1.east.db.data.svc.clusterset.local"),
-        [db1_east.clone()]
+        vec![db1_east.clone()]
     );
     assert_eq!(
         short(s.dns, "db-0.west.eu.db.data.svc.clusterset.local"),
-        [db0_west.clone()]
+        vec![db0_west.clone()]
     );
     assert_eq!(
         short(s.dns, "SRV _http._tcp.db.data.svc.clusterset.local").len(),
@@ -1159,20 +1162,20 @@ fn linkerd_source_against_a_real_api_server() {
     k.apply(&federated("shop", "web", "web@west"));
     let web = ip("shop", "web-federated");
     until("web from its new federated Service", 10, || {
-        short(s.dns, "web.shop.svc.clusterset.local") == [web.clone()]
+        short(s.dns, "web.shop.svc.clusterset.local") == vec![web.clone()]
     });
 
     // A mirror is deleted.
     k.delete("service", "shop", "api-west");
     until("api without the west mirror", 10, || {
-        short(s.dns, "api.shop.svc.clusterset.local") == [api_east.clone()]
+        short(s.dns, "api.shop.svc.clusterset.local") == vec![api_east.clone()]
     });
 
     // A headless host is added, then removed.
     k.apply(&host_mirror("data", "db", "db-2", "east"));
     let db2_east = ip("data", "db-2-east");
     until("the new host", 10, || {
-        short(s.dns, "db-2.east.db.data.svc.clusterset.local") == [db2_east.clone()]
+        short(s.dns, "db-2.east.db.data.svc.clusterset.local") == vec![db2_east.clone()]
     });
     assert_eq!(short(s.dns, "db.data.svc.clusterset.local").len(), 4);
     k.delete("service", "data", "db-2-east");
@@ -1200,7 +1203,7 @@ fn linkerd_source_against_a_real_api_server() {
     );
     k.delete("serviceimport", "shop", "web");
     until("web from Linkerd again", 10, || {
-        short(s.dns, "web.shop.svc.clusterset.local") == [web.clone()]
+        short(s.dns, "web.shop.svc.clusterset.local") == vec![web.clone()]
     });
 
     // A whole Link goes away: the service mirror deletes all of its mirrors at once.
@@ -1221,10 +1224,13 @@ fn linkerd_source_against_a_real_api_server() {
     );
     assert_eq!(
         short(s.dns, "api.shop.svc.clusterset.local"),
-        [api_east.clone()]
+        vec![api_east.clone()]
     );
     // The federated Service still names west: still served (Linkerd edits it separately).
-    assert_eq!(short(s.dns, "web.shop.svc.clusterset.local"), [web.clone()]);
+    assert_eq!(
+        short(s.dns, "web.shop.svc.clusterset.local"),
+        vec![web.clone()]
+    );
     drop(s);
 
     // Linkerd alone, in a cluster with no MCS CRDs: no discovery of them, ready, and without
@@ -1232,10 +1238,161 @@ fn linkerd_source_against_a_real_api_server() {
     k.kubectl_ok(&["delete", "crd", "serviceimports.multicluster.x-k8s.io"]);
     let s = spawn_binary(&["--kubeconfig", &k.kubeconfig("dns"), "--source", "linkerd"]);
     until("ready on Linkerd's Services alone", 30, || ready(&s));
-    assert_eq!(short(s.dns, "web.shop.svc.clusterset.local"), [web.clone()]);
+    assert_eq!(
+        short(s.dns, "web.shop.svc.clusterset.local"),
+        vec![web.clone()]
+    );
     assert_eq!(status(s.dns, "api.shop.svc.clusterset.local"), "NXDOMAIN");
     assert_eq!(
         short(s.dns, "db-0.east.db.data.svc.clusterset.local"),
         [db0_east]
     );
+}
+
+/// `--source linkerd` at scale: 1,000 federated Services and 100 headless mirrors of 10 hosts
+/// each (2,100 Services) in a real API server, then 1,000 port changes of one federated
+/// Service (as the service mirror makes when the exported service's ports change), each timed
+/// from the API write to the SRV answer showing it.
+#[test]
+#[ignore]
+fn measure_linkerd_programming_latency_and_memory() {
+    let k = Cluster::start();
+    k.apply(&linkerd_rbac());
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: scale}\n");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(admin_client(&k));
+    let services = dynamic_api(&client, "scale", "Service");
+    let object = |name: String,
+                  labels: serde_json::Value,
+                  fq: Option<String>,
+                  annotations: serde_json::Value,
+                  headless: bool|
+     -> kube::api::DynamicObject {
+        let mut labels = labels;
+        labels["mirror.linkerd.io/mirrored-service"] = "true".into();
+        let mut annotations = annotations;
+        if let Some(fq) = fq {
+            annotations["mirror.linkerd.io/remote-svc-fq-name"] = fq.into();
+        }
+        let mut spec =
+            serde_json::json!({"ports": [{"name": "http", "protocol": "TCP", "port": 80}]});
+        if headless {
+            spec["clusterIP"] = "None".into();
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": "scale", "labels": labels, "annotations": annotations},
+            "spec": spec
+        }))
+        .unwrap()
+    };
+    let mut all = Vec::new();
+    for i in 0..1000u32 {
+        all.push(object(
+            format!("svc{i}-federated"),
+            serde_json::json!({}),
+            None,
+            serde_json::json!({"multicluster.linkerd.io/remote-discovery": format!("svc{i}@east,svc{i}@west")}),
+            false,
+        ));
+    }
+    for h in 0..100u32 {
+        all.push(object(
+            format!("db{h}-east"),
+            serde_json::json!({"mirror.linkerd.io/cluster-name": "east"}),
+            Some(format!("db{h}.scale.svc.cluster.local")),
+            serde_json::json!({}),
+            true,
+        ));
+        for e in 0..10u32 {
+            all.push(object(
+                format!("db{h}-{e}-east"),
+                serde_json::json!({"mirror.linkerd.io/cluster-name": "east", "mirror.linkerd.io/headless-mirror-svc-name": format!("db{h}-east")}),
+                Some(format!("db{h}-{e}.db{h}.scale.svc.cluster.local")),
+                serde_json::json!({}),
+                false,
+            ));
+        }
+    }
+    let started = Instant::now();
+    rt.block_on(async {
+        use futures::StreamExt;
+        futures::stream::iter(all)
+            .for_each_concurrent(16, |o| {
+                let services = services.clone();
+                async move {
+                    services.create(&Default::default(), &o).await.unwrap();
+                }
+            })
+            .await;
+    });
+    println!(
+        "created 1,000 federated Services and 100 headless mirrors of 10 hosts (2,100 Services) in {:.1?}",
+        started.elapsed()
+    );
+
+    let s = spawn_binary(&["--kubeconfig", &k.kubeconfig("dns"), "--source", "linkerd"]);
+    let sync_started = Instant::now();
+    until("ready", 300, || ready(&s));
+    println!("initial sync of the server: {:.1?}", sync_started.elapsed());
+    std::thread::sleep(Duration::from_secs(3));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+    for l in status
+        .lines()
+        .filter(|l| l.starts_with("VmRSS") || l.starts_with("VmHWM"))
+    {
+        println!("server memory with 2,100 of Linkerd's Services: {l}");
+    }
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    assert!(query_a(s.dns, &sock, "svc999.scale.svc.clusterset.local").is_some());
+    assert!(query_a(s.dns, &sock, "db99-9.east.db99.scale.svc.clusterset.local").is_some());
+    let srv_port = |sock: &std::net::UdpSocket| -> Option<u16> {
+        let m = common::udp_exchange_blocking(
+            sock,
+            s.dns,
+            &common::query(
+                "_http._tcp.svc0.scale.svc.clusterset.local",
+                RecordType::SRV,
+                None,
+            ),
+        )?;
+        m.answers.iter().find_map(|r| match &r.data {
+            hickory_proto::rr::RData::SRV(srv) => Some(srv.port),
+            _ => None,
+        })
+    };
+    let mut took = Vec::with_capacity(1000);
+    for n in 0..1000u16 {
+        let port = 10_000 + n;
+        let patch = serde_json::json!({"spec": {"ports": [{"name": "http", "protocol": "TCP", "port": port}]}});
+        let t0 = Instant::now();
+        rt.block_on(services.patch(
+            "svc0-federated",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        ))
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while srv_port(&sock) != Some(port) {
+            assert!(Instant::now() < deadline, "change {n} not seen");
+        }
+        took.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    took.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "API write -> answer changed, 1000 changes: median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        percentile(&took, 0.5),
+        percentile(&took, 0.9),
+        percentile(&took, 0.99),
+        took[took.len() - 1]
+    );
+    let (_, metrics) = rt.block_on(http_get(s.admin, "/metrics")).unwrap();
+    for l in metrics
+        .lines()
+        .filter(|l| l.starts_with("clusterset_dns_programming_duration_seconds"))
+    {
+        println!("{l}");
+    }
 }

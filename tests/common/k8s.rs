@@ -154,7 +154,7 @@ impl Cluster {
                 "--authorization-mode",
                 "RBAC",
                 "--service-cluster-ip-range",
-                "198.19.240.0/20",
+                "198.19.224.0/19",
             ])
             .current_dir(d)
             .stdout(Stdio::null())
@@ -291,11 +291,11 @@ pub fn dynamic_api(
     ns: &str,
     kind: &str,
 ) -> kube::Api<kube::api::DynamicObject> {
-    use clusterset_dns::source::kube::{import_resource, slice_resource};
-    let ar = if kind == "ServiceImport" {
-        import_resource("v1beta1")
-    } else {
-        slice_resource()
+    use clusterset_dns::source::kube::{import_resource, service_resource, slice_resource};
+    let ar = match kind {
+        "ServiceImport" => import_resource("v1beta1"),
+        "Service" => service_resource(),
+        _ => slice_resource(),
     };
     kube::Api::namespaced_with(client.clone(), ns, &ar)
 }
