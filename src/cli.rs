@@ -39,8 +39,8 @@ pub struct Args {
     #[command(subcommand)]
     pub command: Option<Command>,
 
-    /// YAML or JSON file of ServiceImports and EndpointSlices (several documents, or a List as
-    /// `kubectl get -o yaml` prints). Reloaded when it changes and on SIGHUP. Without it, the
+    /// YAML or JSON file of ServiceImports and EndpointSlices (and, with --source linkerd,
+    /// Services), as several documents or a List as `kubectl get -o yaml` prints it. Reloaded when it changes and on SIGHUP. Without it, the
     /// objects are watched in the Kubernetes API.
     #[arg(long, global = true, env = "CLUSTERSET_DNS_FILE", value_name = "PATH", conflicts_with_all = ["kubeconfig", "context", "namespaces", "serviceimport_version"])]
     pub file: Option<PathBuf>,

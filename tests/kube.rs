@@ -1065,7 +1065,7 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 /// a name a federated Service gives. The binary runs as a user with deploy/linkerd's role.
 #[test]
 fn linkerd_source_against_a_real_api_server() {
-    let k = Cluster::start();
+    let mut k = Cluster::start();
     k.apply(&crd("v1beta1"));
     k.apply(&linkerd_rbac());
     k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: data}\n");
@@ -1083,14 +1083,19 @@ fn linkerd_source_against_a_real_api_server() {
             + &mirror("data", "db", "west", true)
             + &host_mirror("data", "db", "db-0", "west")),
     );
-    let ip = |ns: &str, name: &str| cluster_ip(&k, ns, name);
-    let web = ip("shop", "web-federated");
-    let (web_east, web_west) = (ip("shop", "web-east"), ip("shop", "web-west"));
-    let (api_east, api_west) = (ip("shop", "api-east"), ip("shop", "api-west"));
+    let web = cluster_ip(&k, "shop", "web-federated");
+    let (web_east, web_west) = (
+        cluster_ip(&k, "shop", "web-east"),
+        cluster_ip(&k, "shop", "web-west"),
+    );
+    let (api_east, api_west) = (
+        cluster_ip(&k, "shop", "api-east"),
+        cluster_ip(&k, "shop", "api-west"),
+    );
     let (db0_east, db1_east, db0_west) = (
-        ip("data", "db-0-east"),
-        ip("data", "db-1-east"),
-        ip("data", "db-0-west"),
+        cluster_ip(&k, "data", "db-0-east"),
+        cluster_ip(&k, "data", "db-1-east"),
+        cluster_ip(&k, "data", "db-0-west"),
     );
 
     let s = spawn_binary(&[
@@ -1160,7 +1165,7 @@ fn linkerd_source_against_a_real_api_server() {
     k.delete("service", "shop", "web-federated");
     // A member joins again: the service mirror creates the federated Service anew.
     k.apply(&federated("shop", "web", "web@west"));
-    let web = ip("shop", "web-federated");
+    let web = cluster_ip(&k, "shop", "web-federated");
     until("web from its new federated Service", 10, || {
         short(s.dns, "web.shop.svc.clusterset.local") == vec![web.clone()]
     });
@@ -1173,7 +1178,7 @@ fn linkerd_source_against_a_real_api_server() {
 
     // A headless host is added, then removed.
     k.apply(&host_mirror("data", "db", "db-2", "east"));
-    let db2_east = ip("data", "db-2-east");
+    let db2_east = cluster_ip(&k, "data", "db-2-east");
     until("the new host", 10, || {
         short(s.dns, "db-2.east.db.data.svc.clusterset.local") == vec![db2_east.clone()]
     });
@@ -1230,6 +1235,28 @@ fn linkerd_source_against_a_real_api_server() {
     assert_eq!(
         short(s.dns, "web.shop.svc.clusterset.local"),
         vec![web.clone()]
+    );
+
+    // The API server dies: answers go on, and ready; it comes back: changes flow again.
+    k.kill_api();
+    for _ in 0..10 {
+        assert_eq!(
+            short(s.dns, "web.shop.svc.clusterset.local"),
+            vec![web.clone()]
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ready(&s), "still ready while serving the last known zone");
+    k.start_api();
+    k.apply(&mirror("shop", "api", "west", false));
+    let api_west = cluster_ip(&k, "shop", "api-west");
+    until("a mirror added after the API server restart", 60, || {
+        short(s.dns, "api.shop.svc.clusterset.local")
+            == sorted(vec![api_east.clone(), api_west.clone()])
+    });
+    assert!(
+        metric_value(&s, "clusterset_dns_source_errors_total{kind=\"Service\"}") >= 1.0,
+        "watch failures are counted"
     );
     drop(s);
 
