@@ -556,4 +556,57 @@ mod tests {
         );
         assert!(Args::try_parse_from(["clusterset-dns", "--deny-cidr", "10.0.0.0/40"]).is_err());
     }
+
+    #[test]
+    fn sources_and_linkerd_flags() {
+        let selection = |args: &[&str]| {
+            let mut all = vec!["clusterset-dns"];
+            all.extend_from_slice(args);
+            Args::try_parse_from(all)
+                .map_err(|e| e.to_string())
+                .and_then(|a| a.selection())
+        };
+        assert_eq!(selection(&[]).unwrap(), Selection::default());
+        let both = selection(&["--source", "mcs,linkerd", "--linkerd-mirrors"]).unwrap();
+        assert!(both.mcs && both.linkerd.as_ref().unwrap().mirrors);
+        // Repeated, and the ids lower-cased.
+        let s = selection(&[
+            "--source=linkerd",
+            "--linkerd-cluster-id",
+            "east=East.Prod,west=w",
+            "--linkerd-cluster-id=north=n",
+        ])
+        .unwrap();
+        assert!(!s.mcs);
+        let ids = s.linkerd.unwrap().cluster_ids;
+        assert_eq!(ids["east"], "east.prod");
+        assert_eq!(ids.len(), 3);
+        for (args, says) in [
+            (&["--source", "istio"][..], "istio"),
+            (&["--linkerd-mirrors"][..], "need --source linkerd"),
+            (
+                &["--source=linkerd", "--linkerd-cluster-id", "east"][..],
+                "LINK=ID",
+            ),
+            (
+                &["--source=linkerd", "--linkerd-cluster-id", "=x"][..],
+                "names no Link",
+            ),
+            (
+                &["--source=linkerd", "--linkerd-cluster-id", "e=a.b.c"][..],
+                "one or two DNS labels",
+            ),
+            (
+                &["--source=linkerd", "--linkerd-cluster-id", "e=a,e=b"][..],
+                "twice",
+            ),
+            (
+                &["--source=linkerd", "--serviceimport-version=v1beta1"][..],
+                "needs --source mcs",
+            ),
+        ] {
+            let e = selection(args).unwrap_err();
+            assert!(e.contains(says), "{args:?}: {e}");
+        }
+    }
 }

@@ -633,6 +633,28 @@ fn the_chart_with_default_values_renders_deploy_base() {
     }
 }
 
+/// With `source.read={linkerd}` the chart renders deploy/linkerd's objects, but the Namespace.
+#[test]
+fn the_chart_reading_linkerd_renders_deploy_linkerd() {
+    let home = tempfile::tempdir().unwrap();
+    let chart = by_kind_and_name(&objects(&helm_template(
+        home.path(),
+        &["source.read={linkerd}"],
+    )));
+    let mut linkerd = by_kind_and_name(&objects(&render_dir("deploy/linkerd")));
+    linkerd.remove("Namespace/clusterset-dns").unwrap();
+    assert_eq!(
+        chart.keys().collect::<Vec<_>>(),
+        linkerd.keys().collect::<Vec<_>>()
+    );
+    for (key, want) in &linkerd {
+        assert_eq!(
+            &chart[key], want,
+            "{key}: the chart differs from deploy/linkerd"
+        );
+    }
+}
+
 /// Every combination of values in the table renders objects that validate strictly, whose
 /// flags the binary takes, and that say what the values asked for.
 #[test]
@@ -691,6 +713,24 @@ fn every_values_combination_validates() {
                 .all(|a| args.contains(a))
                 .then_some(())
                 .ok_or(args)
+            },
+        ),
+        (
+            "both sources, Linkerd's flags",
+            &[
+                "source.read={mcs,linkerd}",
+                "source.linkerd.clusterIds.east=east.prod",
+                "source.linkerd.mirrors=true",
+            ],
+            &|o| {
+                let args = container(o)["args"].to_string();
+                let role = o.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+                (args.contains("--source=mcs,linkerd")
+                    && args.contains("--linkerd-cluster-id=east=east.prod")
+                    && args.contains("--linkerd-mirrors")
+                    && role["rules"].to_string().contains("services"))
+                .then_some(())
+                .ok_or(format!("{args} {role}"))
             },
         ),
         (

@@ -98,6 +98,17 @@ helm.sh/chart: "{{ .Chart.Name }}-{{ .Chart.Version | replace "+" "_" }}"
 - --xdp-coalesce={{ . }}
 {{- end }}
 {{- end }}
+{{- with .Values.source }}
+{{- if ne (join "," .read) "mcs" }}
+- --source={{ join "," .read }}
+{{- end }}
+{{- range $link, $id := .linkerd.clusterIds }}
+- --linkerd-cluster-id={{ $link }}={{ $id }}
+{{- end }}
+{{- if .linkerd.mirrors }}
+- --linkerd-mirrors
+{{- end }}
+{{- end }}
 {{- range .Values.extraArgs }}
 - {{ . }}
 {{- end }}
