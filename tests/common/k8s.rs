@@ -162,13 +162,24 @@ impl Cluster {
             .spawn()
             .unwrap();
         self.api = Some(api);
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(120);
         while !self.kubectl_ok(&["get", "--raw", "/readyz"]) {
-            assert!(
-                Instant::now() < deadline,
-                "kube-apiserver not ready; see {}",
-                d.join("apiserver.log").display()
-            );
+            if Instant::now() > deadline {
+                // The directory goes with the test: say here what the logs said.
+                let tail = |f: &str| {
+                    let text = std::fs::read_to_string(d.join(f)).unwrap_or_default();
+                    let lines: Vec<&str> = text.lines().collect();
+                    lines[lines.len().saturating_sub(25)..].join("\n")
+                };
+                panic!(
+                    "kube-apiserver not ready within 120s (etcd on {}, API on {}).\n\
+                     apiserver.log, last lines:\n{}\netcd.log, last lines:\n{}",
+                    self.etcd_port,
+                    self.api_port,
+                    tail("apiserver.log"),
+                    tail("etcd.log")
+                );
+            }
             std::thread::sleep(Duration::from_millis(250));
         }
     }
