@@ -8,11 +8,17 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    free_ports::<1>()[0]
+}
+
+/// `N` distinct free ports. Each listener is held until all are chosen: the kernel hands a
+/// just-released port out again, so three `free_port()` calls in a row once gave etcd's peer
+/// port and the API server's the same number ("bind: address already in use").
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<TcpListener> = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    std::array::from_fn(|i| held[i].local_addr().unwrap().port())
 }
 
 pub fn k8s_bin() -> PathBuf {
@@ -72,7 +78,7 @@ impl Cluster {
             "admintoken,admin,admin,system:masters\ndnstoken,clusterset-dns,clusterset-dns\n",
         )
         .unwrap();
-        let (etcd_port, peer, api_port) = (free_port(), free_port(), free_port());
+        let [etcd_port, peer, api_port] = free_ports();
         let etcd = Command::new(bin.join("etcd"))
             .args(["--data-dir", d.join("etcd").to_str().unwrap()])
             // Test data: no fsync per write (a VM disk makes each one cost milliseconds).
