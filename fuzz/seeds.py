@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the `query` fuzz target into corpus/query: queries for every name
 form of the example cluster set and every common type, with and without EDNS, plus the
-malformed shapes of tests/protocol.rs. The `objects` seeds are the repository's YAML files."""
+malformed shapes of tests/integration/protocol.rs. The `objects` seeds are the repository's YAML files."""
 import os, shutil, struct
 
 here = os.path.dirname(os.path.abspath(__file__))

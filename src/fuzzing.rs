@@ -1,5 +1,5 @@
 //! Fuzzing entry points, shared by the `cargo fuzz` targets in `fuzz/` and by the test that
-//! replays their committed corpus (`tests/fuzz_corpus.rs`), so both check the same properties.
+//! replays their committed corpus (`tests/integration/fuzz_corpus.rs`), so both check the same properties.
 //! Not part of the server's API.
 
 use std::sync::{Arc, OnceLock};

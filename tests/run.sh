@@ -18,22 +18,22 @@ command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
-# ip and nsenter, for the tests that make network namespaces (tests/xdp.rs, tests/lameduck.rs,
-# tests/cluster.rs); setpriv and prlimit, for deploy/xdp's capabilities and locked-memory limit.
+# ip and nsenter, for the tests that make network namespaces (tests/integration/xdp.rs, tests/integration/lameduck.rs,
+# tests/integration/cluster.rs); setpriv and prlimit, for deploy/xdp's capabilities and locked-memory limit.
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 { command -v setpriv && command -v prlimit && command -v nsenter; } >/dev/null 2>&1 || need_apt+=(util-linux)
-# iptables and conntrack, for tests/lameduck.rs (a Service address spread over instances as
-# kube-proxy's iptables mode does) and kube-proxy itself in tests/cluster.rs.
+# iptables and conntrack, for tests/integration/lameduck.rs (a Service address spread over instances as
+# kube-proxy's iptables mode does) and kube-proxy itself in tests/integration/cluster.rs.
 command -v iptables-restore >/dev/null 2>&1 || need_apt+=(iptables)
 command -v conntrack >/dev/null 2>&1 || need_apt+=(conntrack)
-# Docker's engine (dockerd, containerd, runc) and debootstrap, for tests/image.rs and
-# tests/cluster.rs: images are built from Debian packages, since no registry is reached.
+# Docker's engine (dockerd, containerd, runc) and debootstrap, for tests/integration/image.rs and
+# tests/integration/cluster.rs: images are built from Debian packages, since no registry is reached.
 { command -v dockerd && command -v containerd && command -v ctr && command -v runc; } >/dev/null 2>&1 ||
   need_apt+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
-# The CNI plugins (bridge, host-local, loopback), for the kubelet in tests/cluster.rs.
+# The CNI plugins (bridge, host-local, loopback), for the kubelet in tests/integration/cluster.rs.
 [ -x /usr/lib/cni/bridge ] || need_apt+=(containernetworking-plugins)
-# The clients and forwarders of tests/compat.rs: musl's getaddrinfo (musl-gcc), Node.js, Python,
+# The clients and forwarders of tests/integration/compat.rs: musl's getaddrinfo (musl-gcc), Node.js, Python,
 # unbound, dnsmasq (as kube-dns runs it) and Knot Resolver. Java is used where a JDK is present.
 command -v musl-gcc >/dev/null 2>&1 || need_apt+=(musl-tools)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
@@ -41,7 +41,7 @@ command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 command -v unbound >/dev/null 2>&1 || need_apt+=(unbound)
 command -v dnsmasq >/dev/null 2>&1 || need_apt+=(dnsmasq-base)
 command -v kresd >/dev/null 2>&1 || need_apt+=(knot-resolver)
-# Prometheus server and promtool, for tests/ops.rs and tests/cluster.rs.
+# Prometheus server and promtool, for tests/integration/ops.rs and tests/integration/cluster.rs.
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "tests/run.sh: installing ${need_apt[*]}" >&2
@@ -59,11 +59,11 @@ fi
 command -v kubernetes-validate >/dev/null 2>&1 || pip install -q kubernetes-validate
 
 cargo fetch --locked
-# Kubernetes and etcd (tests/kube.rs, tests/differential.rs, tests/cluster.rs) and CoreDNS
-# (tests/forwarding.rs, tests/differential.rs, tests/cluster.rs): slow only the first time.
+# Kubernetes and etcd (tests/integration/kube.rs, tests/integration/differential.rs, tests/integration/cluster.rs) and CoreDNS
+# (tests/integration/forwarding.rs, tests/integration/differential.rs, tests/integration/cluster.rs): slow only the first time.
 tests/k8s/setup.sh >/dev/null
 tests/coredns/setup.sh >/dev/null
-# The prometheus-operator's CRDs and helm (tests/monitoring.rs).
+# The prometheus-operator's CRDs and helm (tests/integration/monitoring.rs).
 tests/monitoring/setup.sh >/dev/null
 
 exec cargo test --locked "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes, once, the images the single-node cluster of tests/cluster.rs runs besides ours, since
+# Makes, once, the images the single-node cluster of tests/integration/cluster.rs runs besides ours, since
 # no registry can be reached, and prints the directory that holds them as `docker save`
 # archives (for `ctr images import`):
 #   pause.tar    registry.k8s.io/pause:3.10.2, the sandbox image: Kubernetes' own pause.c (from

@@ -1,5 +1,5 @@
 //! The tests' own Docker engine (tests/image/setup.sh) and the image built from the
-//! repository's Dockerfile on it, for tests/image.rs and tests/cluster.rs.
+//! repository's Dockerfile on it, for tests/integration/image.rs and tests/integration/cluster.rs.
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-// Test infrastructure for tests/compat.rs: Java's InetAddress.getAllByName (the C library's
+// Test infrastructure for tests/integration/compat.rs: Java's InetAddress.getAllByName (the C library's
 // getaddrinfo through the JDK) and the JNDI DNS provider for SRV (it reads resolv.conf's
 // nameservers). For each case one line: the milliseconds it took, a tab, the answer
 // space-separated, or `error` and the message.

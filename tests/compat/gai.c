@@ -1,4 +1,4 @@
-// Test infrastructure for tests/compat.rs: the C library's getaddrinfo (AF_UNSPEC, as ordinary
+// Test infrastructure for tests/integration/compat.rs: the C library's getaddrinfo (AF_UNSPEC, as ordinary
 // programs call it), built once against glibc and once, static, against musl. For each case
 // `host:NAME` it prints one line: the milliseconds it took, a tab, then the addresses
 // space-separated, or `error` and the library's message.

@@ -1,4 +1,4 @@
-// Test infrastructure for tests/compat.rs: Go's resolver (GODEBUG=netdns=go or =cgo picks the
+// Test infrastructure for tests/integration/compat.rs: Go's resolver (GODEBUG=netdns=go or =cgo picks the
 // pure-Go one or the C library's). For each case it prints one line: the milliseconds it took,
 // a tab, then the answer space-separated, or `error` and Go's message.
 //   host:NAME          net.LookupHost(NAME)

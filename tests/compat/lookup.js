@@ -1,4 +1,4 @@
-// Test infrastructure for tests/compat.rs: Node.js's dns.lookup (the C library's getaddrinfo,
+// Test infrastructure for tests/integration/compat.rs: Node.js's dns.lookup (the C library's getaddrinfo,
 // through libuv) and dns.resolveSrv (c-ares, reading resolv.conf). For each case one line: the
 // milliseconds it took, a tab, the answer space-separated, or `error` and the message.
 //   host:NAME  dns.lookup(NAME, {all: true})

@@ -1,4 +1,4 @@
-# Test infrastructure for tests/compat.rs: Python's socket.getaddrinfo. For each case `host:NAME`
+# Test infrastructure for tests/integration/compat.rs: Python's socket.getaddrinfo. For each case `host:NAME`
 # one line: the milliseconds it took, a tab, the addresses space-separated, or `error` and the
 # message.
 import socket

@@ -2,7 +2,7 @@
 # Builds, once, the real Kubernetes components the tests run, from the pinned Go module in
 # tests/k8s/infra (Go module proxy; no other downloads), and prints the directory that holds
 # them: kube-apiserver and etcd (the Kubernetes-source tests), and kube-controller-manager,
-# kube-scheduler, kubelet and kube-proxy (the single-node cluster of tests/cluster.rs). Cached by
+# kube-scheduler, kubelet and kube-proxy (the single-node cluster of tests/integration/cluster.rs). Cached by
 # this script and the module's go.mod and go.sum.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -4,10 +4,10 @@
 //! is checked against the states it could legally reflect; names that exist throughout must
 //! never be missing; RSS must not grow from one cycle of states to the next.
 //!
-//! Seconds in CI; `CLUSTERSET_DNS_SOAK_SECS=600 cargo test --release --test soak -- --nocapture`
+//! Seconds in CI; `CLUSTERSET_DNS_SOAK_SECS=600 cargo test --release --test integration soak:: -- --nocapture`
 //! by hand.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, UdpSocket};
@@ -131,6 +131,7 @@ fn rss_kb(pid: u32) -> u64 {
 
 #[test]
 fn answers_stay_right_under_churn_and_memory_stays_flat() {
+    let _module = common::module(module_path!());
     let secs: u64 = std::env::var("CLUSTERSET_DNS_SOAK_SECS")
         .ok()
         .and_then(|s| s.parse().ok())

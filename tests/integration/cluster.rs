@@ -10,7 +10,7 @@
 //! namespace the test makes, on addresses in 198.18.0.0/15: the node 198.18.0.2, pods
 //! 198.18.64.0/24 on a bridge, Services 198.19.0.0/16. Needs root (CI runs as root).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -649,6 +649,7 @@ fn lookups(out: &Output) -> Lookups {
 
 #[test]
 fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
+    let _module = common::module(module_path!());
     let mut node = Node::start();
     let crds = repo().join("tests/k8s/crds/serviceimports-v1alpha1.yaml");
     node.k(&["apply", "-f", crds.to_str().unwrap()]);
@@ -1155,7 +1156,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         "frames through XDP: {before} then {after}, for {} lookups",
         l.sent
     );
-    // The XDP panel of our dashboard (the one tests/monitoring.rs cannot show without --xdp)
+    // The XDP panel of our dashboard (the one tests/integration/monitoring.rs cannot show without --xdp)
     // shows both pods' queues and a rate of frames.
     let board = common::grafana::dashboard(&repo().join("deploy/monitoring/dashboard.json"));
     let vars = [

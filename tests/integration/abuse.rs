@@ -2,7 +2,7 @@
 //! frames of zero and 64 KiB, a thousand idle and trickling TCP connections (slowloris) that
 //! must not stop UDP or new TCP clients, and no amplification through ANY.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -54,6 +54,7 @@ async fn web_answers(server: SocketAddr, proto: Proto) -> bool {
 
 #[tokio::test]
 async fn malformed_packets_get_the_right_answer_while_serving_goes_on() {
+    let _module = common::module(module_path!());
     let s = start_with(OBJECTS, |_| {}).await;
     let cases = malformed(WEB);
     // Normal queries keep being answered while the malformed ones arrive (bounded: 20 rounds).
@@ -91,6 +92,7 @@ async fn malformed_packets_get_the_right_answer_while_serving_goes_on() {
 /// answers with ones that get none must give each query the very answer it gets alone.
 #[tokio::test]
 async fn a_burst_of_mixed_datagrams_gets_each_the_answer_it_gets_alone() {
+    let _module = common::module(module_path!());
     let s = start_with(OBJECTS, |_| {}).await;
     let mut packets: Vec<(Vec<u8>, Option<ResponseCode>)> = malformed(WEB)
         .into_iter()
@@ -222,6 +224,7 @@ fn framed(p: &[u8]) -> Vec<u8> {
 /// allowed zone transfers, whose AXFRs are answered with the whole zone in the same stream.
 #[tokio::test]
 async fn a_tcp_pipeline_of_mixed_queries_gets_each_the_answer_it_gets_alone_in_order() {
+    let _module = common::module(module_path!());
     let mut packets: Vec<Vec<u8>> = malformed(WEB)
         .into_iter()
         // A zero-length frame would end the connection.
@@ -323,6 +326,7 @@ async fn a_tcp_pipeline_of_mixed_queries_gets_each_the_answer_it_gets_alone_in_o
 
 #[tokio::test]
 async fn zero_and_64k_tcp_frames() {
+    let _module = common::module(module_path!());
     let s = start_with(OBJECTS, |_| {}).await;
     // A zero-length frame ends the connection.
     let mut c = tokio::net::TcpStream::connect(s.dns).await.unwrap();
@@ -360,6 +364,7 @@ async fn zero_and_64k_tcp_frames() {
 
 #[tokio::test]
 async fn any_is_never_an_amplifier() {
+    let _module = common::module(module_path!());
     let s = start_with(OBJECTS, |_| {}).await;
     for name in [
         WEB,
@@ -409,6 +414,7 @@ fn more_files() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slowloris_does_not_stop_udp_or_new_tcp_clients() {
+    let _module = common::module(module_path!());
     more_files();
     let s = start_with(OBJECTS, |c| {
         c.server.tcp.idle_timeout = Duration::from_secs(3);

@@ -10,7 +10,7 @@
 //! resolver timeout (a second or more) fails. The table of results is printed. Needs root (CI
 //! runs as root); tests/run.sh installs the clients and forwarders.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -495,6 +495,7 @@ fn start_forwarders(ns: &mut Namespace) {
 
 #[test]
 fn real_clients_resolve_every_case_directly_and_through_every_forwarder() {
+    let _module = common::module(module_path!());
     let name = format!("csdns-compat-{}", std::process::id());
     let out = Command::new("ip")
         .args(["netns", "add", &name])

@@ -4,7 +4,7 @@
 //! while answers continue, and both CRD versions (v1alpha1 only, then v1alpha1 + v1beta1).
 //! The binary runs as a user that has only the ClusterRole from deploy/.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 
@@ -60,6 +60,7 @@ fn metric_value(s: &Running, series: &str) -> f64 {
 
 #[test]
 fn kubernetes_source_against_a_real_api_server() {
+    let _module = common::module(module_path!());
     let mut k = Cluster::start();
     k.apply(&crd("v1alpha1"));
     k.apply(&rbac());
@@ -255,12 +256,13 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// Measurement, run by hand: `cargo test --release --test kube -- --ignored --nocapture`.
+/// Measurement, run by hand: `cargo test --release --test integration kube_source:: -- --ignored --nocapture`.
 /// Prints the programming latency over 1,000 changes (API write -> our answer changed) and the
 /// server's memory holding 10,000 ServiceImports with 100,000 endpoints.
 #[test]
 #[ignore]
 fn measure_programming_latency_and_memory() {
+    let _module = common::module(module_path!());
     let k = Cluster::start();
     k.apply(&crd("v1beta1"));
     k.apply(&rbac());
@@ -395,6 +397,7 @@ fn clusterset_ip(name: &str, ip: &str) -> String {
 /// them (stop forwarding bytes), or refuse new ones.
 #[test]
 fn api_faults_keep_answers_and_converge() {
+    let _module = common::module(module_path!());
     let mut k = shop();
     k.apply(&clusterset_ip("gone", "10.0.0.9"));
 
@@ -505,6 +508,7 @@ fn api_faults_keep_answers_and_converge() {
 /// than in a loop, shows the data going stale, and converges once the API server answers again.
 #[test]
 fn api_server_errors_keep_answers_and_converge() {
+    let _module = common::module(module_path!());
     let k = shop();
     let api = ApiErrors::start(&k, "dns");
     let s = spawn_binary(&["--kubeconfig", &api.kubeconfig(&k)]);
@@ -599,6 +603,7 @@ fn endpoints(n: usize, a: u8) -> String {
 
 #[test]
 fn imported_data_is_not_trusted_and_a_flood_is_refused_then_converges() {
+    let _module = common::module(module_path!());
     let k = Cluster::start();
     k.apply(&crd("v1alpha1"));
     k.apply(&rbac());
@@ -801,7 +806,7 @@ fn imported_data_is_not_trusted_and_a_flood_is_refused_then_converges() {
     );
 }
 
-/// Measurement, run by hand: `cargo test --release --test kube measure_a_flood -- --ignored
+/// Measurement, run by hand: `cargo test --release --test integration kube_source::measure_a_flood -- --ignored
 /// --nocapture`. One exporting cluster floods a million endpoints (1,000 headless services of
 /// 1,000 named endpoints, about five times the default --max-zone-names) into a real API
 /// server; prints the memory of a server with the default caps (watching as the flood arrives,
@@ -810,6 +815,7 @@ fn imported_data_is_not_trusted_and_a_flood_is_refused_then_converges() {
 #[test]
 #[ignore]
 fn measure_a_flood_at_the_default_caps() {
+    let _module = common::module(module_path!());
     let k = Cluster::start();
     k.apply(&crd("v1beta1"));
     k.apply(&rbac());
@@ -1065,6 +1071,7 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 /// a name a federated Service gives. The binary runs as a user with deploy/linkerd's role.
 #[test]
 fn linkerd_source_against_a_real_api_server() {
+    let _module = common::module(module_path!());
     let mut k = Cluster::start();
     k.apply(&crd("v1beta1"));
     k.apply(&linkerd_rbac());
@@ -1283,6 +1290,7 @@ fn linkerd_source_against_a_real_api_server() {
 #[test]
 #[ignore]
 fn measure_linkerd_programming_latency_and_memory() {
+    let _module = common::module(module_path!());
     let k = Cluster::start();
     k.apply(&linkerd_rbac());
     k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: scale}\n");

@@ -1,7 +1,7 @@
 //! Every row of docs/dns-behaviour.md as a table of (query, expected answer), each run over UDP
 //! and TCP with a mixed-case query name, against the server started in-process.
 
-mod common;
+use crate::common;
 
 use common::{Proto, exchange, fixture, mixed_case, query, start};
 use hickory_proto::op::ResponseCode;
@@ -411,6 +411,7 @@ async fn failures(dns: std::net::SocketAddr, cases: &[Case]) -> Vec<String> {
 
 #[tokio::test]
 async fn every_behaviour_row_over_udp_and_tcp() {
+    let _module = common::module(module_path!());
     let server = start(&fixture("behaviour.yaml")).await;
     let failures = failures(server.dns, CASES).await;
     assert!(
@@ -426,6 +427,7 @@ async fn every_behaviour_row_over_udp_and_tcp() {
 /// them needs truncation at 1232 bytes).
 #[tokio::test]
 async fn udp_fast_path_and_tcp_answer_byte_for_byte_alike() {
+    let _module = common::module(module_path!());
     let server = start(&fixture("behaviour.yaml")).await;
     for case in CASES {
         for edns in [None, Some(1232)] {
@@ -631,6 +633,7 @@ async fn start_linkerd(mirrors: bool) -> common::Server {
 
 #[tokio::test]
 async fn every_linkerd_row_over_udp_and_tcp() {
+    let _module = common::module(module_path!());
     let server = start_linkerd(false).await;
     let mut failed = failures(server.dns, LINKERD_CASES).await;
     let mirrors = start_linkerd(true).await;

@@ -1,7 +1,7 @@
 //! Protocol behaviour: EDNS, error codes, dropped packets, truncation and TCP retry, TCP framing,
 //! idle timeout and connection cap, several zones, name server glue.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -31,6 +31,7 @@ fn headless(name: &str, n: usize) -> String {
 
 #[tokio::test]
 async fn edns_is_echoed_only_when_asked_and_do_is_copied() {
+    let _module = common::module(module_path!());
     let s = start(ONE).await;
     for proto in [Proto::Udp, Proto::Tcp] {
         let r = exchange(
@@ -54,6 +55,7 @@ async fn edns_is_echoed_only_when_asked_and_do_is_copied() {
 
 #[tokio::test]
 async fn error_codes() {
+    let _module = common::module(module_path!());
     let s = start(ONE).await;
     let base = query("web.shop.svc.clusterset.local", RecordType::A, Some(1232));
     let n = base.len();
@@ -196,6 +198,7 @@ async fn error_codes() {
 
 #[tokio::test]
 async fn responses_and_runts_are_dropped_and_serving_goes_on() {
+    let _module = common::module(module_path!());
     let s = start(ONE).await;
     let mut response = query("web.shop.svc.clusterset.local", RecordType::A, None);
     response[2] |= 0x80;
@@ -231,6 +234,7 @@ async fn responses_and_runts_are_dropped_and_serving_goes_on() {
 
 #[tokio::test]
 async fn large_answers_truncate_over_udp_and_come_whole_over_tcp() {
+    let _module = common::module(module_path!());
     let s = start(&(ONE.to_string() + &headless("many", 100) + &headless("seven", 7))).await;
     let name = "many.big.svc.clusterset.local";
     let whole = exchange(s.dns, Proto::Tcp, &query(name, RecordType::A, None)).await;
@@ -316,6 +320,7 @@ async fn large_answers_truncate_over_udp_and_come_whole_over_tcp() {
 
 #[tokio::test]
 async fn tcp_carries_several_queries_per_connection_in_order() {
+    let _module = common::module(module_path!());
     let s = start(ONE).await;
     let mut c = tokio::net::TcpStream::connect(s.dns).await.unwrap();
     let qs: Vec<Vec<u8>> = [
@@ -357,6 +362,7 @@ async fn tcp_carries_several_queries_per_connection_in_order() {
 
 #[tokio::test]
 async fn tcp_idle_connections_are_closed_and_capped() {
+    let _module = common::module(module_path!());
     let s = start_with(ONE, |c| {
         c.server.tcp.idle_timeout = Duration::from_millis(600);
         c.server.tcp.max_connections = 2;
@@ -400,6 +406,7 @@ async fn tcp_idle_connections_are_closed_and_capped() {
 
 #[tokio::test]
 async fn several_zones_each_with_its_own_soa() {
+    let _module = common::module(module_path!());
     let s = start_with(ONE, |c| {
         c.zones = clusterset_dns::Zones::parse(&["clusterset.local", "cluster.local"]).unwrap()
     })
@@ -432,6 +439,7 @@ async fn several_zones_each_with_its_own_soa() {
 
 #[tokio::test]
 async fn name_server_address_is_glue_and_answers() {
+    let _module = common::module(module_path!());
     let s = start_with(ONE, |c| {
         c.ns_addresses = vec!["10.96.0.53".parse().unwrap(), "fd00::53".parse().unwrap()]
     })
@@ -465,6 +473,7 @@ async fn name_server_address_is_glue_and_answers() {
 
 #[tokio::test]
 async fn metrics_count_requests_by_type_and_responses_by_rcode() {
+    let _module = common::module(module_path!());
     let s = start(ONE).await;
     for _ in 0..3 {
         exchange(
@@ -515,6 +524,7 @@ async fn metrics_count_requests_by_type_and_responses_by_rcode() {
 
 #[tokio::test]
 async fn ipv6_clients_over_udp_and_tcp_are_counted_as_family_2() {
+    let _module = common::module(module_path!());
     let s = common::start_on("[::1]:0", ONE, |_| {}).await;
     for proto in [Proto::Udp, Proto::Tcp] {
         let r = exchange(

@@ -6,9 +6,9 @@
 //! well-formed Grafana JSON. Then a real Prometheus scrapes the server running on the Kubernetes
 //! source (a real API server, objects changing, queries arriving), and every panel of our
 //! dashboard and every applicable panel of the three CoreDNS dashboards operators run must
-//! return data. Our XDP panel needs `--xdp`: tests/cluster.rs checks it on the XDP pods.
+//! return data. Our XDP panel needs `--xdp`: tests/integration/cluster.rs checks it on the XDP pods.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -35,6 +35,7 @@ fn yaml(path: &str) -> serde_json::Value {
 
 #[test]
 fn alerts_pass_promtool_and_each_fires_and_stays_quiet_in_its_unit_tests() {
+    let _module = common::module(module_path!());
     for args in [
         ["check", "rules", "deploy/monitoring/rules.yaml"],
         ["test", "rules", "deploy/monitoring/rules-test.yaml"],
@@ -83,6 +84,7 @@ fn alerts_pass_promtool_and_each_fires_and_stays_quiet_in_its_unit_tests() {
 
 #[test]
 fn the_dashboard_is_well_formed_grafana_json() {
+    let _module = common::module(module_path!());
     let d = dashboard(&repo("deploy/monitoring/dashboard.json"));
     // Grafana 10.x-12.x write schema 39 and migrate older ones on load.
     assert_eq!(d["schemaVersion"], 39);
@@ -195,6 +197,7 @@ fn traffic(dns: SocketAddr, k: &Cluster, stop: &AtomicBool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_dashboard_panel_shows_data_and_the_operator_objects_validate() {
+    let _module = common::module(module_path!());
     let tools = common::monitoring_tools();
     let k = Arc::new(Cluster::start());
     k.apply(&crd("v1alpha1"));
@@ -369,7 +372,7 @@ async fn every_dashboard_panel_shows_data_and_the_operator_objects_validate() {
     for (board, d, vars) in &boards {
         let (mut data, mut na, mut none) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
         for (title, expr) in queries(d, vars) {
-            // Ours: the XDP panel needs --xdp (tests/cluster.rs checks it on the XDP pods).
+            // Ours: the XDP panel needs --xdp (tests/integration/cluster.rs checks it on the XDP pods).
             if not_applicable(&expr) || expr.contains("clusterset_dns_xdp_") {
                 na.insert(title);
                 continue;

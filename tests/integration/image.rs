@@ -4,7 +4,7 @@
 //! container security context and arguments and queried with dig over UDP and TCP. Needs root
 //! (CI runs as root) for the engine.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -29,6 +29,7 @@ impl Drop for Container<'_> {
 
 #[test]
 fn the_image_builds_from_the_dockerfile_and_serves_under_the_deployments_security_context() {
+    let _module = common::module(module_path!());
     let host = engine();
     let revision = revision();
     let took = build_image(&host);

@@ -4,7 +4,7 @@
 //! objects with its default values, and every combination of a table of values validates, takes
 //! only real flags and says what was asked.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -34,6 +34,7 @@ fn validate(rendered: &str) {
 
 #[test]
 fn manifests_render_and_validate() {
+    let _module = common::module(module_path!());
     for dir in ["deploy/base", "deploy/xdp", "deploy/linkerd"] {
         let rendered = render_dir(dir);
         validate(&rendered);
@@ -60,6 +61,7 @@ fn manifests_render_and_validate() {
 
 #[test]
 fn the_role_only_reads_serviceimports_and_endpointslices() {
+    let _module = common::module(module_path!());
     let objs = objects(&render());
     let role = objs.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
     let mut grants: Vec<String> = Vec::new();
@@ -94,6 +96,7 @@ fn the_role_only_reads_serviceimports_and_endpointslices() {
 
 #[test]
 fn the_deployment_is_hardened_and_passes_only_real_flags() {
+    let _module = common::module(module_path!());
     let objs = objects(&render());
     let dep = objs.iter().find(|o| o["kind"] == "Deployment").unwrap();
     let spec = &dep["spec"]["template"]["spec"];
@@ -196,6 +199,7 @@ fn flags_exist(container: &serde_json::Value) {
 /// differs would be a second copy of the base drifting from it.
 #[test]
 fn the_xdp_flavour_changes_only_what_xdp_needs() {
+    let _module = common::module(module_path!());
     let base = objects(&render());
     let mut xdp = objects(&render_dir("deploy/xdp"));
     assert_eq!(base.len(), xdp.len());
@@ -234,6 +238,7 @@ fn the_xdp_flavour_changes_only_what_xdp_needs() {
 /// watch, nothing else) and --source=linkerd.
 #[test]
 fn the_linkerd_flavour_adds_only_reading_services_and_the_flag() {
+    let _module = common::module(module_path!());
     let base = objects(&render());
     let mut linkerd = objects(&render_dir("deploy/linkerd"));
     assert_eq!(base.len(), linkerd.len());
@@ -262,6 +267,7 @@ fn the_linkerd_flavour_adds_only_reading_services_and_the_flag() {
 /// refuses the XDP pod under "restricted", so the check is one that can fail.
 #[test]
 fn the_api_server_admits_each_flavours_pod() {
+    let _module = common::module(module_path!());
     let k = common::k8s::Cluster::start();
     let pod_dry_run = |rendered: &str| -> Result<(), String> {
         let objs = objects(rendered);
@@ -305,6 +311,7 @@ fn forwarding_configmap(dir: &str, name: &str) -> serde_json::Value {
 
 #[test]
 fn forwarding_patches_carry_corefile_example() {
+    let _module = common::module(module_path!());
     let example =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Corefile.example"))
             .unwrap();
@@ -359,6 +366,7 @@ fn copy_tree(from: &Path, to: &Path) {
 /// Deployment asks for, if it names one) and expose exactly the Deployment's container ports.
 #[test]
 fn the_dockerfile_builds_from_what_it_copies_and_matches_the_deployment() {
+    let _module = common::module(module_path!());
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
     let lines: Vec<&str> = text
@@ -545,6 +553,7 @@ fn helm_template(home: &Path, set: &[&str]) -> String {
 
 #[test]
 fn the_chart_lints() {
+    let _module = common::module(module_path!());
     let home = tempfile::tempdir().unwrap();
     let out = common::helm(home.path())
         .args(["lint", "--strict", CHART])
@@ -615,6 +624,7 @@ fn by_kind_and_name(
 /// `--create-namespace` makes it; its Pod Security label is the operator's to set).
 #[test]
 fn the_chart_with_default_values_renders_deploy_base() {
+    let _module = common::module(module_path!());
     let home = tempfile::tempdir().unwrap();
     let chart = by_kind_and_name(&objects(&helm_template(home.path(), &[])));
     let mut base = by_kind_and_name(&objects(&render()));
@@ -636,6 +646,7 @@ fn the_chart_with_default_values_renders_deploy_base() {
 /// With `source.read={linkerd}` the chart renders deploy/linkerd's objects, but the Namespace.
 #[test]
 fn the_chart_reading_linkerd_renders_deploy_linkerd() {
+    let _module = common::module(module_path!());
     let home = tempfile::tempdir().unwrap();
     let chart = by_kind_and_name(&objects(&helm_template(
         home.path(),
@@ -659,6 +670,7 @@ fn the_chart_reading_linkerd_renders_deploy_linkerd() {
 /// flags the binary takes, and that say what the values asked for.
 #[test]
 fn every_values_combination_validates() {
+    let _module = common::module(module_path!());
     let home = tempfile::tempdir().unwrap();
     /// What a combination is, its `--set` values, and what its objects must say.
     type Check = dyn Fn(&[serde_json::Value]) -> Result<(), String>;

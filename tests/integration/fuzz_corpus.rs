@@ -2,6 +2,8 @@
 //! fuzzers kept or crashed on) through the same checks the `cargo fuzz` targets run
 //! (src/fuzzing.rs), so a regression shows up in a plain `cargo test`.
 
+use crate::common;
+
 use std::path::Path;
 
 fn replay(target: &str, check: fn(&[u8])) -> usize {
@@ -25,18 +27,21 @@ fn replay(target: &str, check: fn(&[u8])) -> usize {
 
 #[test]
 fn query_corpus_replays_cleanly() {
+    let _module = common::module(module_path!());
     let n = replay("query", clusterset_dns::fuzzing::query);
     assert!(n >= 300, "only {n} query inputs");
 }
 
 #[test]
 fn objects_corpus_replays_cleanly() {
+    let _module = common::module(module_path!());
     let n = replay("objects", clusterset_dns::fuzzing::objects);
     assert!(n >= 3, "only {n} object inputs");
 }
 
 #[test]
 fn frame_corpus_replays_cleanly() {
+    let _module = common::module(module_path!());
     let n = replay("frame", clusterset_dns::fuzzing::frame);
     assert!(n >= 8, "only {n} frame inputs");
 }

@@ -10,7 +10,7 @@
 //! Deployment with `maxSurge: 1, maxUnavailable: 0` replaces them: the new one is ready first,
 //! then the old one gets SIGTERM. Addresses are in 198.18.0.0/15.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -133,6 +133,7 @@ fn answered_checkout(m: Option<Message>) -> bool {
 
 #[test]
 fn sigterm_keeps_answering_for_the_lame_duck_then_drains_and_exits_0() {
+    let _module = common::module(module_path!());
     let port = common::free_udp_tcp_port();
     let admin_port = common::free_udp_tcp_port();
     let dns: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
@@ -214,6 +215,7 @@ fn sigterm_keeps_answering_for_the_lame_duck_then_drains_and_exits_0() {
 
 #[test]
 fn a_second_signal_exits_at_once_and_lameduck_0_stops_at_once() {
+    let _module = common::module(module_path!());
     for (args, second, most) in [
         (
             &["--lameduck", "30s"][..],
@@ -252,6 +254,7 @@ fn a_second_signal_exits_at_once_and_lameduck_0_stops_at_once() {
 
 #[test]
 fn tcp_queries_in_flight_at_the_end_of_the_lame_duck_are_answered() {
+    let _module = common::module(module_path!());
     // A pipelined burst sent just before the lame duck ends is answered in full before the
     // connection closes.
     let port = common::free_udp_tcp_port();
@@ -565,6 +568,7 @@ fn client(coredns: SocketAddr, stop: Arc<AtomicBool>) -> Seen {
 
 #[test]
 fn rolling_restart_behind_coredns_and_a_service_address_loses_no_query() {
+    let _module = common::module(module_path!());
     let t = std::thread::spawn(|| {
         // SAFETY: unshare(2) on this thread alone; processes it starts share the namespace.
         let r = unsafe { libc::unshare(libc::CLONE_NEWNET) };

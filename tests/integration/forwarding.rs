@@ -3,7 +3,7 @@
 //! positive answers, NXDOMAIN, NODATA, SRV with glue, truncation then TCP, and a negative
 //! answer cached by CoreDNS for the time our SOA says.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -82,6 +82,7 @@ fn nxdomain_count(ours: &Running) -> f64 {
 
 #[test]
 fn a_real_coredns_forwards_clusterset_local_to_us() {
+    let _module = common::module(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let file = objects(dir.path());
     // A longer TTL than the default, so cache countdowns are visible.

@@ -1,6 +1,6 @@
 //! The file source: changes, broken files and removals while serving, and unusable objects.
 
-mod common;
+use crate::common;
 
 use common::{Proto, eventually, exchange, metric, query, start};
 use hickory_proto::op::ResponseCode;
@@ -35,6 +35,7 @@ async fn serial(dns: std::net::SocketAddr) -> u32 {
 
 #[tokio::test]
 async fn changes_broken_files_and_removals() {
+    let _module = common::module(module_path!());
     let s = start(&(import("web", "10.0.0.1") + &import("api", "10.0.0.2"))).await;
     let web = "web.shop.svc.clusterset.local";
     assert_eq!(a(s.dns, web).await.1, ["10.0.0.1"]);
@@ -122,6 +123,7 @@ async fn changes_broken_files_and_removals() {
 
 #[tokio::test]
 async fn unusable_objects_are_skipped_and_counted_and_the_rest_served() {
+    let _module = common::module(module_path!());
     let yaml = import("good", "10.0.0.1")
         + &import("bad-ip", "10.0.0.256")
         + "---\napiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: Not_A_Label, namespace: shop}\nspec: {type: ClusterSetIP}\n"

@@ -8,7 +8,7 @@
 //!
 //! `CLUSTERSET_DNS_DIFF_SERVICES` and `CLUSTERSET_DNS_DIFF_ROUNDS` scale it up when run by hand.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -956,6 +956,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 #[test]
 fn same_answers_as_coredns_multicluster() {
+    let _module = common::module(module_path!());
     let services = env_usize("CLUSTERSET_DNS_DIFF_SERVICES", 50);
     let rounds = env_usize("CLUSTERSET_DNS_DIFF_ROUNDS", 3);
     let k = Cluster::start();

@@ -3,7 +3,7 @@
 //! sent; `clusterset-dns zone` prints what `dig AXFR` transfers; transfers are refused outside
 //! `--allow-transfer`; `--log-queries` logs one line per query.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -100,6 +100,7 @@ async fn send_known_queries(dns: SocketAddr) {
 
 #[tokio::test]
 async fn metrics_pass_promtool_and_count_what_was_sent() {
+    let _module = common::module(module_path!());
     let s = spawn_binary(&["--file", example().to_str().unwrap()]);
     ready(s.admin).await;
     send_known_queries(s.dns).await;
@@ -217,6 +218,7 @@ async fn metrics_pass_promtool_and_count_what_was_sent() {
 
 #[tokio::test]
 async fn a_real_prometheus_scrapes_the_counts() {
+    let _module = common::module(module_path!());
     let s = spawn_binary(&["--file", example().to_str().unwrap()]);
     let prom = Prometheus::start(s.admin);
     assert_eq!(
@@ -271,6 +273,7 @@ async fn a_real_prometheus_scrapes_the_counts() {
 
 #[test]
 fn zone_command_prints_what_axfr_transfers() {
+    let _module = common::module(module_path!());
     let (ok, text, err) = zone_command(&["--file", example().to_str().unwrap()]);
     assert!(ok, "{err}");
     assert!(text.starts_with("; zone clusterset.local. serial "));
@@ -315,6 +318,7 @@ fn zone_command_prints_what_axfr_transfers() {
 
 #[test]
 fn zone_command_errors_are_one_clear_line() {
+    let _module = common::module(module_path!());
     let (ok, text, err) = zone_command(&["--file", "/nonexistent/objects.yaml"]);
     assert!(!ok);
     assert!(text.is_empty());
@@ -331,6 +335,7 @@ fn zone_command_errors_are_one_clear_line() {
 
 #[test]
 fn transfers_are_refused_outside_allow_transfer() {
+    let _module = common::module(module_path!());
     // No --allow-transfer: refused, over TCP and UDP.
     let s = spawn_binary(&["--file", example().to_str().unwrap()]);
     wait_ready(s.admin);
@@ -399,6 +404,7 @@ fn transfers_are_refused_outside_allow_transfer() {
 
 #[test]
 fn large_zone_transfers_in_several_messages() {
+    let _module = common::module(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("big.yaml");
     let mut yaml = String::new();
@@ -450,6 +456,7 @@ fn large_zone_transfers_in_several_messages() {
 
 #[test]
 fn log_queries_logs_one_line_per_query() {
+    let _module = common::module(module_path!());
     let s = spawn_binary(&["--file", example().to_str().unwrap(), "--log-queries"]);
     wait_ready(s.admin);
     dig(s.dns, "Db.Data.svc.clusterset.local A");
@@ -498,6 +505,7 @@ fn log_queries_logs_one_line_per_query() {
 /// subcommand, AXFR and plain queries (UDP and TCP) agree on what is refused.
 #[test]
 fn refused_addresses_and_excluded_namespaces_agree_in_zone_axfr_and_answers() {
+    let _module = common::module(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("objects.yaml");
     let import = |ns: &str, name: &str, kind: &str, ips: &str| {

@@ -7,7 +7,7 @@
 //! datagrams with IP options or an IPv6 hop-by-hop header) to the kernel and the ordinary
 //! sockets. Sending every query both ways compares the two paths of one server byte for byte.
 
-mod common;
+use crate::common;
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -330,6 +330,7 @@ fn cases() -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn answers_through_xdp_are_the_sockets_answers_byte_for_byte() {
+    let _module = common::module(module_path!());
     in_netns(|| {
         allow_xdp_answers_on_lo();
         let _server = start(&["--listen", "[::]:53", "--xdp", "lo"]);
@@ -474,6 +475,7 @@ impl Drop for Peer {
 /// socket on each, and answer on each what the sockets answer.
 #[test]
 fn driver_mode_serves_every_receive_queue() {
+    let _module = common::module(module_path!());
     in_netns(|| {
         let peer = Peer::new("xa", 2, 2);
         let (pairs, spread) = peer.run(|| {
@@ -544,6 +546,7 @@ fn driver_mode_serves_every_receive_queue() {
 /// sizing for six would halve them.
 #[test]
 fn sysfs_of_the_own_namespace_gives_the_exact_queue_count() {
+    let _module = common::module(module_path!());
     in_netns(|| {
         // SAFETY: unshare(2) and mount(2) on this thread alone, with NUL-terminated strings.
         unsafe {
@@ -598,6 +601,7 @@ fn sysfs_of_the_own_namespace_gives_the_exact_queue_count() {
 /// (ENOSPC). The server says why and serves in generic mode.
 #[test]
 fn a_driver_that_refuses_xdp_leaves_generic_mode() {
+    let _module = common::module(module_path!());
     in_netns(|| {
         let peer = Peer::new("xa", 1, 2);
         let s = peer.run(|| socket("10.99.0.2:0"));
@@ -621,6 +625,7 @@ fn a_driver_that_refuses_xdp_leaves_generic_mode() {
 /// `clusterset_dns_xdp_up` drops to 0, and the ordinary sockets go on answering.
 #[test]
 fn an_interface_that_goes_away_leaves_the_sockets_answering() {
+    let _module = common::module(module_path!());
     in_netns(|| {
         let peer = Peer::new("xa", 2, 2);
         let s = peer.run(|| socket("10.99.0.2:0"));
@@ -693,6 +698,7 @@ fn an_interface_that_goes_away_leaves_the_sockets_answering() {
 /// user namespace.
 #[test]
 fn the_xdp_manifest_grants_what_xdp_needs_and_no_more() {
+    let _module = common::module(module_path!());
     let objs = common::yaml_objects(&common::kustomize("deploy/xdp"));
     let dep = objs.iter().find(|o| o["kind"] == "Deployment").unwrap();
     let c = &dep["spec"]["template"]["spec"]["containers"][0];
@@ -868,6 +874,7 @@ fn raw_udp(sport: u16, dport: u16, check: Option<u16>, message: &[u8]) -> Vec<u8
 
 #[test]
 fn frames_the_kernel_would_drop_get_no_answer_and_are_counted() {
+    let _module = common::module(module_path!());
     in_netns(|| {
         allow_xdp_answers_on_lo();
         // (Also the path that waits after small batches.)
@@ -962,6 +969,7 @@ fn frames_the_kernel_would_drop_get_no_answer_and_are_counted() {
 
 #[test]
 fn start_up_errors_name_the_fix_and_the_program_goes_with_the_process() {
+    let _module = common::module(module_path!());
     in_netns(|| {
         // IPv4 on lo without the two settings: refused, naming them.
         let err = fails(&["--listen", "127.0.0.1:53", "--xdp", "lo"]);

@@ -9,7 +9,7 @@
 //!
 //! `CLUSTERSET_DNS_SOAK_SECS` sets the churn time (default 8 s).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
@@ -68,6 +68,7 @@ fn records(text: &str) -> Vec<String> {
 
 #[test]
 fn churn_with_random_api_faults_converges() {
+    let _module = common::module(module_path!());
     let secs: u64 = std::env::var("CLUSTERSET_DNS_SOAK_SECS")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -1,7 +1,7 @@
 //! The built binary, as a user runs it: the example data queried with `dig`, SIGHUP reload,
 //! SIGTERM shutdown, and start-up errors. Needs `dig` (Debian: bind9-dnsutils).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -15,6 +15,7 @@ fn example() -> std::path::PathBuf {
 
 #[test]
 fn dig_against_the_example_data() {
+    let _module = common::module(module_path!());
     let s = spawn_binary(&["--file", example().to_str().unwrap()]);
     let cases = [
         ("checkout.shop.svc.clusterset.local +short", "10.42.0.10\n"),
@@ -85,6 +86,7 @@ fn dig_against_the_example_data() {
 
 #[test]
 fn sighup_reloads_and_sigterm_stops_cleanly() {
+    let _module = common::module(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("objects.yaml");
     std::fs::copy(example(), &file).unwrap();
@@ -136,6 +138,7 @@ fn sighup_reloads_and_sigterm_stops_cleanly() {
 
 #[test]
 fn startup_errors_are_one_clear_line_and_a_failure_exit() {
+    let _module = common::module(module_path!());
     let run = |args: &[&str]| {
         let out = Command::new(BIN).args(args).output().unwrap();
         (
@@ -207,6 +210,7 @@ fn startup_errors_are_one_clear_line_and_a_failure_exit() {
 /// colours off at a terminal too (`script` gives the server a pseudo-terminal).
 #[test]
 fn text_logs_are_plain_unless_a_person_is_at_a_terminal() {
+    let _module = common::module(module_path!());
     let server = format!(
         "timeout -s TERM 1 '{BIN}' --file '{}' --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0",
         example().display()

@@ -1,0 +1,28 @@
+//! The integration tests, one binary (a link, and `common` compiled once, instead of one of
+//! each per file). Each module is what was its own binary, and its tests still run alone
+//! beside other modules' ([`common::module`]): the heavy ones (a real cluster, XDP, images,
+//! API servers) were written for a machine that runs one file's tests at a time.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod abuse;
+mod behaviour;
+mod binary;
+mod cluster;
+mod compat;
+mod deploy;
+mod differential;
+mod forwarding;
+mod fuzz_corpus;
+mod image;
+mod kube_churn;
+#[path = "kube.rs"]
+mod kube_source;
+mod lameduck;
+mod monitoring;
+mod ops;
+mod protocol;
+mod reload;
+mod soak;
+mod xdp;
