@@ -24,9 +24,10 @@ use kube::api::DynamicObject;
 use serde::Deserialize;
 
 use super::object::{
-    Classified, Meta, Object, RawPort, Refused, from_dynamic, invalid, is_label, malformed, port,
+    Classified, Meta, Object, RawPort, Refused, addresses, from_dynamic, invalid, is_label,
+    malformed, ports,
 };
-use super::policy::{Policy, refusal};
+use super::policy::Policy;
 use crate::model::{Endpoint, Port, Service, ServiceKey, ServiceType, Slice};
 
 pub const LABEL_MIRRORED: &str = "mirror.linkerd.io/mirrored-service";
@@ -152,44 +153,24 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
         cluster_ips: None,
         ports: None,
     });
-    let mut ports = Vec::new();
-    for (i, p) in spec.ports.unwrap_or_default().iter().enumerate() {
-        match port(p, true) {
-            Ok(Some(p)) => ports.push(p),
-            Ok(None) => {}
-            Err((reason, why)) => {
-                return invalid(KIND, &object, reason, format!("spec.ports[{i}]: {why}"));
-            }
-        }
-    }
+    let ports = match ports(spec.ports.unwrap_or_default(), "spec.ports") {
+        Ok(ports) => ports,
+        Err((reason, why)) => return invalid(KIND, &object, reason, why),
+    };
     let headless = spec.cluster_ip.as_deref() == Some("None");
     // `clusterIPs` holds `clusterIP` first; older objects (and files) may give only the latter.
     let (field, texts) = match spec.cluster_ips {
         Some(ips) if !ips.is_empty() => ("spec.clusterIPs", ips),
         _ => ("spec.clusterIP", spec.cluster_ip.into_iter().collect()),
     };
-    let mut ips = Vec::new();
-    let mut refused = Vec::new();
-    if !headless {
-        for (i, text) in texts.iter().enumerate() {
-            let Ok(address) = text.trim().parse::<IpAddr>() else {
-                return invalid(
-                    KIND,
-                    &object,
-                    "bad_ip",
-                    format!("{field}[{i}] {text:?} is not an IP address"),
-                );
-            };
-            match refusal(policy, address) {
-                None => ips.push(address),
-                Some(reason) => refused.push(Refused {
-                    field: format!("{field}[{i}]"),
-                    address,
-                    reason,
-                }),
-            }
+    let (ips, refused) = if headless {
+        (Vec::new(), Vec::new())
+    } else {
+        match addresses(texts, field, policy) {
+            Ok(read) => read,
+            Err(why) => return invalid(KIND, &object, "bad_ip", why),
         }
-    }
+    };
     let member = |svc: String, role: Role, refused: Vec<Refused>| {
         Classified::Object(Object::Linkerd(Member {
             object: name.clone(),

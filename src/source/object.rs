@@ -411,38 +411,14 @@ pub fn convert_import(raw: ServiceImport, policy: &Policy) -> Classified {
         Some("Headless") => ServiceType::Headless,
         _ => ServiceType::ClusterSetIp,
     };
-    let mut ips = Vec::new();
-    let mut refused = Vec::new();
-    for (i, ip) in spec.ips.unwrap_or_default().iter().enumerate() {
-        match ip.trim().parse::<IpAddr>() {
-            Ok(address) => match refusal(policy, address) {
-                None => ips.push(address),
-                Some(reason) => refused.push(Refused {
-                    field: format!("spec.ips[{i}]"),
-                    address,
-                    reason,
-                }),
-            },
-            Err(_) => {
-                return invalid(
-                    KIND,
-                    &object,
-                    "bad_ip",
-                    format!("spec.ips[{i}] {ip:?} is not an IP address"),
-                );
-            }
-        }
-    }
-    let mut ports = Vec::new();
-    for (i, p) in spec.ports.unwrap_or_default().iter().enumerate() {
-        match port(p, true) {
-            Ok(Some(p)) => ports.push(p),
-            Ok(None) => {}
-            Err((reason, why)) => {
-                return invalid(KIND, &object, reason, format!("spec.ports[{i}]: {why}"));
-            }
-        }
-    }
+    let (ips, refused) = match addresses(spec.ips.unwrap_or_default(), "spec.ips", policy) {
+        Ok(read) => read,
+        Err(why) => return invalid(KIND, &object, "bad_ip", why),
+    };
+    let ports = match ports(spec.ports.unwrap_or_default(), "spec.ports") {
+        Ok(ports) => ports,
+        Err((reason, why)) => return invalid(KIND, &object, reason, why),
+    };
     Classified::Object(Object::Import(Import {
         key: ServiceKey { namespace, name },
         kind,
@@ -590,9 +566,47 @@ pub fn convert_slice(raw: EndpointSlice, policy: &Policy) -> Classified {
     }))
 }
 
+/// Reads the addresses `texts` of the list at `field`: the ones the policy refuses are set
+/// apart; one that is not an address is the object's error (its message).
+pub(super) fn addresses(
+    texts: Vec<String>,
+    field: &str,
+    policy: &Policy,
+) -> Result<(Vec<IpAddr>, Vec<Refused>), String> {
+    let (mut ips, mut refused) = (Vec::new(), Vec::new());
+    for (i, text) in texts.iter().enumerate() {
+        let Ok(address) = text.trim().parse::<IpAddr>() else {
+            return Err(format!("{field}[{i}] {text:?} is not an IP address"));
+        };
+        match refusal(policy, address) {
+            None => ips.push(address),
+            Some(reason) => refused.push(Refused {
+                field: format!("{field}[{i}]"),
+                address,
+                reason,
+            }),
+        }
+    }
+    Ok((ips, refused))
+}
+
+/// Reads the required ports of the list at `field`; a bad one is the object's error (its
+/// reason and message).
+pub(super) fn ports(raw: Vec<RawPort>, field: &str) -> Result<Vec<Port>, (&'static str, String)> {
+    let mut ports = Vec::new();
+    for (i, p) in raw.iter().enumerate() {
+        match port(p, true) {
+            Ok(Some(p)) => ports.push(p),
+            Ok(None) => {}
+            Err((reason, why)) => return Err((reason, format!("{field}[{i}]: {why}"))),
+        }
+    }
+    Ok(ports)
+}
+
 /// Reads one port entry. `Ok(None)` drops an EndpointSlice port without a number ("all ports",
 /// which no SRV record can express).
-pub(super) fn port(p: &RawPort, required: bool) -> Result<Option<Port>, (&'static str, String)> {
+fn port(p: &RawPort, required: bool) -> Result<Option<Port>, (&'static str, String)> {
     let number = match p.port {
         Some(n) if (1..=65535).contains(&n) => n as u16,
         Some(n) => return Err(("bad_port", format!("port {n} is out of range 1-65535"))),

@@ -312,32 +312,55 @@ fn measure_programming_latency_and_memory() {
     until("ready", 300, || ready(&s));
     println!("initial sync of the server: {:.1?}", sync_started.elapsed());
     std::thread::sleep(Duration::from_secs(3));
-    let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
-    for l in status
-        .lines()
-        .filter(|l| l.starts_with("VmRSS") || l.starts_with("VmHWM"))
-    {
-        println!("server memory with 10,000 imports / 100,000 endpoints: {l}");
-    }
+    print_memory(&s, "10,000 imports / 100,000 endpoints");
     let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
     assert!(query_a(s.dns, &sock, "svc0.scale.svc.clusterset.local").is_some());
 
     // 1,000 changes of one import's IP, each timed from the API write to our answer showing it.
+    let ip = |n: u32| std::net::Ipv4Addr::new(10, 99, (n / 256) as u8, (n % 256) as u8);
+    time_changes(
+        &rt,
+        &s,
+        |n| {
+            let patch = serde_json::json!({"spec": {"ips": [ip(n).to_string()]}});
+            rt.block_on(imports.patch(
+                "svc0",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            ))
+            .unwrap();
+        },
+        |n| query_a(s.dns, &sock, "svc0.scale.svc.clusterset.local") == Some(ip(n)),
+    );
+}
+
+/// The server's VmRSS and VmHWM, printed as `what` says.
+fn print_memory(s: &Running, what: &str) {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+    for l in status
+        .lines()
+        .filter(|l| l.starts_with("VmRSS") || l.starts_with("VmHWM"))
+    {
+        println!("server memory with {what}: {l}");
+    }
+}
+
+/// 1,000 changes, each timed from `change(n)` (an API write) until `seen(n)` (our answer shows
+/// it); prints their spread and the server's own programming-latency histogram.
+fn time_changes(
+    rt: &tokio::runtime::Runtime,
+    s: &Running,
+    mut change: impl FnMut(u32),
+    mut seen: impl FnMut(u32) -> bool,
+) {
     let mut took = Vec::with_capacity(1000);
     for n in 0..1000u32 {
-        let ip = std::net::Ipv4Addr::new(10, 99, (n / 256) as u8, (n % 256) as u8);
-        let patch = serde_json::json!({"spec": {"ips": [ip.to_string()]}});
         let t0 = Instant::now();
-        rt.block_on(imports.patch(
-            "svc0",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        ))
-        .unwrap();
+        change(n);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while query_a(s.dns, &sock, "svc0.scale.svc.clusterset.local") != Some(ip) {
+        while !seen(n) {
             assert!(Instant::now() < deadline, "change {n} not seen");
         }
         took.push(t0.elapsed().as_secs_f64() * 1000.0);
@@ -1371,13 +1394,7 @@ fn measure_linkerd_programming_latency_and_memory() {
     until("ready", 300, || ready(&s));
     println!("initial sync of the server: {:.1?}", sync_started.elapsed());
     std::thread::sleep(Duration::from_secs(3));
-    let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
-    for l in status
-        .lines()
-        .filter(|l| l.starts_with("VmRSS") || l.starts_with("VmHWM"))
-    {
-        println!("server memory with 2,100 of Linkerd's Services: {l}");
-    }
+    print_memory(&s, "2,100 of Linkerd's Services");
     let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
@@ -1398,36 +1415,19 @@ fn measure_linkerd_programming_latency_and_memory() {
             _ => None,
         })
     };
-    let mut took = Vec::with_capacity(1000);
-    for n in 0..1000u16 {
-        let port = 10_000 + n;
-        let patch = serde_json::json!({"spec": {"ports": [{"name": "http", "protocol": "TCP", "port": port}]}});
-        let t0 = Instant::now();
-        rt.block_on(services.patch(
-            "svc0-federated",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        ))
-        .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while srv_port(&sock) != Some(port) {
-            assert!(Instant::now() < deadline, "change {n} not seen");
-        }
-        took.push(t0.elapsed().as_secs_f64() * 1000.0);
-    }
-    took.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    println!(
-        "API write -> answer changed, 1000 changes: median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        percentile(&took, 0.5),
-        percentile(&took, 0.9),
-        percentile(&took, 0.99),
-        took[took.len() - 1]
+    let port = |n: u32| 10_000 + n as u16;
+    time_changes(
+        &rt,
+        &s,
+        |n| {
+            let patch = serde_json::json!({"spec": {"ports": [{"name": "http", "protocol": "TCP", "port": port(n)}]}});
+            rt.block_on(services.patch(
+                "svc0-federated",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            ))
+            .unwrap();
+        },
+        |n| srv_port(&sock) == Some(port(n)),
     );
-    let (_, metrics) = rt.block_on(http_get(s.admin, "/metrics")).unwrap();
-    for l in metrics
-        .lines()
-        .filter(|l| l.starts_with("clusterset_dns_programming_duration_seconds"))
-    {
-        println!("{l}");
-    }
 }
