@@ -11,7 +11,7 @@ use crate::cidr::Cidr;
 use crate::dns::xdp::{self, Coalescing};
 use crate::dns::{tcp, udp};
 use crate::server;
-use crate::source::object::is_label;
+use crate::source::object::{is_cluster_id, is_label};
 use crate::source::policy::Policy;
 use crate::source::{Selection, file, kube, linkerd};
 use crate::zone::build::Limits;
@@ -388,8 +388,7 @@ impl Args {
             if link.is_empty() {
                 return Err(format!("--linkerd-cluster-id {pair:?} names no Link"));
             }
-            let labels = id.split('.').count();
-            if !(1..=2).contains(&labels) || !id.split('.').all(is_label) {
+            if !is_cluster_id(&id) {
                 return Err(format!(
                     "--linkerd-cluster-id {pair:?}: {id:?} is not a cluster id (one or two DNS labels)"
                 ));

@@ -24,8 +24,8 @@ use kube::api::DynamicObject;
 use serde::Deserialize;
 
 use super::object::{
-    Classified, Meta, Object, RawPort, Refused, addresses, from_dynamic, invalid, is_label,
-    malformed, ports,
+    Classified, Meta, Object, RawPort, Refused, addresses, from_dynamic, invalid, is_cluster_id,
+    is_label, malformed, ports,
 };
 use super::policy::Policy;
 use crate::model::{Endpoint, Port, Service, ServiceKey, ServiceType, Slice};
@@ -65,7 +65,7 @@ pub struct LinkerdService {
     spec: Option<ServiceSpec>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ServiceSpec {
     #[serde(rename = "clusterIP")]
@@ -148,11 +148,7 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
             format!("metadata.namespace {namespace:?} is not a lower-case DNS label"),
         );
     }
-    let spec = raw.spec.unwrap_or(ServiceSpec {
-        cluster_ip: None,
-        cluster_ips: None,
-        ports: None,
-    });
+    let spec = raw.spec.unwrap_or_default();
     let ports = match ports(spec.ports.unwrap_or_default(), "spec.ports") {
         Ok(ports) => ports,
         Err((reason, why)) => return invalid(KIND, &object, reason, why),
@@ -241,8 +237,7 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
         return member(svc.to_string(), Role::Federated { ips, ports }, refused);
     };
     let cluster = config.cluster_id(link).to_ascii_lowercase();
-    let n = cluster.split('.').count();
-    if !(1..=2).contains(&n) || !cluster.split('.').all(is_label) {
+    if !is_cluster_id(&cluster) {
         return invalid(
             KIND,
             &object,

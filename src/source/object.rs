@@ -453,8 +453,7 @@ pub fn convert_slice(raw: EndpointSlice, policy: &Policy) -> Classified {
         None => None,
         Some(c) => {
             let c = c.to_ascii_lowercase();
-            let n = c.split('.').count();
-            if !(1..=2).contains(&n) || !c.split('.').all(is_label) {
+            if !is_cluster_id(&c) {
                 return invalid(
                     KIND,
                     &object,
@@ -645,6 +644,12 @@ fn port(p: &RawPort, required: bool) -> Result<Option<Port>, (&'static str, Stri
         protocol,
         port: number,
     }))
+}
+
+/// A cluster id as names carry it: one lower-case DNS label, or two (`name.context`, as
+/// KEP-1645 allows).
+pub fn is_cluster_id(s: &str) -> bool {
+    (1..=2).contains(&s.split('.').count()) && s.split('.').all(is_label)
 }
 
 /// A lower-case RFC 1123 DNS label: 1-63 of `[a-z0-9-]`, not starting or ending with `-`.

@@ -65,7 +65,8 @@ pub async fn run(
     if config.selection.linkerd.is_some() {
         kinds.push(Kind::Service);
     }
-    metrics.source_kinds(&kinds.iter().map(|k| k.label()).collect::<Vec<_>>());
+    let labels: Vec<&str> = kinds.iter().map(|k| k.label()).collect();
+    metrics.source_kinds(&labels);
     // Only the MCS API needs its CRDs: a Linkerd-only cluster may have none.
     let version = if config.selection.mcs {
         let mut delay = Duration::from_millis(500);
@@ -86,8 +87,16 @@ pub async fn run(
     } else {
         None
     };
-    let watched: Vec<&str> = kinds.iter().map(|k| k.label()).collect();
-    info!(version = version.as_deref().unwrap_or("-"), namespaces = ?config.namespaces, kinds = ?watched, "watching");
+    // What each kind is watched as; the ServiceImport at the version found.
+    let mut watched = Vec::new();
+    if let Some(v) = &version {
+        watched.push((Kind::Import, import_resource(v)));
+        watched.push((Kind::Slice, slice_resource()));
+    }
+    if config.selection.linkerd.is_some() {
+        watched.push((Kind::Service, service_resource()));
+    }
+    info!(version = version.as_deref().unwrap_or("-"), namespaces = ?config.namespaces, kinds = ?labels, "watching");
     let namespaces: Vec<Option<String>> = if config.namespaces.is_empty() {
         vec![None]
     } else {
@@ -96,26 +105,24 @@ pub async fn run(
     let mut scopes = Vec::new();
     let mut streams = Vec::new();
     for ns in &namespaces {
-        for &kind in &kinds {
+        for (kind, resource) in &watched {
+            let kind = *kind;
             let mut wc = watcher::Config::default();
             if ns.is_none() && !config.policy.exclude_namespaces.is_empty() {
                 // The API server leaves them out: they are neither sent nor held here.
                 wc = wc.fields(&excluded_namespaces_selector(&config.policy));
             }
-            let (resource, wc) = match kind {
-                Kind::Import => (import_resource(version.as_deref().unwrap_or("v1beta1")), wc),
+            let wc = match kind {
+                Kind::Import => wc,
                 // A slice holds up to 1,000 endpoints, and a page is held parsed (as JSON
                 // values) while it is read: kube-rs's 500 a page can be hundreds of MB.
-                Kind::Slice => (
-                    slice_resource(),
-                    wc.labels(LABEL_SERVICE_NAME).page_size(SLICE_PAGE),
-                ),
+                Kind::Slice => wc.labels(LABEL_SERVICE_NAME).page_size(SLICE_PAGE),
                 // Only Linkerd's, chosen by the API server.
-                Kind::Service => (service_resource(), wc.labels(linkerd::SELECTOR)),
+                Kind::Service => wc.labels(linkerd::SELECTOR),
             };
             let api: Api<DynamicObject> = match ns {
-                Some(n) => Api::namespaced_with(client.clone(), n, &resource),
-                None => Api::all_with(client.clone(), &resource),
+                Some(n) => Api::namespaced_with(client.clone(), n, resource),
+                None => Api::all_with(client.clone(), resource),
             };
             let index = scopes.len();
             scopes.push(Scope {
