@@ -149,6 +149,7 @@ fn build(n: usize, wide: usize) -> Arc<Zone> {
     };
     for w in 0..wide {
         services.push(Service {
+            origin: clusterset_dns::model::ObjectKind::ServiceImport,
             key: ServiceKey {
                 namespace: "wide".into(),
                 name: format!("big{w}"),

@@ -11,9 +11,9 @@ use crate::cidr::Cidr;
 use crate::dns::xdp::{self, Coalescing};
 use crate::dns::{tcp, udp};
 use crate::server;
-use crate::source::object::{is_cluster_id, is_label};
 use crate::source::policy::Policy;
 use crate::source::{Selection, file, kube, linkerd};
+use crate::wire::{is_cluster_id, is_label};
 use crate::zone::build::Limits;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

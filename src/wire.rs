@@ -135,6 +135,23 @@ impl std::fmt::Display for WireName<'_> {
     }
 }
 
+/// A lower-case RFC 1123 DNS label: 1-63 of `[a-z0-9-]`, not starting or ending with `-`.
+pub fn is_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// A cluster id as names carry it: one lower-case DNS label, or two (`name.context`, as
+/// KEP-1645 allows).
+pub fn is_cluster_id(s: &str) -> bool {
+    (1..=2).contains(&s.split('.').count()) && s.split('.').all(is_label)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,6 +43,7 @@ pub fn services(n: usize) -> Vec<Service> {
                     })
                     .collect();
                 Service {
+                    origin: clusterset_dns::model::ObjectKind::ServiceImport,
                     key,
                     kind: ServiceType::Headless,
                     ips: vec![],
@@ -51,6 +52,7 @@ pub fn services(n: usize) -> Vec<Service> {
                 }
             } else {
                 Service {
+                    origin: clusterset_dns::model::ObjectKind::ServiceImport,
                     key,
                     kind: ServiceType::ClusterSetIp,
                     ips: vec![ip(100)],

@@ -399,6 +399,7 @@ mod tests {
                     (ServiceType::ClusterSetIp, vec![v4(100), v6], vec![])
                 };
                 Service {
+                    origin: crate::model::ObjectKind::ServiceImport,
                     key,
                     kind,
                     ips,

@@ -20,20 +20,7 @@ pub static PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 
 pub use query::{Answered, QueryCounters, rcode_label, type_label};
 
-/// The kinds of object the sources read, for the `kind` label.
-const KINDS: [&str; 2] = ["ServiceImport", "EndpointSlice"];
-/// Why an imported address is never answered (`clusterset_dns_refused_addresses_total`): the
-/// classes `source::policy` refuses whatever the flags say, then `--deny-cidr` and `--allow-cidr`.
-const REFUSED_REASONS: [&str; 8] = [
-    "loopback",
-    "unspecified",
-    "link_local",
-    "multicast",
-    "broadcast",
-    "metadata",
-    "denied",
-    "not_allowed",
-];
+use crate::model::{ObjectKind, Refusal, Skip};
 
 /// Version, git revision and compiler of this build, for `coredns_build_info`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -261,21 +248,26 @@ impl Metrics {
         // Every label set known in advance starts at 0 (Prometheus's advice): a counter that
         // first appears at 1 shows no increase, so an alert on increase() would miss the first
         // object skipped, and a dashboard would show no data instead of none skipped.
-        for kind in KINDS {
-            m.skipped.with_label_values(&[kind, "malformed"]);
-            for reason in REFUSED_REASONS {
-                m.refused_addresses.with_label_values(&[kind, reason]);
+        for kind in ObjectKind::ALL {
+            m.skipped
+                .with_label_values(&[kind.label(), Skip::Malformed.label()]);
+            for reason in Refusal::ALL {
+                m.refused_addresses
+                    .with_label_values(&[kind.label(), reason.label()]);
             }
         }
-        m.skipped.with_label_values(&[KINDS[0], "name_too_long"]);
+        for origin in [ObjectKind::ServiceImport, ObjectKind::Service] {
+            m.skipped
+                .with_label_values(&[origin.label(), Skip::NameTooLong.label()]);
+        }
         m
     }
 
     /// The Kubernetes source watches `kinds`: their error and restart counters start at 0.
-    pub fn source_kinds(&self, kinds: &[&str]) {
+    pub fn source_kinds(&self, kinds: &[ObjectKind]) {
         for kind in kinds {
-            self.source_errors.with_label_values(&[kind]);
-            self.source_restarts.with_label_values(&[kind]);
+            self.source_errors.with_label_values(&[kind.label()]);
+            self.source_restarts.with_label_values(&[kind.label()]);
         }
     }
 
@@ -351,33 +343,39 @@ impl Metrics {
         self.refused_updates.with_label_values(&[limit]).inc();
     }
 
-    pub fn skipped(&self, kind: &str, reason: &str) {
-        self.skipped.with_label_values(&[kind, reason]).inc();
-    }
-
-    pub fn refused_address(&self, kind: &str, reason: &str) {
-        self.refused_addresses
-            .with_label_values(&[kind, reason])
+    pub fn skipped(&self, kind: ObjectKind, reason: Skip) {
+        self.skipped
+            .with_label_values(&[kind.label(), reason.label()])
             .inc();
     }
 
-    pub fn source_objects(&self, kind: &str, n: usize) {
-        self.source_objects.with_label_values(&[kind]).set(n as i64);
+    pub fn refused_address(&self, kind: ObjectKind, reason: Refusal) {
+        self.refused_addresses
+            .with_label_values(&[kind.label(), reason.label()])
+            .inc();
     }
 
-    pub fn source_event(&self, kind: &str, kind_of_event: &str) {
+    pub fn source_objects(&self, kind: ObjectKind, n: usize) {
+        self.source_objects
+            .with_label_values(&[kind.label()])
+            .set(n as i64);
+    }
+
+    pub fn source_event(&self, kind: ObjectKind, kind_of_event: &str) {
         self.source_events
-            .with_label_values(&[kind, kind_of_event])
+            .with_label_values(&[kind.label(), kind_of_event])
             .inc();
         self.source_last_event.set(crate::unix_now() as i64);
     }
 
-    pub fn source_error(&self, kind: &str) {
-        self.source_errors.with_label_values(&[kind]).inc();
+    pub fn source_error(&self, kind: ObjectKind) {
+        self.source_errors.with_label_values(&[kind.label()]).inc();
     }
 
-    pub fn source_restart(&self, kind: &str) {
-        self.source_restarts.with_label_values(&[kind]).inc();
+    pub fn source_restart(&self, kind: ObjectKind) {
+        self.source_restarts
+            .with_label_values(&[kind.label()])
+            .inc();
     }
 
     pub fn source_synced(&self) {

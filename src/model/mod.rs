@@ -4,6 +4,9 @@
 use std::net::IpAddr;
 
 pub mod packed;
+mod reason;
+
+pub use self::reason::{ObjectKind, Refusal, Skip};
 
 use self::packed::{Packed, PackedImport};
 
@@ -79,6 +82,9 @@ pub struct Slice {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Service {
     pub key: ServiceKey,
+    /// The kind of object the service's answers come from (a ServiceImport, or Linkerd's
+    /// Services), as its skips are counted.
+    pub origin: ObjectKind,
     pub kind: ServiceType,
     /// `spec.ips`, in object order.
     pub ips: Vec<IpAddr>,

@@ -16,13 +16,14 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::model::{Endpoint, Port, Protocol, Service, ServiceKey, ServiceType, Slice};
+use crate::model::{Endpoint, ObjectKind, Port, Protocol, Service, ServiceKey, ServiceType, Slice};
 
 /// The service `key` as DNS sees it, from its packed import and slices.
 pub fn service(key: ServiceKey, import: &PackedImport, slices: &[Packed]) -> Service {
-    let (kind, ips, ports) = import.unpack();
+    let (origin, kind, ips, ports) = import.unpack();
     Service {
         key,
+        origin,
         kind,
         ips,
         ports,
@@ -157,32 +158,40 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// What a ServiceImport says, packed the same way: `kind(1) ips ports` (its key is where the
-/// store files it).
+/// What a ServiceImport says (or what Linkerd's Services give in its place), packed the same
+/// way: `head(1) ips ports`, the head being the type (bit 0) and the origin's index in
+/// [`ObjectKind::ALL`] (the bits above); its key is where the store files it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackedImport(Box<[u8]>);
 
 impl PackedImport {
-    pub fn new(kind: ServiceType, ips: &[IpAddr], ports_: &[Port]) -> Self {
+    pub fn new(origin: ObjectKind, kind: ServiceType, ips: &[IpAddr], ports_: &[Port]) -> Self {
         let mut out = Vec::with_capacity(8 + ips.len() * 5 + ports_.len() * 8);
-        out.push(match kind {
+        let origin_index = ObjectKind::ALL
+            .iter()
+            .position(|k| *k == origin)
+            .expect("every kind is in ALL");
+        let type_bit = match kind {
             ServiceType::ClusterSetIp => 0,
             ServiceType::Headless => 1,
-        });
+        };
+        out.push(type_bit | (origin_index as u8) << 1);
         addresses(&mut out, ips);
         ports(&mut out, ports_);
         PackedImport(out.into_boxed_slice())
     }
 
-    /// `(kind, ips, ports)`.
-    pub fn unpack(&self) -> (ServiceType, Vec<IpAddr>, Vec<Port>) {
+    /// `(origin, kind, ips, ports)`.
+    pub fn unpack(&self) -> (ObjectKind, ServiceType, Vec<IpAddr>, Vec<Port>) {
         let mut r = Reader(&self.0);
-        let kind = match r.byte() {
+        let head = r.byte();
+        let kind = match head & 1 {
             0 => ServiceType::ClusterSetIp,
             _ => ServiceType::Headless,
         };
+        let origin = ObjectKind::ALL[usize::from(head >> 1)];
         let ips = r.addresses();
-        (kind, ips, r.ports())
+        (origin, kind, ips, r.ports())
     }
 }
 
@@ -317,10 +326,12 @@ mod tests {
                 port: 53,
             },
         ];
-        for kind in [ServiceType::ClusterSetIp, ServiceType::Headless] {
-            for (ips, ports) in [(&ips[..], &ports[..]), (&[][..], &[][..])] {
-                let p = PackedImport::new(kind, ips, ports);
-                assert_eq!(p.unpack(), (kind, ips.to_vec(), ports.to_vec()));
+        for &origin in ObjectKind::ALL {
+            for kind in [ServiceType::ClusterSetIp, ServiceType::Headless] {
+                for (ips, ports) in [(&ips[..], &ports[..]), (&[][..], &[][..])] {
+                    let p = PackedImport::new(origin, kind, ips, ports);
+                    assert_eq!(p.unpack(), (origin, kind, ips.to_vec(), ports.to_vec()));
+                }
             }
         }
     }

@@ -12,13 +12,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::Selection;
 use super::linkerd::report_conflict;
-use super::object::{Classified, classify, flatten, report_refused};
+use super::object::report_refused;
 use super::policy::Policy;
 use super::store::Store;
+use super::{AnyKind, Classified, Selection, kinds};
 use crate::metrics::Metrics;
-use crate::model::{ServiceSet, Update};
+use crate::model::{ObjectKind, ServiceSet, Update};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -91,6 +91,55 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
+fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// Classifies one object of a file (a YAML/JSON mapping) under `policy`: its kind and version
+/// say which of `kinds` reads it, once. `List` objects are not handled here: see [`flatten`].
+pub fn classify_with(
+    v: Value,
+    policy: &Policy,
+    kinds: &[std::sync::Arc<dyn AnyKind>],
+) -> Classified {
+    let api = str_field(&v, "apiVersion").unwrap_or("");
+    let kind = str_field(&v, "kind").unwrap_or("");
+    let meta = v.get("metadata");
+    let namespace = meta.and_then(|m| str_field(m, "namespace")).unwrap_or("");
+    let name = meta.and_then(|m| str_field(m, "name")).unwrap_or("?");
+    let object = format!("{namespace}/{name}");
+    let Some(reader) = kinds.iter().find(|k| k.reads(api, kind)) else {
+        return Classified::Ignored(format!("{kind} {api} {object}"));
+    };
+    if !policy.serves_namespace(namespace) {
+        return Classified::Ignored(format!(
+            "{kind} {object}: namespace {namespace} is excluded (--exclude-namespace)"
+        ));
+    }
+    reader.read_file(v, &object, policy)
+}
+
+/// [`classify_with`] the kinds `selection` reads.
+pub fn classify(v: Value, policy: &Policy, selection: &Selection) -> Classified {
+    classify_with(v, policy, &kinds(selection, None))
+}
+
+/// Expands `kind: List` (and `*List`) objects into their items, in order.
+pub fn flatten(v: Value, out: &mut Vec<Value>) {
+    let is_list = str_field(&v, "kind").is_some_and(|k| k.ends_with("List"));
+    if is_list {
+        if let Value::Mapping(mut m) = v {
+            if let Some(Value::Sequence(items)) = m.remove("items") {
+                for item in items {
+                    flatten(item, out);
+                }
+            }
+        }
+    } else if !v.is_null() {
+        out.push(v);
+    }
+}
+
 /// Reads and converts the file; each unusable object (and refused address) is logged and
 /// counted, then skipped.
 pub fn load(
@@ -108,9 +157,10 @@ pub fn load(
     let mut store = Store::default();
     let mut invalid = Vec::new();
     let mut refused = Vec::new();
+    let kinds = kinds(selection, None);
     parse_text(
         &text,
-        &mut |object| match classify(object, policy, selection) {
+        &mut |object| match classify_with(object, policy, &kinds) {
             Classified::Object(o) => {
                 if !o.refused().is_empty() {
                     let (kind, object) = o.identity();
@@ -128,11 +178,11 @@ pub fn load(
     })?;
     // Reported only for a file that loads: a broken file changes nothing, counters included.
     for e in &invalid {
-        warn!(file = %shown, reason = e.reason, "skipped {e}");
+        warn!(file = %shown, reason = %e.reason, "skipped {e}");
         metrics.skipped(e.kind, e.reason);
     }
     for (kind, object, addresses) in &refused {
-        report_refused(kind, object, addresses, metrics);
+        report_refused(*kind, object, addresses, metrics);
     }
     let mut conflicts: Vec<_> = store
         .linkerd_keys()
@@ -147,7 +197,7 @@ pub fn load(
     metrics.source_synced();
     Ok(Loaded {
         seen,
-        slices: store.slices(),
+        slices: store.count(ObjectKind::EndpointSlice),
         services: store.into_snapshot(),
         skipped,
     })
@@ -221,8 +271,17 @@ async fn send(config: &Config, loaded: Loaded, updates: &mpsc::Sender<(Instant, 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Classifies one YAML object as the file source would, under the default policy.
+    pub(crate) fn one(yaml: &str) -> Classified {
+        classify(
+            serde_yaml_ng::from_str::<Value>(yaml).unwrap(),
+            &Policy::default(),
+            &Selection::default(),
+        )
+    }
 
     fn all(text: &str) -> Result<Vec<Value>, String> {
         let mut v = Vec::new();

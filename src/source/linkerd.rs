@@ -20,15 +20,12 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use kube::api::DynamicObject;
 use serde::Deserialize;
 
-use super::object::{
-    Classified, Meta, Object, RawPort, Refused, addresses, from_dynamic, invalid, is_cluster_id,
-    is_label, malformed, ports,
-};
+use super::object::{Kind, Meta, RawPort, Read, Refused, Resource, addresses, invalid, ports};
 use super::policy::Policy;
-use crate::model::{Endpoint, Port, Service, ServiceKey, ServiceType, Slice};
+use crate::model::{Endpoint, ObjectKind, Port, Service, ServiceKey, ServiceType, Skip, Slice};
+use crate::wire::{is_cluster_id, is_label};
 
 pub const LABEL_MIRRORED: &str = "mirror.linkerd.io/mirrored-service";
 pub const LABEL_CLUSTER: &str = "mirror.linkerd.io/cluster-name";
@@ -75,13 +72,38 @@ struct ServiceSpec {
     ports: Option<Vec<RawPort>>,
 }
 
-impl LinkerdService {
-    pub fn from_dynamic(o: DynamicObject) -> Result<Self, super::object::ObjectError> {
-        from_dynamic(KIND, o, |t: &mut Self, m| t.metadata = m)
-    }
+const KIND: ObjectKind = ObjectKind::Service;
+
+/// Linkerd's Services, read with `config`.
+#[derive(Debug, Clone, Default)]
+pub struct Services {
+    pub config: Config,
 }
 
-pub const KIND: &str = "Service";
+impl Kind for Services {
+    type Shape = LinkerdService;
+    type Output = Member;
+    const KIND: ObjectKind = KIND;
+    const RESOURCE: Resource = Resource {
+        group: "",
+        versions: &["v1"],
+        plural: "services",
+        required: true,
+    };
+
+    /// Only Linkerd's, chosen by the API server.
+    fn selector(&self) -> Option<&'static str> {
+        Some(SELECTOR)
+    }
+
+    fn set_meta(shape: &mut LinkerdService, meta: Meta) {
+        shape.metadata = meta;
+    }
+
+    fn convert(&self, raw: LinkerdService, policy: &Policy) -> Read<Member> {
+        convert(raw, &self.config, policy)
+    }
+}
 
 /// What one of Linkerd's Services is to its logical service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,35 +143,32 @@ pub struct Member {
 
 /// Reads one Service: a [`Member`], ignored (not one of Linkerd's, a gateway mirror, a mirror
 /// while `--linkerd-mirrors` is off), or invalid (logged once and counted).
-pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classified {
+fn convert(mut raw: LinkerdService, config: &Config, policy: &Policy) -> Read<Member> {
     let object = raw.metadata.object();
-    let (Some(name), Some(namespace)) = (raw.metadata.name, raw.metadata.namespace) else {
-        return Classified::Invalid(malformed(
-            KIND,
-            &object,
-            "metadata.name and metadata.namespace are required".into(),
-        ));
+    let (name, namespace) = match raw.metadata.identity(KIND) {
+        Ok(id) => id,
+        Err(e) => return Read::Invalid(e),
     };
     let labels = raw.metadata.labels.unwrap_or_default();
     let annotations = raw.metadata.annotations.unwrap_or_default();
     if labels.get(LABEL_MIRRORED).map(String::as_str) != Some("true") {
-        return Classified::Ignored(format!(
+        return Read::Ignored(format!(
             "{KIND} {object}: no {LABEL_MIRRORED}=true label, not one of Linkerd's"
         ));
     }
     if labels.contains_key(LABEL_GATEWAY) {
-        return Classified::Ignored(format!("{KIND} {object}: a mirrored gateway"));
+        return Read::Ignored(format!("{KIND} {object}: a mirrored gateway"));
     }
     if !is_label(&namespace) {
         return invalid(
             KIND,
             &object,
-            "bad_name",
+            Skip::BadName,
             format!("metadata.namespace {namespace:?} is not a lower-case DNS label"),
         );
     }
     let spec = raw.spec.unwrap_or_default();
-    let ports = match ports(spec.ports.unwrap_or_default(), "spec.ports") {
+    let ports = match ports(spec.ports.unwrap_or_default(), "spec.ports", true) {
         Ok(ports) => ports,
         Err((reason, why)) => return invalid(KIND, &object, reason, why),
     };
@@ -164,11 +183,11 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
     } else {
         match addresses(texts, field, policy) {
             Ok(read) => read,
-            Err(why) => return invalid(KIND, &object, "bad_ip", why),
+            Err(why) => return invalid(KIND, &object, Skip::BadIp, why),
         }
     };
     let member = |svc: String, role: Role, refused: Vec<Refused>| {
-        Classified::Object(Object::Linkerd(Member {
+        Read::Object(Member {
             object: name.clone(),
             service: ServiceKey {
                 namespace: namespace.clone(),
@@ -176,7 +195,7 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
             },
             role,
             refused,
-        }))
+        })
     };
     let Some(link) = labels.get(LABEL_CLUSTER) else {
         // A federated Service: its members name the service.
@@ -198,7 +217,7 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
                     return invalid(
                         KIND,
                         &object,
-                        "bad_annotation",
+                        Skip::BadAnnotation,
                         format!(
                             "annotation {ANNOTATION_REMOTE}: {entry:?} is not <service>@<link>"
                         ),
@@ -211,7 +230,7 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
             return invalid(
                 KIND,
                 &object,
-                "no_members",
+                Skip::NoMembers,
                 format!(
                     "a federated Service (label {LABEL_MIRRORED}, no {LABEL_CLUSTER}) whose \
                      annotations {ANNOTATION_REMOTE} and {ANNOTATION_LOCAL} name no member"
@@ -222,7 +241,7 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
             return invalid(
                 KIND,
                 &object,
-                "bad_annotation",
+                Skip::BadAnnotation,
                 format!("annotation {key} names service {other:?}, another member {svc:?}"),
             );
         }
@@ -230,7 +249,7 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
             return invalid(
                 KIND,
                 &object,
-                "bad_name",
+                Skip::BadName,
                 format!("service {svc:?} named by its annotations is not a lower-case DNS label"),
             );
         }
@@ -241,7 +260,7 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
         return invalid(
             KIND,
             &object,
-            "bad_cluster",
+            Skip::BadCluster,
             format!(
                 "cluster id {cluster:?} (label {LABEL_CLUSTER}={link:?}) is not one or two DNS \
                  labels; map the Link to one with --linkerd-cluster-id"
@@ -252,7 +271,7 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
         return invalid(
             KIND,
             &object,
-            "bad_annotation",
+            Skip::BadAnnotation,
             format!("a mirror (label {LABEL_CLUSTER}) without the annotation {ANNOTATION_FQ_NAME}"),
         );
     };
@@ -264,7 +283,7 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
         return invalid(
             KIND,
             &object,
-            "bad_annotation",
+            Skip::BadAnnotation,
             format!(
                 "annotation {ANNOTATION_FQ_NAME} {fq_name:?} is not {}<service>.<namespace>.svc.<domain>",
                 if host.is_some() { "<host>." } else { "" }
@@ -276,7 +295,7 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
         return invalid(
             KIND,
             &object,
-            "bad_name",
+            Skip::BadName,
             format!("service {svc:?} in annotation {ANNOTATION_FQ_NAME} is not a DNS label"),
         );
     }
@@ -286,7 +305,7 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
             return invalid(
                 KIND,
                 &object,
-                "bad_hostname",
+                Skip::BadHostname,
                 format!("host {hostname:?} in annotation {ANNOTATION_FQ_NAME} is not a DNS label"),
             );
         }
@@ -303,7 +322,7 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
         return member(svc, Role::Headless { cluster, ports }, refused);
     }
     if !config.mirrors {
-        return Classified::Ignored(format!(
+        return Read::Ignored(format!(
             "{KIND} {object}: a mirror of {svc} from {link}; mirrors are answered only with --linkerd-mirrors"
         ));
     }
@@ -324,12 +343,12 @@ pub fn convert(raw: LinkerdService, config: &Config, policy: &Policy) -> Classif
 pub fn report_conflict(key: &ServiceKey, objects: &[String], metrics: &crate::metrics::Metrics) {
     tracing::warn!(
         service = %key,
-        reason = "conflict",
+        reason = %Skip::Conflict,
         "skipped Linkerd's Service {}/{}: the ServiceImport {key} gives the same names, and is served",
         key.namespace,
         objects.join(","),
     );
-    metrics.skipped(KIND, "conflict");
+    metrics.skipped(KIND, Skip::Conflict);
 }
 
 /// The service that Linkerd's objects give, from its members by object name: the federated
@@ -351,6 +370,7 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
     }) {
         return Some(Service {
             key: key.clone(),
+            origin: KIND,
             kind: ServiceType::ClusterSetIp,
             ips: ips.clone(),
             ports: fed_ports.clone(),
@@ -391,6 +411,7 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
             .collect();
         return Some(Service {
             key: key.clone(),
+            origin: KIND,
             kind: ServiceType::Headless,
             ips: Vec::new(),
             ports,
@@ -415,6 +436,7 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
     }
     (!ips.is_empty()).then(|| Service {
         key: key.clone(),
+        origin: KIND,
         kind: ServiceType::ClusterSetIp,
         ips,
         ports,
@@ -425,8 +447,9 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::object::classify;
-    use crate::source::{Selection, object::ObjectError};
+    use crate::model::Protocol;
+    use crate::source::file::classify;
+    use crate::source::{Classified, Object, Selection, object::ObjectError};
 
     fn read(yaml: &str, config: &Config) -> Classified {
         let selection = Selection {
@@ -502,12 +525,16 @@ mod tests {
             )
             .replace("multicluster.linkerd.io/local-discovery: web", "other: x");
         let e = error(&none);
-        assert_eq!((e.kind, e.reason), ("Service", "no_members"), "{e}");
+        assert_eq!(
+            (e.kind, e.reason),
+            (ObjectKind::Service, Skip::NoMembers),
+            "{e}"
+        );
         assert!(e.to_string().contains("shop/web-federated"), "{e}");
         let e = error(&FEDERATED.replace("web@west", "api@west"));
-        assert_eq!(e.reason, "bad_annotation", "{e}");
+        assert_eq!(e.reason, Skip::BadAnnotation, "{e}");
         let e = error(&FEDERATED.replace("web@west", "web-west"));
-        assert_eq!(e.reason, "bad_annotation", "{e}");
+        assert_eq!(e.reason, Skip::BadAnnotation, "{e}");
         assert!(e.to_string().contains("<service>@<link>"), "{e}");
         let long = "x".repeat(64);
         let e = error(
@@ -515,9 +542,9 @@ mod tests {
                 .replace("web@", &format!("{long}@"))
                 .replace("local-discovery: web", &format!("local-discovery: {long}")),
         );
-        assert_eq!(e.reason, "bad_name", "{e}");
+        assert_eq!(e.reason, Skip::BadName, "{e}");
         let e = error(&FEDERATED.replace("10.96.0.10,", "10.96.0.300,"));
-        assert_eq!(e.reason, "bad_ip", "{e}");
+        assert_eq!(e.reason, Skip::BadIp, "{e}");
         assert!(e.to_string().contains("spec.clusterIPs[0]"), "{e}");
     }
 
@@ -530,7 +557,7 @@ mod tests {
     fn mirrors_are_read_only_when_asked_for_and_gateways_never() {
         let c = read(MIRROR, &Config::default());
         assert!(
-            matches!(&c, Classified::Ignored(w) if w.contains("--linkerd-mirrors")),
+            matches!(&c, Read::Ignored(w) if w.contains("--linkerd-mirrors")),
             "{c:?}"
         );
         let config = Config {
@@ -544,7 +571,11 @@ mod tests {
             Role::Mirror {
                 cluster: "east.prod".into(),
                 ips: vec![ip("10.96.0.11")],
-                ports: m.role_ports().to_vec(),
+                ports: vec![Port {
+                    name: Some("http".into()),
+                    protocol: Protocol::Tcp,
+                    port: 80,
+                }],
             }
         );
         let c = read(
@@ -554,17 +585,17 @@ mod tests {
             ),
             &config,
         );
-        assert!(matches!(c, Classified::Ignored(_)), "{c:?}");
+        assert!(matches!(c, Read::Ignored(_)), "{c:?}");
         // A Service without the label is not Linkerd's, even when the file holds it.
         let c = read(
             &MIRROR.replace("mirror.linkerd.io/mirrored-service: 'true', ", ""),
             &config,
         );
-        assert!(matches!(c, Classified::Ignored(_)), "{c:?}");
+        assert!(matches!(c, Read::Ignored(_)), "{c:?}");
         let e = error(&MIRROR.replace("cluster-name: east", "cluster-name: a.b.c"));
-        assert_eq!(e.reason, "bad_cluster", "{e}");
+        assert_eq!(e.reason, Skip::BadCluster, "{e}");
         let e = error(&MIRROR.replace("web.shop.svc.cluster.local", "web"));
-        assert_eq!(e.reason, "bad_annotation", "{e}");
+        assert_eq!(e.reason, Skip::BadAnnotation, "{e}");
     }
 
     const HEADLESS: &str = "apiVersion: v1\nkind: Service\nmetadata:\n  name: db-east\n  namespace: data\n  \
@@ -653,16 +684,5 @@ mod tests {
         members.insert(fed.object, fed.role);
         let s = service(&key, &members).unwrap();
         assert_eq!(s.ips, [ip("10.96.0.10"), ip("fd00::10")]);
-    }
-
-    impl Member {
-        fn role_ports(&self) -> &[Port] {
-            match &self.role {
-                Role::Federated { ports, .. }
-                | Role::Mirror { ports, .. }
-                | Role::Headless { ports, .. }
-                | Role::Host { ports, .. } => ports,
-            }
-        }
     }
 }

@@ -14,6 +14,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::cidr::Cidr;
+use crate::model::Refusal;
 
 /// The namespaces not served unless the operator says so: the cluster's own system.
 pub const EXCLUDED_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
@@ -40,17 +41,17 @@ impl Default for Policy {
 }
 
 /// Why an address is never answered; the word is the metric's `reason` label.
-pub fn refusal(policy: &Policy, ip: IpAddr) -> Option<&'static str> {
+pub fn refusal(policy: &Policy, ip: IpAddr) -> Option<Refusal> {
     if let Some(reason) = special(ip) {
         return Some(reason);
     }
     // Cidr::contains treats IPv4-mapped addresses as IPv4, so an IPv4 block covers both forms.
     let ip = as_v4(ip).map_or(ip, IpAddr::V4);
     if policy.deny.iter().any(|c| c.contains(ip)) {
-        return Some("denied");
+        return Some(Refusal::Denied);
     }
     if !policy.allow.is_empty() && !policy.allow.iter().any(|c| c.contains(ip)) {
-        return Some("not_allowed");
+        return Some(Refusal::NotAllowed);
     }
     None
 }
@@ -75,37 +76,37 @@ const AWS_METADATA_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x
 const ALIBABA_METADATA: Ipv4Addr = Ipv4Addr::new(100, 100, 100, 200);
 
 /// The classes refused whatever the flags say.
-fn special(ip: IpAddr) -> Option<&'static str> {
+fn special(ip: IpAddr) -> Option<Refusal> {
     let v4 = match (ip, as_v4(ip)) {
         (IpAddr::V4(v4), _) | (IpAddr::V6(_), Some(v4)) => v4,
         (IpAddr::V6(v6), None) => {
             return if v6.is_loopback() {
-                Some("loopback")
+                Some(Refusal::Loopback)
             } else if v6.is_unspecified() {
-                Some("unspecified")
+                Some(Refusal::Unspecified)
             } else if v6.segments()[0] & 0xffc0 == 0xfe80 {
-                Some("link_local")
+                Some(Refusal::LinkLocal)
             } else if v6.is_multicast() {
-                Some("multicast")
+                Some(Refusal::Multicast)
             } else if v6 == AWS_METADATA_V6 {
-                Some("metadata")
+                Some(Refusal::Metadata)
             } else {
                 None
             };
         }
     };
     if v4.is_loopback() {
-        Some("loopback")
+        Some(Refusal::Loopback)
     } else if v4.octets()[0] == 0 {
-        Some("unspecified")
+        Some(Refusal::Unspecified)
     } else if v4.is_link_local() {
-        Some("link_local")
+        Some(Refusal::LinkLocal)
     } else if v4.is_multicast() {
-        Some("multicast")
+        Some(Refusal::Multicast)
     } else if v4.is_broadcast() {
-        Some("broadcast")
+        Some(Refusal::Broadcast)
     } else if v4 == ALIBABA_METADATA {
-        Some("metadata")
+        Some(Refusal::Metadata)
     } else {
         None
     }
@@ -115,7 +116,7 @@ fn special(ip: IpAddr) -> Option<&'static str> {
 mod tests {
     use super::*;
 
-    fn reason(policy: &Policy, ip: &str) -> Option<&'static str> {
+    fn reason(policy: &Policy, ip: &str) -> Option<Refusal> {
         refusal(policy, ip.parse().unwrap())
     }
 
@@ -147,7 +148,7 @@ mod tests {
             ("100.100.100.200", "metadata"),
             ("::ffff:100.100.100.200", "metadata"),
         ] {
-            assert_eq!(reason(&p, ip), Some(why), "{ip}");
+            assert_eq!(reason(&p, ip).map(Refusal::label), Some(why), "{ip}");
         }
         for ip in [
             "10.42.0.10",
@@ -177,16 +178,16 @@ mod tests {
             ],
             exclude_namespaces: vec![],
         };
-        assert_eq!(reason(&p, "198.18.0.7"), Some("denied"));
-        assert_eq!(reason(&p, "::ffff:198.18.0.7"), Some("denied"));
-        assert_eq!(reason(&p, "fd00:1::5"), Some("denied"));
+        assert_eq!(reason(&p, "198.18.0.7"), Some(Refusal::Denied));
+        assert_eq!(reason(&p, "::ffff:198.18.0.7"), Some(Refusal::Denied));
+        assert_eq!(reason(&p, "fd00:1::5"), Some(Refusal::Denied));
         assert_eq!(reason(&p, "198.18.1.7"), None);
         assert_eq!(reason(&p, "::ffff:198.19.0.1"), None);
         assert_eq!(reason(&p, "fd42::1"), None);
-        assert_eq!(reason(&p, "10.0.0.1"), Some("not_allowed"));
-        assert_eq!(reason(&p, "2001:db8::1"), Some("not_allowed"));
+        assert_eq!(reason(&p, "10.0.0.1"), Some(Refusal::NotAllowed));
+        assert_eq!(reason(&p, "2001:db8::1"), Some(Refusal::NotAllowed));
         // The fixed classes come first, whatever the blocks say.
-        assert_eq!(reason(&p, "::ffff:127.0.0.1"), Some("loopback"));
+        assert_eq!(reason(&p, "::ffff:127.0.0.1"), Some(Refusal::Loopback));
         assert!(p.serves_namespace("kube-system"));
         assert!(!Policy::default().serves_namespace("kube-node-lease"));
         assert!(Policy::default().serves_namespace("shop"));

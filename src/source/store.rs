@@ -4,10 +4,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::Object;
 use super::linkerd::{self, Member, Role};
-use super::object::Object;
 use crate::model::packed::{self, Packed, PackedImport};
-use crate::model::{Service, ServiceKey, ServiceSet};
+use crate::model::{ObjectKind, Service, ServiceKey, ServiceSet};
 
 /// An object in the store's form (a few bytes an endpoint), as a relist holds what it has
 /// listed until the list is complete.
@@ -20,13 +20,14 @@ pub enum PackedObject {
     Linkerd(Member),
 }
 
-impl Object {
+impl From<Object> for PackedObject {
     /// The object in the store's form.
-    pub fn pack(self) -> PackedObject {
-        match self {
-            Object::Import(i) => {
-                PackedObject::Import(i.key, PackedImport::new(i.kind, &i.ips, &i.ports))
-            }
+    fn from(object: Object) -> Self {
+        match object {
+            Object::Import(i) => PackedObject::Import(
+                i.key,
+                PackedImport::new(ObjectKind::ServiceImport, i.kind, &i.ips, &i.ports),
+            ),
             Object::Slice(s) => PackedObject::Slice(s.service, Packed::new(&s.slice)),
             Object::Linkerd(m) => PackedObject::Linkerd(m),
         }
@@ -61,7 +62,7 @@ pub struct Store {
 impl Store {
     /// Adds or replaces an object; returns the services whose DNS data may have changed.
     pub fn insert(&mut self, object: Object) -> Vec<ServiceKey> {
-        self.insert_packed(object.pack())
+        self.insert_packed(object.into())
     }
 
     /// As [`Store::insert`], for an object already packed.
@@ -122,24 +123,54 @@ impl Store {
         }
     }
 
+    /// Forgets an object of `kind`; returns the service it belonged to if it was known.
+    pub fn remove(&mut self, kind: ObjectKind, id: &ObjectId) -> Option<ServiceKey> {
+        match kind {
+            ObjectKind::ServiceImport => self.remove_import(id),
+            ObjectKind::EndpointSlice => self.remove_slice(id),
+            ObjectKind::Service => self.remove_linkerd(id),
+        }
+    }
+
+    /// Identities of the objects of `kind` (in `namespace`, or all).
+    pub fn ids(&self, kind: ObjectKind, namespace: Option<&str>) -> Vec<ObjectId> {
+        let in_namespace = |(ns, _): &&ObjectId| namespace.is_none_or(|n| ns == n);
+        match kind {
+            ObjectKind::ServiceImport => self
+                .services
+                .iter()
+                .filter(|(k, o)| o.import.is_some() && namespace.is_none_or(|n| k.namespace == n))
+                .map(|(k, _)| (k.namespace.clone(), k.name.clone()))
+                .collect(),
+            ObjectKind::EndpointSlice => self
+                .slice_owner
+                .keys()
+                .filter(in_namespace)
+                .cloned()
+                .collect(),
+            ObjectKind::Service => self
+                .linkerd_owner
+                .keys()
+                .filter(in_namespace)
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// How many objects of `kind` the store holds.
+    pub fn count(&self, kind: ObjectKind) -> usize {
+        match kind {
+            ObjectKind::ServiceImport => self.imports,
+            ObjectKind::EndpointSlice => self.slice_owner.len(),
+            ObjectKind::Service => self.linkerd_owner.len(),
+        }
+    }
+
     /// Forgets one of Linkerd's Services; returns the service it belonged to if it was known.
-    pub fn remove_linkerd(&mut self, id: &ObjectId) -> Option<ServiceKey> {
+    fn remove_linkerd(&mut self, id: &ObjectId) -> Option<ServiceKey> {
         let owner = self.linkerd_owner.remove(id)?;
         self.detach_linkerd(&owner, &id.1);
         Some(owner)
-    }
-
-    /// Identities of Linkerd's Services (in `namespace`, or all).
-    pub fn linkerd_ids(&self, namespace: Option<&str>) -> Vec<ObjectId> {
-        self.linkerd_owner
-            .keys()
-            .filter(|(ns, _)| namespace.is_none_or(|n| ns == n))
-            .cloned()
-            .collect()
-    }
-
-    pub fn linkerd_services(&self) -> usize {
-        self.linkerd_owner.len()
     }
 
     /// When a ServiceImport and Linkerd's Services both give the service: the names of the
@@ -178,7 +209,7 @@ impl Store {
     }
 
     /// Forgets a ServiceImport; returns its service if it was known.
-    pub fn remove_import(&mut self, id: &ObjectId) -> Option<ServiceKey> {
+    fn remove_import(&mut self, id: &ObjectId) -> Option<ServiceKey> {
         let key = ServiceKey {
             namespace: id.0.clone(),
             name: id.1.clone(),
@@ -190,36 +221,10 @@ impl Store {
     }
 
     /// Forgets an EndpointSlice; returns the service it belonged to if it was known.
-    pub fn remove_slice(&mut self, id: &ObjectId) -> Option<ServiceKey> {
+    fn remove_slice(&mut self, id: &ObjectId) -> Option<ServiceKey> {
         let owner = self.slice_owner.remove(id)?;
         self.detach_slice(&owner, &id.1);
         Some(owner)
-    }
-
-    /// Identities of the ServiceImports (in `namespace`, or all).
-    pub fn import_ids(&self, namespace: Option<&str>) -> Vec<ObjectId> {
-        self.services
-            .iter()
-            .filter(|(k, o)| o.import.is_some() && namespace.is_none_or(|n| k.namespace == n))
-            .map(|(k, _)| (k.namespace.clone(), k.name.clone()))
-            .collect()
-    }
-
-    /// Identities of the EndpointSlices (in `namespace`, or all).
-    pub fn slice_ids(&self, namespace: Option<&str>) -> Vec<ObjectId> {
-        self.slice_owner
-            .keys()
-            .filter(|(ns, _)| namespace.is_none_or(|n| ns == n))
-            .cloned()
-            .collect()
-    }
-
-    pub fn imports(&self) -> usize {
-        self.imports
-    }
-
-    pub fn slices(&self) -> usize {
-        self.slice_owner.len()
     }
 
     /// The service as DNS sees it: from its ServiceImport if one is known, else from Linkerd's
@@ -243,7 +248,7 @@ impl Store {
                 let slices = s.slices.iter().map(Packed::new).collect();
                 Some((
                     k.clone(),
-                    PackedImport::new(s.kind, &s.ips, &s.ports),
+                    PackedImport::new(ObjectKind::Service, s.kind, &s.ips, &s.ports),
                     slices,
                 ))
             })
@@ -281,8 +286,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::object::Classified;
-    use crate::source::object::tests::one;
+    use crate::source::Classified;
+    use crate::source::file::tests::one;
 
     #[test]
     fn store_joins_slices_to_imports() {
@@ -302,7 +307,7 @@ mod tests {
         assert_eq!(services.len(), 1);
         let names: Vec<_> = services[0].slices.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["a", "z"]);
-        assert_eq!(store.slices(), 3);
+        assert_eq!(store.count(ObjectKind::EndpointSlice), 3);
         // A relabelled slice moves to its new service; a removed one is gone from its service.
         let web = ServiceKey {
             namespace: "shop".into(),
@@ -320,13 +325,16 @@ mod tests {
         assert_eq!(store.insert(o), [web.clone(), orphan.clone()]);
         assert_eq!(store.service(&web).unwrap().slices.len(), 1);
         assert_eq!(
-            store.remove_slice(&("shop".into(), "a".into())),
+            store.remove(ObjectKind::EndpointSlice, &("shop".into(), "a".into())),
             Some(web.clone())
         );
         assert!(store.service(&web).unwrap().slices.is_empty());
-        assert_eq!(store.remove_slice(&("shop".into(), "a".into())), None);
-        assert_eq!(store.slice_ids(Some("shop")).len(), 2);
-        assert_eq!(store.slice_ids(Some("other")).len(), 0);
+        assert_eq!(
+            store.remove(ObjectKind::EndpointSlice, &("shop".into(), "a".into())),
+            None
+        );
+        assert_eq!(store.ids(ObjectKind::EndpointSlice, Some("shop")).len(), 2);
+        assert_eq!(store.ids(ObjectKind::EndpointSlice, Some("other")).len(), 0);
         // A store that is done with hands over the same services, moved instead of copied.
         let copied: Vec<Service> = store.snapshot().into_iter().collect();
         let moved: Vec<Service> = store.into_snapshot().into_iter().collect();

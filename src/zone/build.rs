@@ -14,7 +14,7 @@ use super::render::BodyWriter;
 use super::{Answer, Entry, Zone};
 use crate::metrics::Metrics;
 use crate::model::packed::{self, Packed, PackedImport};
-use crate::model::{Port, Service, ServiceKey, ServiceType, Update};
+use crate::model::{Port, Service, ServiceKey, ServiceType, Skip, Update};
 use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_NS, TYPE_SRV, TYPE_TXT, child};
 
 /// The MCS DNS schema version we implement (KEP-1645 specification 1.0.0).
@@ -294,8 +294,8 @@ impl Builder {
                 apex,
                 self.zone.ttl(),
                 &mut |why| {
-                    warn!(service = %service.key, "{why}; that name is not served");
-                    self.metrics.skipped("ServiceImport", "name_too_long");
+                    warn!(service = %service.key, kind = %service.origin, "{why}; that name is not served");
+                    self.metrics.skipped(service.origin, Skip::NameTooLong);
                 },
             ));
         }
@@ -303,7 +303,12 @@ impl Builder {
         if !self.fits(&service.key, names) {
             let waiting = Waiting {
                 names,
-                import: PackedImport::new(service.kind, &service.ips, &service.ports),
+                import: PackedImport::new(
+                    service.origin,
+                    service.kind,
+                    &service.ips,
+                    &service.ports,
+                ),
                 slices: service.slices.iter().map(Packed::new).collect(),
             };
             self.refuse(&service, Limit::ZoneNames, names);
@@ -718,6 +723,7 @@ mod tests {
     /// A headless service `name` in `shop` with `n` named endpoints in cluster `east`.
     fn headless(name: &str, n: usize, first: u8) -> Service {
         Service {
+            origin: crate::model::ObjectKind::ServiceImport,
             key: ServiceKey {
                 namespace: "shop".into(),
                 name: name.into(),

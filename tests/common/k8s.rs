@@ -308,11 +308,18 @@ pub fn dynamic_api(
     ns: &str,
     kind: &str,
 ) -> kube::Api<kube::api::DynamicObject> {
-    use clusterset_dns::source::kube::{import_resource, service_resource, slice_resource};
+    use clusterset_dns::model::ObjectKind;
+    use clusterset_dns::source::kube::api_resource;
+    use clusterset_dns::source::object::Kind;
+    use clusterset_dns::source::{linkerd, mcs};
     let ar = match kind {
-        "ServiceImport" => import_resource("v1beta1"),
-        "Service" => service_resource(),
-        _ => slice_resource(),
+        "ServiceImport" => api_resource(
+            ObjectKind::ServiceImport,
+            &mcs::Imports::RESOURCE,
+            "v1beta1",
+        ),
+        "Service" => api_resource(ObjectKind::Service, &linkerd::Services::RESOURCE, "v1"),
+        _ => api_resource(ObjectKind::EndpointSlice, &mcs::Slices::RESOURCE, "v1"),
     };
     kube::Api::namespaced_with(client.clone(), ns, &ar)
 }

@@ -1,10 +1,12 @@
-//! The Kubernetes client and API discovery: which kubeconfig, and which ServiceImport version
-//! the API server serves.
+//! The Kubernetes client and API discovery: which kubeconfig, and which version of each kind the
+//! API server serves.
 
 use kube::discovery::ApiResource;
 
 use super::Config;
-use crate::source::object::MCS_GROUP;
+use crate::model::ObjectKind;
+use crate::source::AnyKind;
+use crate::source::object::Resource;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -49,55 +51,64 @@ pub async fn client(config: &Config) -> Result<kube::Client, ClientError> {
     kube::Client::try_from(cfg).map_err(ClientError::Client)
 }
 
-/// The ServiceImport version to watch: the override, else v1beta1 if served, else v1alpha1.
-pub async fn import_version(client: &kube::Client, wanted: Option<&str>) -> Result<String, String> {
-    if let Some(v) = wanted {
-        return Ok(v.to_string());
+/// Why a kind's API cannot be watched (yet).
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    #[error("API group {group} not found (is the CRD of {kind} installed?): {error}")]
+    NotServed {
+        group: &'static str,
+        kind: ObjectKind,
+        error: kube::Error,
+    },
+    #[error("API group {group} serves {served:?}, none of {wanted:?} for {kind}")]
+    NoVersion {
+        group: &'static str,
+        kind: ObjectKind,
+        served: Vec<String>,
+        wanted: &'static [&'static str],
+    },
+}
+
+/// The resource to watch `kind` as: at the version it names, else at its only version, else at
+/// the first of its versions the API server serves.
+pub async fn discover(
+    client: &kube::Client,
+    kind: &dyn AnyKind,
+) -> Result<ApiResource, DiscoveryError> {
+    let r = kind.resource();
+    if let Some(v) = kind.version() {
+        return Ok(api_resource(kind.kind(), &r, v));
     }
-    let group = kube::discovery::group(client, MCS_GROUP)
+    if let [only] = r.versions {
+        return Ok(api_resource(kind.kind(), &r, only));
+    }
+    let group = kube::discovery::group(client, r.group)
         .await
-        .map_err(|e| {
-            format!("API group {MCS_GROUP} not found (are the MCS CRDs installed?): {e}")
+        .map_err(|error| DiscoveryError::NotServed {
+            group: r.group,
+            kind: kind.kind(),
+            error,
         })?;
     let served: Vec<&str> = group.versions().collect();
-    ["v1beta1", "v1alpha1"]
-        .into_iter()
+    r.versions
+        .iter()
         .find(|v| served.contains(v))
-        .map(str::to_string)
-        .ok_or_else(|| {
-            format!("API group {MCS_GROUP} serves {served:?}, neither v1beta1 nor v1alpha1")
+        .map(|v| api_resource(kind.kind(), &r, v))
+        .ok_or_else(|| DiscoveryError::NoVersion {
+            group: r.group,
+            kind: kind.kind(),
+            served: served.iter().map(|s| s.to_string()).collect(),
+            wanted: r.versions,
         })
 }
 
-/// The ServiceImport resource at `version`.
-pub fn import_resource(version: &str) -> ApiResource {
+/// `kind`'s resource `r` at `version`.
+pub fn api_resource(kind: ObjectKind, r: &Resource, version: &str) -> ApiResource {
     ApiResource {
-        group: MCS_GROUP.into(),
+        group: r.group.into(),
         version: version.into(),
-        api_version: format!("{MCS_GROUP}/{version}"),
-        kind: "ServiceImport".into(),
-        plural: "serviceimports".into(),
-    }
-}
-
-/// The EndpointSlice resource (discovery.k8s.io/v1).
-pub fn slice_resource() -> ApiResource {
-    ApiResource {
-        group: "discovery.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "discovery.k8s.io/v1".into(),
-        kind: "EndpointSlice".into(),
-        plural: "endpointslices".into(),
-    }
-}
-
-/// The Service resource (core/v1), for Linkerd's Services.
-pub fn service_resource() -> ApiResource {
-    ApiResource {
-        group: String::new(),
-        version: "v1".into(),
-        api_version: "v1".into(),
-        kind: "Service".into(),
-        plural: "services".into(),
+        api_version: r.api_version(version),
+        kind: kind.label().into(),
+        plural: r.plural.into(),
     }
 }

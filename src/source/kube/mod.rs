@@ -10,10 +10,8 @@
 mod client;
 mod state;
 
-pub use client::{
-    ClientError, client, import_resource, import_version, service_resource, slice_resource,
-};
-pub use state::{Change, Kind, Scope, WatchState};
+pub use client::{ClientError, DiscoveryError, api_resource, client, discover};
+pub use state::{Change, Scope, WatchState};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,12 +25,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::Selection;
-use super::linkerd;
-use super::object::LABEL_SERVICE_NAME;
 use super::policy::Policy;
+use super::{Selection, kinds};
 use crate::metrics::Metrics;
-use crate::model::Update;
+use crate::model::{ObjectKind, Update};
 
 #[derive(Debug, Clone, Default)]
 pub struct Config {
@@ -58,24 +54,20 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
-    let mut kinds = Vec::new();
-    if config.selection.mcs {
-        kinds.extend([Kind::Import, Kind::Slice]);
-    }
-    if config.selection.linkerd.is_some() {
-        kinds.push(Kind::Service);
-    }
-    let labels: Vec<&str> = kinds.iter().map(|k| k.label()).collect();
+    let kinds = kinds(&config.selection, config.import_version.as_deref());
+    let labels: Vec<ObjectKind> = kinds.iter().map(|k| k.kind()).collect();
     metrics.source_kinds(&labels);
-    // Only the MCS API needs its CRDs: a Linkerd-only cluster may have none.
-    let version = if config.selection.mcs {
+    // What each kind is watched as, at the version the API server serves. A kind whose API is
+    // not served is retried (the server is not ready meanwhile).
+    let mut watched = Vec::new();
+    for kind in &kinds {
         let mut delay = Duration::from_millis(500);
-        loop {
-            match import_version(&client, config.import_version.as_deref()).await {
-                Ok(v) => break Some(v),
+        let resource = loop {
+            match discover(&client, kind.as_ref()).await {
+                Ok(r) => break r,
                 Err(e) => {
                     warn!(retry_in = ?delay, "{e}");
-                    metrics.source_error(Kind::Import.label());
+                    metrics.source_error(kind.kind());
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
                         _ = tokio::time::sleep(delay) => {}
@@ -83,20 +75,14 @@ pub async fn run(
                     delay = (delay * 2).min(Duration::from_secs(30));
                 }
             }
-        }
-    } else {
-        None
-    };
-    // What each kind is watched as; the ServiceImport at the version found.
-    let mut watched = Vec::new();
-    if let Some(v) = &version {
-        watched.push((Kind::Import, import_resource(v)));
-        watched.push((Kind::Slice, slice_resource()));
+        };
+        watched.push((kind.clone(), resource));
     }
-    if config.selection.linkerd.is_some() {
-        watched.push((Kind::Service, service_resource()));
-    }
-    info!(version = version.as_deref().unwrap_or("-"), namespaces = ?config.namespaces, kinds = ?labels, "watching");
+    let versions: Vec<String> = watched
+        .iter()
+        .map(|(k, r)| format!("{}={}", k.kind(), r.api_version))
+        .collect();
+    info!(resources = %versions.join(" "), namespaces = ?config.namespaces, "watching");
     let namespaces: Vec<Option<String>> = if config.namespaces.is_empty() {
         vec![None]
     } else {
@@ -106,39 +92,36 @@ pub async fn run(
     let mut streams = Vec::new();
     for ns in &namespaces {
         for (kind, resource) in &watched {
-            let kind = *kind;
             let mut wc = watcher::Config::default();
             if ns.is_none() && !config.policy.exclude_namespaces.is_empty() {
                 // The API server leaves them out: they are neither sent nor held here.
                 wc = wc.fields(&excluded_namespaces_selector(&config.policy));
             }
-            let wc = match kind {
-                Kind::Import => wc,
-                // A slice holds up to 1,000 endpoints, and a page is held parsed (as JSON
-                // values) while it is read: kube-rs's 500 a page can be hundreds of MB.
-                Kind::Slice => wc.labels(LABEL_SERVICE_NAME).page_size(SLICE_PAGE),
-                // Only Linkerd's, chosen by the API server.
-                Kind::Service => wc.labels(linkerd::SELECTOR),
-            };
+            if let Some(selector) = kind.selector() {
+                wc = wc.labels(selector);
+            }
+            if let Some(page) = kind.page_size() {
+                wc = wc.page_size(page);
+            }
             let api: Api<DynamicObject> = match ns {
                 Some(n) => Api::namespaced_with(client.clone(), n, resource),
                 None => Api::all_with(client.clone(), resource),
             };
             let index = scopes.len();
             scopes.push(Scope {
-                kind,
+                kind: kind.clone(),
                 namespace: ns.clone(),
             });
+            let label = kind.kind();
             streams.push(
                 watcher::watcher(api, wc)
                     .default_backoff()
-                    .map(move |e| (index, kind, e))
+                    .map(move |e| (index, label, e))
                     .boxed(),
             );
         }
     }
-    let mut state = WatchState::new(scopes, config.policy.clone(), metrics.clone())
-        .with_linkerd(config.selection.linkerd.clone().unwrap_or_default());
+    let mut state = WatchState::new(scopes, config.policy.clone(), metrics.clone());
     let mut events = futures::stream::select_all(streams);
     loop {
         let next = tokio::select! {
@@ -153,8 +136,8 @@ pub async fn run(
         let event = match event {
             Ok(e) => e,
             Err(e) => {
-                warn!(kind = kind.label(), error = %e, "watch failed; retrying with backoff, still serving the last known zone");
-                metrics.source_error(kind.label());
+                warn!(%kind, error = %e, "watch failed; retrying with backoff, still serving the last known zone");
+                metrics.source_error(kind);
                 continue;
             }
         };
@@ -166,9 +149,6 @@ pub async fn run(
         }
     }
 }
-
-/// EndpointSlices asked for in one list request.
-const SLICE_PAGE: u32 = 50;
 
 /// A field selector that leaves out the policy's excluded namespaces (every resource, custom
 /// ones included, can be selected by `metadata.namespace`).

@@ -11,37 +11,17 @@ use kube::runtime::watcher::Event;
 use tracing::{debug, info, warn};
 
 use crate::metrics::Metrics;
-use crate::model::{ServiceKey, ServiceSet, Update};
-use crate::source::linkerd::{self, LinkerdService, report_conflict};
-use crate::source::object::{
-    Classified, EndpointSlice, Object, ServiceImport, convert_import, convert_slice, excluded,
-    report_refused,
-};
+use crate::model::{ObjectKind, ServiceKey, ServiceSet, Update};
+use crate::source::linkerd::report_conflict;
+use crate::source::object::report_refused;
 use crate::source::policy::Policy;
 use crate::source::store::{ObjectId, PackedObject, Store};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
-    Import,
-    Slice,
-    /// Linkerd's federated and mirror Services.
-    Service,
-}
-
-impl Kind {
-    pub fn label(self) -> &'static str {
-        match self {
-            Kind::Import => "ServiceImport",
-            Kind::Slice => "EndpointSlice",
-            Kind::Service => linkerd::KIND,
-        }
-    }
-}
+use crate::source::{AnyKind, Classified};
 
 /// One watch stream: a kind in one namespace (or all).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Scope {
-    pub kind: Kind,
+    pub kind: Arc<dyn AnyKind>,
     pub namespace: Option<String>,
 }
 
@@ -69,10 +49,10 @@ pub struct WatchState {
     synced: bool,
     /// What was last logged for each unusable object (or its refused addresses), so each
     /// problem is logged once.
-    logged: HashMap<(Kind, ObjectId), String>,
+    logged: HashMap<(ObjectKind, ObjectId), String>,
     policy: Policy,
-    /// How Linkerd's Services are read (when a stream watches them).
-    linkerd: linkerd::Config,
+    /// The kinds the streams watch, each once, for the gauges.
+    kinds: Vec<ObjectKind>,
     /// Services that a ServiceImport and Linkerd's Services both give, as last reported.
     conflicts: HashSet<ServiceKey>,
     metrics: Arc<Metrics>,
@@ -85,6 +65,9 @@ fn object_id(o: &DynamicObject) -> Option<ObjectId> {
 
 impl WatchState {
     pub fn new(scopes: Vec<Scope>, policy: Policy, metrics: Arc<Metrics>) -> Self {
+        let mut kinds: Vec<ObjectKind> = scopes.iter().map(|s| s.kind.kind()).collect();
+        kinds.sort();
+        kinds.dedup();
         let streams = scopes
             .into_iter()
             .map(|scope| StreamState {
@@ -99,16 +82,10 @@ impl WatchState {
             synced: false,
             logged: HashMap::new(),
             policy,
-            linkerd: linkerd::Config::default(),
+            kinds,
             conflicts: HashSet::new(),
             metrics,
         }
-    }
-
-    /// Reads Linkerd's Services with `config`.
-    pub fn with_linkerd(mut self, config: linkerd::Config) -> Self {
-        self.linkerd = config;
-        self
     }
 
     pub fn synced(&self) -> bool {
@@ -137,23 +114,22 @@ impl WatchState {
 
     /// Applies one event; returns what changed, services not yet unpacked (see [`WatchState::event`]).
     pub fn changes(&mut self, stream: usize, event: Event<DynamicObject>) -> Vec<Change> {
-        let kind = self.streams[stream].scope.kind;
+        let kind = self.streams[stream].scope.kind.kind();
         let mut affected = BTreeSet::new();
-        let kind_label = kind.label();
         match event {
             Event::Init => {
                 if self.streams[stream].listed {
-                    self.metrics.source_restart(kind_label);
-                    info!(kind = kind_label, "watch restarted: relisting");
+                    self.metrics.source_restart(kind);
+                    info!(%kind, "watch restarted: relisting");
                 }
                 self.streams[stream].buffer = Some(Vec::new());
                 return Vec::new();
             }
             Event::InitApply(obj) => {
-                self.metrics.source_event(kind_label, "list");
+                self.metrics.source_event(kind, "list");
                 // Packed now: a large list never sits in memory as JSON, nor as model values
                 // (about 110 bytes an endpoint, held until the list is done).
-                if let Some(read) = self.read(kind, obj) {
+                if let Some(read) = self.read(stream, obj) {
                     self.streams[stream]
                         .buffer
                         .get_or_insert_with(Vec::new)
@@ -165,12 +141,7 @@ impl WatchState {
                 let listed = self.streams[stream].buffer.take().unwrap_or_default();
                 let ns = self.streams[stream].scope.namespace.clone();
                 // Replace what this stream covers by what it listed, in one step.
-                let before = match kind {
-                    Kind::Import => self.store.import_ids(ns.as_deref()),
-                    Kind::Slice => self.store.slice_ids(ns.as_deref()),
-                    Kind::Service => self.store.linkerd_ids(ns.as_deref()),
-                };
-                for id in before {
+                for id in self.store.ids(kind, ns.as_deref()) {
                     affected.extend(self.forget(kind, &id));
                 }
                 for (id, parsed) in listed {
@@ -181,12 +152,12 @@ impl WatchState {
                 if !self.synced && self.streams.iter().all(|s| s.listed) {
                     self.synced = true;
                     self.gauges();
-                    info!(
-                        imports = self.store.imports(),
-                        slices = self.store.slices(),
-                        linkerd_services = self.store.linkerd_services(),
-                        "initial list complete"
-                    );
+                    let counts: Vec<String> = self
+                        .kinds
+                        .iter()
+                        .map(|k| format!("{k}={}", self.store.count(*k)))
+                        .collect();
+                    info!(objects = %counts.join(" "), "initial list complete");
                     let mut all = self.store.linkerd_keys();
                     all.sort();
                     self.check_conflicts(all.iter());
@@ -194,11 +165,11 @@ impl WatchState {
                 }
             }
             Event::Apply(obj) => {
-                self.metrics.source_event(kind_label, "apply");
-                affected.extend(self.apply(kind, obj));
+                self.metrics.source_event(kind, "apply");
+                affected.extend(self.apply(stream, obj));
             }
             Event::Delete(obj) => {
-                self.metrics.source_event(kind_label, "delete");
+                self.metrics.source_event(kind, "delete");
                 if let Some(id) = object_id(&obj) {
                     self.logged.remove(&(kind, id.clone()));
                     affected.extend(self.forget(kind, &id));
@@ -233,28 +204,20 @@ impl WatchState {
     }
 
     fn gauges(&self) {
-        let kinds = self.streams.iter().map(|s| s.scope.kind);
-        for kind in kinds.collect::<HashSet<_>>() {
-            let n = match kind {
-                Kind::Import => self.store.imports(),
-                Kind::Slice => self.store.slices(),
-                Kind::Service => self.store.linkerd_services(),
-            };
-            self.metrics.source_objects(kind.label(), n);
+        for &kind in &self.kinds {
+            self.metrics.source_objects(kind, self.store.count(kind));
         }
     }
 
-    fn forget(&mut self, kind: Kind, id: &ObjectId) -> Option<ServiceKey> {
-        match kind {
-            Kind::Import => self.store.remove_import(id),
-            Kind::Slice => self.store.remove_slice(id),
-            Kind::Service => self.store.remove_linkerd(id),
-        }
+    fn forget(&mut self, kind: ObjectKind, id: &ObjectId) -> Option<ServiceKey> {
+        self.store.remove(kind, id)
     }
 
-    /// Adds or replaces one object; an object that became unusable is removed.
-    fn apply(&mut self, kind: Kind, obj: DynamicObject) -> Vec<ServiceKey> {
-        match self.read(kind, obj) {
+    /// Adds or replaces one object of stream `stream`; an object that became unusable is
+    /// removed.
+    fn apply(&mut self, stream: usize, obj: DynamicObject) -> Vec<ServiceKey> {
+        let kind = self.streams[stream].scope.kind.kind();
+        match self.read(stream, obj) {
             Some((id, parsed)) => self.commit(kind, &id, parsed),
             None => Vec::new(),
         }
@@ -263,7 +226,7 @@ impl WatchState {
     /// Puts a read object into the store (`None`: unusable, so any older version goes).
     fn commit(
         &mut self,
-        kind: Kind,
+        kind: ObjectKind,
         id: &ObjectId,
         parsed: Option<PackedObject>,
     ) -> Vec<ServiceKey> {
@@ -275,24 +238,16 @@ impl WatchState {
 
     /// Reads one object into the store's packed form (`None` when unusable: logged once and
     /// counted).
-    fn read(&mut self, kind: Kind, obj: DynamicObject) -> Option<(ObjectId, Option<PackedObject>)> {
+    fn read(
+        &mut self,
+        stream: usize,
+        obj: DynamicObject,
+    ) -> Option<(ObjectId, Option<PackedObject>)> {
         let id = object_id(&obj)?;
-        let object = format!("{}/{}", id.0, id.1);
+        let reader = &self.streams[stream].scope.kind;
+        let kind = reader.kind();
         // Read once into its shape, straight from what the client parsed.
-        let classified = match excluded(kind.label(), &object, &id.0, &self.policy) {
-            Some(ignored) => ignored,
-            None => match kind {
-                Kind::Import => {
-                    ServiceImport::from_dynamic(obj).map(|o| convert_import(o, &self.policy))
-                }
-                Kind::Slice => {
-                    EndpointSlice::from_dynamic(obj).map(|o| convert_slice(o, &self.policy))
-                }
-                Kind::Service => LinkerdService::from_dynamic(obj)
-                    .map(|o| linkerd::convert(o, &self.linkerd, &self.policy)),
-            }
-            .unwrap_or_else(Classified::Invalid),
-        };
+        let classified = reader.read_api(obj, &self.policy);
         let parsed = match classified {
             Classified::Object(o) if o.refused().is_empty() => {
                 self.logged.remove(&(kind, id.clone()));
@@ -300,8 +255,8 @@ impl WatchState {
             }
             Classified::Object(o) => {
                 if self.first_report(kind, &id, format!("{:?}", o.refused())) {
-                    let (kind_label, object) = o.identity();
-                    report_refused(kind_label, &object, o.refused(), &self.metrics);
+                    let (kind, object) = o.identity();
+                    report_refused(kind, &object, o.refused(), &self.metrics);
                 }
                 Some(o)
             }
@@ -311,18 +266,18 @@ impl WatchState {
             }
             Classified::Invalid(e) => {
                 if self.first_report(kind, &id, e.to_string()) {
-                    warn!(reason = e.reason, "skipped {e}");
+                    warn!(reason = %e.reason, "skipped {e}");
                     self.metrics.skipped(e.kind, e.reason);
                 }
                 None
             }
         };
-        Some((id, parsed.map(Object::pack)))
+        Some((id, parsed.map(PackedObject::from)))
     }
 
     /// Whether `problem` is new for this object (and so is to be logged and counted); it is
     /// remembered either way.
-    fn first_report(&mut self, kind: Kind, id: &ObjectId, problem: String) -> bool {
+    fn first_report(&mut self, kind: ObjectKind, id: &ObjectId, problem: String) -> bool {
         let key = (kind, id.clone());
         if self.logged.get(&key) == Some(&problem) {
             return false;
@@ -337,7 +292,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::source::object::LABEL_SERVICE_NAME;
+    use crate::source::linkerd;
+    use crate::source::mcs::{Imports, LABEL_SERVICE_NAME, Slices};
+
+    fn scope(kind: impl AnyKind + 'static) -> Scope {
+        Scope {
+            kind: Arc::new(kind),
+            namespace: None,
+        }
+    }
 
     fn metrics() -> Arc<Metrics> {
         Arc::new(Metrics::new(
@@ -374,18 +337,10 @@ mod tests {
             .collect()
     }
 
-    fn core() -> WatchState {
+    /// Watching ServiceImports (stream 0) and EndpointSlices (stream 1).
+    fn mcs() -> WatchState {
         WatchState::new(
-            vec![
-                Scope {
-                    kind: Kind::Import,
-                    namespace: None,
-                },
-                Scope {
-                    kind: Kind::Slice,
-                    namespace: None,
-                },
-            ],
+            vec![scope(Imports::default()), scope(Slices)],
             Policy::default(),
             metrics(),
         )
@@ -393,7 +348,7 @@ mod tests {
 
     #[test]
     fn nothing_until_both_kinds_have_listed_then_one_reset() {
-        let mut c = core();
+        let mut c = mcs();
         assert!(c.event(0, Event::Init).is_empty());
         assert!(
             c.event(0, Event::InitApply(import("web", "10.0.0.1")))
@@ -418,7 +373,7 @@ mod tests {
 
     #[test]
     fn changes_become_per_service_updates() {
-        let mut c = core();
+        let mut c = mcs();
         for (s, e) in [
             (0, Event::Init),
             (0, Event::InitDone),
@@ -467,11 +422,7 @@ mod tests {
             exclude_namespaces: vec!["shop".into()],
             ..Policy::default()
         };
-        let scope = Scope {
-            kind: Kind::Import,
-            namespace: None,
-        };
-        let mut c = WatchState::new(vec![scope], policy, metrics());
+        let mut c = WatchState::new(vec![scope(Imports::default())], policy, metrics());
         c.event(0, Event::Init);
         assert_eq!(keys(&c.event(0, Event::InitDone)), ["reset 0"]);
         assert!(
@@ -487,7 +438,7 @@ mod tests {
 
     #[test]
     fn a_relist_replaces_the_state_as_one_diff() {
-        let mut c = core();
+        let mut c = mcs();
         c.event(0, Event::Init);
         for n in ["a", "b", "c"] {
             c.event(0, Event::InitApply(import(n, "10.0.0.1")));
@@ -527,14 +478,11 @@ mod tests {
     #[test]
     fn linkerd_services_relist_and_lose_to_an_import_once() {
         let m = metrics();
-        let scopes = [Kind::Import, Kind::Service]
-            .map(|kind| Scope {
-                kind,
-                namespace: None,
-            })
-            .to_vec();
-        let mut c = WatchState::new(scopes, Policy::default(), m.clone())
-            .with_linkerd(linkerd::Config::default());
+        let scopes = vec![
+            scope(Imports::default()),
+            scope(linkerd::Services::default()),
+        ];
+        let mut c = WatchState::new(scopes, Policy::default(), m.clone());
         c.event(0, Event::Init);
         c.event(0, Event::InitDone);
         c.event(1, Event::Init);

@@ -1,0 +1,526 @@
+//! The Multi-Cluster Services API's kinds (`--source mcs`): ServiceImport
+//! (`multicluster.x-k8s.io`, v1alpha1 or v1beta1) and EndpointSlice (`discovery.k8s.io/v1`,
+//! labelled `multicluster.kubernetes.io/service-name`), each read once into its shape and
+//! validated. One unusable object is reported and skipped, never fatal.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use serde::Deserialize;
+
+use super::object::{Kind, Meta, RawPort, Read, Refused, Resource, addresses, invalid, ports};
+use super::policy::{Policy, refusal};
+use crate::model::{Endpoint, ObjectKind, Port, ServiceKey, ServiceType, Skip, Slice};
+use crate::wire::{is_cluster_id, is_label};
+
+pub const LABEL_SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
+pub const LABEL_SOURCE_CLUSTER: &str = "multicluster.kubernetes.io/source-cluster";
+pub const MCS_GROUP: &str = "multicluster.x-k8s.io";
+
+/// ServiceImports, at the version the API server serves (v1beta1 preferred) or the one named.
+#[derive(Debug, Clone, Default)]
+pub struct Imports {
+    /// `--serviceimport-version`.
+    pub version: Option<String>,
+}
+
+/// EndpointSlices that carry the MCS service label.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Slices;
+
+/// A validated ServiceImport.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Import {
+    pub key: ServiceKey,
+    pub kind: ServiceType,
+    pub ips: Vec<IpAddr>,
+    pub ports: Vec<Port>,
+    /// Addresses left out of `ips`.
+    pub refused: Vec<Refused>,
+}
+
+/// A validated EndpointSlice with the service it belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SliceObject {
+    pub service: ServiceKey,
+    pub slice: Slice,
+    /// Addresses left out of the endpoints (an endpoint left with none is left out too).
+    pub refused: Vec<Refused>,
+}
+
+/// A ServiceImport as we read it.
+#[derive(Debug, Deserialize)]
+pub struct ServiceImport {
+    #[serde(default)]
+    metadata: Meta,
+    spec: Option<ImportSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ImportSpec {
+    #[serde(rename = "type")]
+    type_: Option<String>,
+    ips: Option<Vec<String>>,
+    ports: Option<Vec<RawPort>>,
+}
+
+/// An EndpointSlice as we read it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointSlice {
+    #[serde(default)]
+    metadata: Meta,
+    address_type: Option<String>,
+    endpoints: Option<Vec<RawEndpoint>>,
+    ports: Option<Vec<RawPort>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawEndpoint {
+    addresses: Option<Vec<String>>,
+    conditions: Option<RawConditions>,
+    hostname: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawConditions {
+    ready: Option<bool>,
+}
+
+impl Kind for Imports {
+    type Shape = ServiceImport;
+    type Output = Import;
+    const KIND: ObjectKind = ObjectKind::ServiceImport;
+    const RESOURCE: Resource = Resource {
+        group: MCS_GROUP,
+        versions: &["v1beta1", "v1alpha1"],
+        plural: "serviceimports",
+        required: true,
+    };
+
+    fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    fn set_meta(shape: &mut ServiceImport, meta: Meta) {
+        shape.metadata = meta;
+    }
+
+    fn convert(&self, mut raw: ServiceImport, policy: &Policy) -> Read<Import> {
+        const KIND: ObjectKind = ObjectKind::ServiceImport;
+        let object = raw.metadata.object();
+        let copy_marker = |m: &Option<BTreeMap<String, String>>| {
+            m.as_ref()
+                .is_some_and(|m| m.contains_key(LABEL_SERVICE_NAME))
+        };
+        let (name, namespace) = match raw.metadata.identity(KIND) {
+            Ok(id) => id,
+            Err(e) => return Read::Invalid(e),
+        };
+        if copy_marker(&raw.metadata.labels) || copy_marker(&raw.metadata.annotations) {
+            return Read::Ignored(format!(
+                "{KIND} {object}: carries {LABEL_SERVICE_NAME}, an internal copy (Submariner), not a service"
+            ));
+        }
+        for (field, value) in [("metadata.name", &name), ("metadata.namespace", &namespace)] {
+            if !is_label(value) {
+                return invalid(
+                    KIND,
+                    &object,
+                    Skip::BadName,
+                    format!("{field} {value:?} is not a lower-case DNS label"),
+                );
+            }
+        }
+        let Some(spec) = raw.spec else {
+            return invalid(KIND, &object, Skip::Malformed, "spec is missing".into());
+        };
+        let kind = match spec.type_.as_deref() {
+            Some("Headless") => ServiceType::Headless,
+            _ => ServiceType::ClusterSetIp,
+        };
+        let (ips, refused) = match addresses(spec.ips.unwrap_or_default(), "spec.ips", policy) {
+            Ok(read) => read,
+            Err(why) => return invalid(KIND, &object, Skip::BadIp, why),
+        };
+        let ports = match ports(spec.ports.unwrap_or_default(), "spec.ports", true) {
+            Ok(ports) => ports,
+            Err((reason, why)) => return invalid(KIND, &object, reason, why),
+        };
+        Read::Object(Import {
+            key: ServiceKey { namespace, name },
+            kind,
+            ips,
+            ports,
+            refused,
+        })
+    }
+}
+
+impl Kind for Slices {
+    type Shape = EndpointSlice;
+    type Output = SliceObject;
+    const KIND: ObjectKind = ObjectKind::EndpointSlice;
+    const RESOURCE: Resource = Resource {
+        group: "discovery.k8s.io",
+        versions: &["v1"],
+        plural: "endpointslices",
+        required: true,
+    };
+
+    fn selector(&self) -> Option<&'static str> {
+        Some(LABEL_SERVICE_NAME)
+    }
+
+    /// A slice holds up to 1,000 endpoints, and a page is held parsed (as JSON values) while it
+    /// is read: kube-rs's 500 a page can be hundreds of MB.
+    fn page_size(&self) -> Option<u32> {
+        Some(50)
+    }
+
+    fn set_meta(shape: &mut EndpointSlice, meta: Meta) {
+        shape.metadata = meta;
+    }
+
+    fn convert(&self, mut raw: EndpointSlice, policy: &Policy) -> Read<SliceObject> {
+        const KIND: ObjectKind = ObjectKind::EndpointSlice;
+        let object = raw.metadata.object();
+        let labels = raw.metadata.labels.take().unwrap_or_default();
+        let Some(service) = labels.get(LABEL_SERVICE_NAME) else {
+            return Read::Ignored(format!("{KIND} {object}: no {LABEL_SERVICE_NAME} label"));
+        };
+        let (name, namespace) = match raw.metadata.identity(KIND) {
+            Ok(id) => id,
+            Err(e) => return Read::Invalid(e),
+        };
+        if !is_label(service) {
+            return invalid(
+                KIND,
+                &object,
+                Skip::BadName,
+                format!("label {LABEL_SERVICE_NAME}={service:?} is not a lower-case DNS label"),
+            );
+        }
+        let cluster = match labels.get(LABEL_SOURCE_CLUSTER) {
+            None => None,
+            Some(c) => {
+                let c = c.to_ascii_lowercase();
+                if !is_cluster_id(&c) {
+                    return invalid(
+                        KIND,
+                        &object,
+                        Skip::BadCluster,
+                        format!("label {LABEL_SOURCE_CLUSTER}={c:?} is not one or two DNS labels"),
+                    );
+                }
+                Some(c)
+            }
+        };
+        let v6 = match raw.address_type.as_deref() {
+            Some("IPv4") => false,
+            Some("IPv6") => true,
+            other => {
+                return invalid(
+                    KIND,
+                    &object,
+                    Skip::BadAddressType,
+                    format!(
+                        "addressType {:?} is not served (only IPv4 and IPv6)",
+                        other.unwrap_or("")
+                    ),
+                );
+            }
+        };
+        let ports = match ports(raw.ports.unwrap_or_default(), "ports", false) {
+            Ok(ports) => ports,
+            Err((reason, why)) => return invalid(KIND, &object, reason, why),
+        };
+        let mut endpoints = Vec::new();
+        let mut refused = Vec::new();
+        for (i, e) in raw.endpoints.unwrap_or_default().into_iter().enumerate() {
+            if e.conditions.and_then(|c| c.ready) == Some(false) {
+                continue;
+            }
+            let mut addresses = Vec::new();
+            for (j, a) in e.addresses.unwrap_or_default().iter().enumerate() {
+                let why = match a.trim().parse::<IpAddr>() {
+                    Ok(ip) if ip.is_ipv6() == v6 => {
+                        match refusal(policy, ip) {
+                            None => addresses.push(ip),
+                            Some(reason) => refused.push(Refused {
+                                field: format!("endpoints[{i}].addresses[{j}]"),
+                                address: ip,
+                                reason,
+                            }),
+                        }
+                        continue;
+                    }
+                    Ok(_) => format!(
+                        "does not match addressType {}",
+                        if v6 { "IPv6" } else { "IPv4" }
+                    ),
+                    Err(_) => "is not an IP address".to_string(),
+                };
+                return invalid(
+                    KIND,
+                    &object,
+                    Skip::BadIp,
+                    format!("endpoints[{i}].addresses[{j}] {a:?} {why}"),
+                );
+            }
+            let hostname = match e.hostname {
+                None => None,
+                Some(h) if h.is_empty() => None,
+                Some(h) => {
+                    let h = h.to_ascii_lowercase();
+                    if !is_label(&h) {
+                        return invalid(
+                            KIND,
+                            &object,
+                            Skip::BadHostname,
+                            format!("endpoints[{i}].hostname {h:?} is not a DNS label"),
+                        );
+                    }
+                    Some(h)
+                }
+            };
+            if !addresses.is_empty() {
+                endpoints.push(Endpoint {
+                    addresses,
+                    hostname,
+                });
+            }
+        }
+        Read::Object(SliceObject {
+            service: ServiceKey {
+                namespace,
+                name: service.clone(),
+            },
+            slice: Slice {
+                name,
+                cluster,
+                ports,
+                endpoints,
+            },
+            refused,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::DynamicObject;
+
+    use super::*;
+    use crate::model::Protocol;
+    use crate::source::file::tests::one;
+    use crate::source::object::from_dynamic;
+    use crate::source::{Classified, Object};
+
+    #[test]
+    fn objects_from_the_api_are_read_from_what_the_client_parsed() {
+        let o: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ServiceImport",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u", "resourceVersion": "7",
+                         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"},
+                         "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"type": "ClusterSetIP", "ips": ["10.0.0.1"], "ports": [{"port": 80}]},
+            "status": {"clusters": [{"cluster": "east"}]}
+        }))
+        .unwrap();
+        let c = Imports::default().convert(from_dynamic::<Imports>(o).unwrap(), &Policy::default());
+        let Read::Object(i) = c else { panic!("{c:?}") };
+        assert_eq!(i.key.to_string(), "shop/web");
+        assert_eq!(i.ips, ["10.0.0.1".parse::<IpAddr>().unwrap()]);
+        assert_eq!(i.ports.len(), 1);
+        // A body that does not have the shape (no schema stopped it) is this object's error.
+        let o: DynamicObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "odd", "namespace": "shop"},
+            "addressType": "IPv4", "endpoints": [{"addresses": "10.0.0.1"}]
+        }))
+        .unwrap();
+        let e = from_dynamic::<Slices>(o).unwrap_err();
+        assert_eq!(
+            (e.kind, e.object.as_str(), e.reason),
+            (ObjectKind::EndpointSlice, "shop/odd", Skip::Malformed)
+        );
+        assert!(e.message.starts_with("cannot be read: "), "{e}");
+    }
+
+    #[test]
+    fn import_with_unknown_fields_and_defaults() {
+        let c = one(
+            "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\n\
+             spec: {type: ClusterSetIP, ips: [10.0.0.1, 'fd00::1'], ipFamilies: [IPv4], ports: [{port: 80}, {name: Http, protocol: udp, port: 81}]}\nstatus: {clusters: [{cluster: a}]}",
+        );
+        let Classified::Object(Object::Import(i)) = c else {
+            panic!("{c:?}")
+        };
+        assert_eq!(i.kind, ServiceType::ClusterSetIp);
+        assert_eq!(i.ips.len(), 2);
+        assert_eq!(
+            i.ports[0],
+            Port {
+                name: None,
+                protocol: Protocol::Tcp,
+                port: 80
+            }
+        );
+        assert_eq!(
+            i.ports[1],
+            Port {
+                name: Some("http".into()),
+                protocol: Protocol::Udp,
+                port: 81
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_type_is_clustersetip_and_submariner_copies_are_ignored() {
+        let c = one(
+            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: a, namespace: b}\nspec: {type: Weird, ports: []}",
+        );
+        assert!(matches!(
+            c,
+            Classified::Object(Object::Import(Import {
+                kind: ServiceType::ClusterSetIp,
+                ..
+            }))
+        ));
+        let c = one(
+            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: a-b-c, namespace: sub, labels: {multicluster.kubernetes.io/service-name: a}}\nspec: {type: Headless}",
+        );
+        assert!(matches!(c, Classified::Ignored(_)), "{c:?}");
+        let c = one(
+            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: a, namespace: b, annotations: {multicluster.kubernetes.io/service-name: a}}\nspec: {type: Headless}",
+        );
+        assert!(matches!(c, Classified::Ignored(_)), "{c:?}");
+    }
+
+    #[test]
+    fn bad_objects_name_the_object_and_the_field() {
+        let cases = [
+            (
+                "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\nspec: {type: ClusterSetIP, ips: [10.0.0.300]}",
+                "bad_ip",
+                "spec.ips[0]",
+            ),
+            (
+                "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: Web_1, namespace: shop}\nspec: {type: ClusterSetIP}",
+                "bad_name",
+                "metadata.name",
+            ),
+            (
+                "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\nspec: {ports: [{port: 70000}]}",
+                "bad_port",
+                "spec.ports[0]",
+            ),
+            (
+                "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\nspec: {ports: 7}",
+                "malformed",
+                "cannot be read",
+            ),
+            (
+                "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: ['fd00::1']}]",
+                "bad_ip",
+                "endpoints[0].addresses[0]",
+            ),
+            (
+                "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: [10.0.0.1], hostname: 'a.b'}]",
+                "bad_hostname",
+                "endpoints[0].hostname",
+            ),
+            (
+                "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web, multicluster.kubernetes.io/source-cluster: a.b.c}}\naddressType: IPv4",
+                "bad_cluster",
+                "source-cluster",
+            ),
+            (
+                "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: FQDN",
+                "bad_address_type",
+                "FQDN",
+            ),
+        ];
+        for (yaml, reason, mention) in cases {
+            let Classified::Invalid(e) = one(yaml) else {
+                panic!("accepted: {yaml}")
+            };
+            assert_eq!(e.reason.label(), reason, "{e}");
+            assert!(e.to_string().contains(mention), "{e}");
+            assert!(e.to_string().contains("shop/"), "{e}");
+        }
+    }
+
+    #[test]
+    fn refused_addresses_are_dropped_alone_and_excluded_namespaces_not_served() {
+        let Classified::Object(Object::Import(i)) = one(
+            "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\n\
+             spec: {type: ClusterSetIP, ips: [169.254.169.254, 10.0.0.1, '::ffff:127.0.0.1'], ports: [{port: 80}]}",
+        ) else {
+            panic!()
+        };
+        assert_eq!(i.ips, ["10.0.0.1".parse::<IpAddr>().unwrap()]);
+        let refused: Vec<String> = i.refused.iter().map(|r| r.to_string()).collect();
+        assert_eq!(
+            refused,
+            [
+                "spec.ips[0] 169.254.169.254 refused (link_local)",
+                "spec.ips[2] ::ffff:127.0.0.1 refused (loopback)"
+            ]
+        );
+        let Classified::Object(Object::Slice(s)) = one(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\n\
+             addressType: IPv4\nendpoints:\n- {addresses: [255.255.255.255], hostname: gone}\n- {addresses: [0.0.0.0, 10.1.0.2], hostname: kept}",
+        ) else {
+            panic!()
+        };
+        assert_eq!(
+            s.slice.endpoints.len(),
+            1,
+            "an endpoint with no address left goes"
+        );
+        assert_eq!(s.slice.endpoints[0].hostname.as_deref(), Some("kept"));
+        assert_eq!(
+            s.slice.endpoints[0].addresses,
+            ["10.1.0.2".parse::<IpAddr>().unwrap()]
+        );
+        let reasons: Vec<_> = s
+            .refused
+            .iter()
+            .map(|r| (r.field.as_str(), r.reason.label()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("endpoints[0].addresses[0]", "broadcast"),
+                ("endpoints[1].addresses[0]", "unspecified")
+            ]
+        );
+        for kind in [
+            "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: dns, namespace: kube-system}\nspec: {type: ClusterSetIP, ips: [10.0.0.1]}",
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: kube-public, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4",
+        ] {
+            let c = one(kind);
+            assert!(
+                matches!(&c, Classified::Ignored(w) if w.contains("excluded")),
+                "{c:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn slices_skip_not_ready_and_keep_absent_ready() {
+        let c = one(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web, multicluster.kubernetes.io/source-cluster: East.Prod}}\n\
+             addressType: IPv4\nports: null\nendpoints:\n- {addresses: [10.0.0.1], conditions: {ready: false}}\n- {addresses: [10.0.0.2]}\n- {addresses: [10.0.0.3], conditions: {ready: true}, hostname: DB-0}",
+        );
+        let Classified::Object(Object::Slice(s)) = c else {
+            panic!("{c:?}")
+        };
+        assert_eq!(s.slice.cluster.as_deref(), Some("east.prod"));
+        assert!(s.slice.ports.is_empty());
+        assert_eq!(s.slice.endpoints.len(), 2);
+        assert_eq!(s.slice.endpoints[1].hostname.as_deref(), Some("db-0"));
+    }
+}
