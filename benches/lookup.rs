@@ -44,7 +44,7 @@ fn bench(c: &mut Criterion) {
                     black_box(view.lookup(black_box(&wires[i]), |l| {
                         matches!(l, Lookup::Inside { entry: Some(_), .. })
                     }))
-                })
+                });
             });
             let packets: Vec<Vec<u8>> = names(n, hit).iter().map(|s| packet(s, 1)).collect();
             // As a UDP worker answers what one receive brought: a batch at a time (32 when
@@ -76,7 +76,7 @@ fn bench(c: &mut Criterion) {
                         start
                             .elapsed()
                             .mul_f64(iters as f64 / (batches * size as u64) as f64)
-                    })
+                    });
                 });
             }
             let mut out = Vec::with_capacity(4096);
@@ -91,7 +91,7 @@ fn bench(c: &mut Criterion) {
                         Transport::Udp,
                         &mut out,
                     ));
-                })
+                });
             });
         }
         g.finish();

@@ -230,13 +230,13 @@ pub struct Args {
 
     /// A service whose slices hold more ready endpoints is refused: a new one is not served, a
     /// served one keeps its last accepted answers (logged once, counted). 0: no limit.
-    #[arg(long, global = true, env = "CLUSTERSET_DNS_MAX_ENDPOINTS_PER_SERVICE", value_name = "N", default_value_t = DEFAULT_LIMITS.endpoints_per_service)]
+    #[arg(long, global = true, env = "CLUSTERSET_DNS_MAX_ENDPOINTS_PER_SERVICE", value_name = "N", default_value_t = Limits::DEFAULT.endpoints_per_service)]
     pub max_endpoints_per_service: usize,
 
     /// Most DNS names the services may own in all served zones together; a service that would
     /// go beyond it is refused until there is room, and served ones keep their answers. 0: no
     /// limit.
-    #[arg(long, global = true, env = "CLUSTERSET_DNS_MAX_ZONE_NAMES", value_name = "N", default_value_t = DEFAULT_LIMITS.zone_names)]
+    #[arg(long, global = true, env = "CLUSTERSET_DNS_MAX_ZONE_NAMES", value_name = "N", default_value_t = Limits::DEFAULT.zone_names)]
     pub max_zone_names: usize,
 
     /// Log every query at info (client, name, type, rcode, size, duration); without it, query
@@ -275,13 +275,6 @@ pub enum Command {
         timeout: Duration,
     },
 }
-
-/// The zone's budget by default: docs/operations.md ("Bounded growth") says how it was
-/// chosen against deploy/base's 256 MiB memory limit.
-pub const DEFAULT_LIMITS: Limits = Limits {
-    endpoints_per_service: 5_000,
-    zone_names: 200_000,
-};
 
 /// How long an adaptive XDP worker waits (`--xdp-coalesce auto`).
 pub const ADAPTIVE_WAIT: Duration = Duration::from_micros(100);

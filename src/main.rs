@@ -1,7 +1,5 @@
 //! The `clusterset-dns` binary: flags, logging, sockets, signals; everything else is in the library.
 
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
-
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -49,21 +47,8 @@ fn init_logging(format: LogFormat, level: LogLevel) {
     }
 }
 
-/// One malloc arena for the whole process. glibc otherwise gives each thread that allocates its
-/// own arena, and memory freed in one (the source's parse buffers) cannot serve another (the
-/// zone's entries): with 10,000 services and 100,000 endpoints that left about 27 MB of free but
-/// resident heap, against 10 MB with one arena. The query paths do not allocate, so the arena's
-/// lock is not contended where it would matter.
-fn one_malloc_arena() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator tuning; called before any thread is started.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-    }
-}
-
 fn main() -> ExitCode {
-    one_malloc_arena();
+    clusterset_dns::sys::one_malloc_arena();
     let args = match Args::try_parse() {
         Ok(a) => a,
         Err(e) if !e.use_stderr() => e.exit(), // --help, --version

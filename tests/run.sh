@@ -59,7 +59,7 @@ fi
 command -v kubernetes-validate >/dev/null 2>&1 || pip install -q kubernetes-validate
 
 cargo fetch --locked
-# Kubernetes and etcd (tests/integration/kube.rs, tests/integration/differential.rs, tests/integration/cluster.rs) and CoreDNS
+# Kubernetes and etcd (tests/integration/kube_source.rs, tests/integration/differential.rs, tests/integration/cluster.rs) and CoreDNS
 # (tests/integration/forwarding.rs, tests/integration/differential.rs, tests/integration/cluster.rs): slow only the first time.
 tests/k8s/setup.sh >/dev/null
 tests/coredns/setup.sh >/dev/null

@@ -289,25 +289,91 @@ mod tests {
     use super::*;
 
     #[test]
-    fn canonical_order_is_by_labels_from_the_right() {
-        let mut names = [
-            "b.a.example.",
-            "A.example.",
-            "z.a.example.",
-            "example.",
-            "c.example.",
-        ]
-        .map(|n| Name::from_ascii(n).unwrap());
-        names.sort();
-        let text: Vec<String> = names.iter().map(|n| n.to_ascii().to_lowercase()).collect();
+    fn records_come_soa_first_then_in_canonical_order() {
+        use std::sync::Arc;
+
+        use crate::model::{
+            Endpoint, ObjectKind, Port, Protocol, Service, ServiceKey, ServiceType, Slice, Update,
+        };
+        use crate::wire::wire_name;
+        let zone = Arc::new(Zone::new(vec![wire_name("clusterset.local").unwrap()], 5));
+        let metrics = Arc::new(crate::metrics::Metrics::new(
+            "dns://test".into(),
+            vec!["clusterset.local.".into()],
+        ));
+        let mut builder = crate::zone::build::Builder::new(zone.clone(), &[], metrics);
+        let service = |ns: &str, name: &str, kind, hosts: &[&str]| Service {
+            key: ServiceKey {
+                namespace: ns.into(),
+                name: name.into(),
+            },
+            origin: ObjectKind::ServiceImport,
+            kind,
+            ips: if kind == ServiceType::ClusterSetIp {
+                vec![[10, 0, 0, 1].into(), "fd00::1".parse().unwrap()]
+            } else {
+                vec![]
+            },
+            ports: vec![Port {
+                name: Some("http".into()),
+                protocol: Protocol::Tcp,
+                port: 80,
+            }],
+            slices: vec![Slice {
+                name: "s".into(),
+                cluster: Some("east".into()),
+                ports: vec![],
+                endpoints: hosts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| Endpoint {
+                        addresses: vec![[10, 1, 0, i as u8 + 1].into()],
+                        hostname: Some(h.to_string()),
+                    })
+                    .collect(),
+            }],
+        };
+        // Given out of order: names, namespaces and hosts.
+        builder.apply(Update::Reset(
+            vec![
+                service("zeta", "web", ServiceType::ClusterSetIp, &[]),
+                service("alpha", "db", ServiceType::Headless, &["z", "a", "m"]),
+                service("alpha", "api", ServiceType::ClusterSetIp, &[]),
+            ]
+            .into(),
+        ));
+        let records = records(&zone, 0);
+        assert_eq!(records[0].rtype, TYPE_SOA);
+        assert_eq!(records[0].name, wire_name("clusterset.local").unwrap());
+        // RFC 4034 6.1: by labels from the right, each compared as lower-case octets; then by
+        // type, then by data. The apex sorts first, so the SOA is also first among its names.
+        let key = |r: &Record| {
+            let mut labels = Vec::new();
+            let mut n = &r.name[..];
+            while n[0] != 0 {
+                labels.push(n[1..1 + n[0] as usize].to_vec());
+                n = &n[1 + n[0] as usize..];
+            }
+            labels.reverse();
+            (labels, r.rtype, r.rdata.clone())
+        };
+        let mut expected = records[1..].to_vec();
+        expected.sort_by_key(key);
+        assert_eq!(records[1..], expected[..]);
+        assert!(records.windows(2).all(|w| w[0] != w[1]), "no record twice");
+        // Every answered name is there: the hosts of db, in their order.
+        let hosts: Vec<String> = records
+            .iter()
+            .filter(|r| r.rtype == TYPE_A)
+            .map(|r| crate::wire::name_text(&r.name))
+            .filter(|n| n.ends_with(".east.db.alpha.svc.clusterset.local."))
+            .collect();
         assert_eq!(
-            text,
+            hosts,
             [
-                "example.",
-                "a.example.",
-                "b.a.example.",
-                "z.a.example.",
-                "c.example."
+                "a.east.db.alpha.svc.clusterset.local.",
+                "m.east.db.alpha.svc.clusterset.local.",
+                "z.east.db.alpha.svc.clusterset.local."
             ]
         );
     }

@@ -40,18 +40,8 @@ pub fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::UdpSocke
         } else {
             (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER)
         };
-        // SAFETY: setsockopt on a socket we own, with a c_int value of the right size.
-        let r = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                level,
-                opt,
-                (&omit as *const libc::c_int).cast(),
-                mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            debug!(error = %io::Error::last_os_error(), "cannot set IP_PMTUDISC_OMIT");
+        if let Err(e) = crate::sys::set_socket_option(s.as_raw_fd(), level, opt, &omit) {
+            debug!(error = %e, "cannot set IP_PMTUDISC_OMIT");
         }
         s.bind(&at.into())?;
         out.push(s.into());

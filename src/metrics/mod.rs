@@ -365,7 +365,7 @@ impl Metrics {
         self.source_events
             .with_label_values(&[kind.label(), kind_of_event])
             .inc();
-        self.source_last_event.set(crate::unix_now() as i64);
+        self.source_last_event.set(crate::clock::unix_now() as i64);
     }
 
     pub fn source_error(&self, kind: ObjectKind) {
@@ -379,7 +379,7 @@ impl Metrics {
     }
 
     pub fn source_synced(&self) {
-        self.source_last_sync.set(crate::unix_now() as i64);
+        self.source_last_sync.set(crate::clock::unix_now() as i64);
     }
 
     pub fn tcp_open(&self, delta: i64) {

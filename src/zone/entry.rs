@@ -3,20 +3,7 @@
 
 use std::sync::Arc;
 
-use super::render;
-
-/// The answer to one query type at one name, encoded as the bytes that follow the question.
-/// The builder's form; the zone stores it inside an [`Entry`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    pub ancount: u16,
-    pub arcount: u16,
-    /// Where the additional section starts in `bytes`, so UDP can drop it when it does not fit.
-    pub additional_at: u32,
-    pub bytes: Box<[u8]>,
-    /// SRV targets (written in full on the wire, RFC 2782) whose tail is already in the message.
-    pub targets: Vec<render::Target>,
-}
+use super::render::Answer;
 
 /// An answer as stored in an [`Entry`]. SRV targets are kept compressed (a target repeats the
 /// question name or one of its suffixes, so an endpoint name's SRV answer would otherwise hold its

@@ -2,12 +2,15 @@
 //! zone-wide facts (apexes, serial, synced) that negative answers and readiness need. Written only
 //! by [`build::Builder`]; read by every DNS path through a [`View`] of one published generation.
 
+pub mod budget;
 pub mod build;
 mod entry;
 pub mod render;
+pub mod schema;
 mod table;
 
-pub use entry::{Answer, AnswerRef, Entry};
+pub use entry::{AnswerRef, Entry};
+pub use render::Answer;
 
 /// Starts loading the cache line at `p` (a hint only).
 pub(crate) use table::prefetch;
@@ -155,7 +158,7 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Zone {
     /// An empty, not yet synced zone. `apexes` are lower-case wire names.
     pub fn new(apexes: Vec<Vec<u8>>, ttl: u32) -> Self {
-        let now = crate::unix_now();
+        let now = crate::clock::unix_now();
         let root = Arc::new(Root::empty());
         Zone {
             writer: Mutex::new(Writer::new(root.clone())),
@@ -256,7 +259,8 @@ impl Zone {
 
     fn bump(&self) {
         self.serial.fetch_add(1, Ordering::Relaxed);
-        self.changed_at.store(crate::unix_now(), Ordering::Relaxed);
+        self.changed_at
+            .store(crate::clock::unix_now(), Ordering::Relaxed);
     }
 
     fn set_synced(&self) {
@@ -266,5 +270,36 @@ impl Zone {
     /// Every entry, sorted by name; for inspection and tests, not the hot path.
     pub fn snapshot(&self) -> Vec<Entry> {
         self.view().snapshot()
+    }
+}
+
+/// What the zone's tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use hickory_proto::op::Message;
+
+    use super::Entry;
+    use crate::wire::CLASS_IN;
+
+    /// The records of type `qtype` that `entry` answers, as hickory-proto reads them back:
+    /// `TYPE data` for each, the answer section then the additional section.
+    pub(crate) fn records(entry: &Entry, qtype: u16) -> Vec<String> {
+        let Some(answer) = entry.answer(qtype) else {
+            return Vec::new();
+        };
+        let mut msg = vec![0, 0, 0x84, 0, 0, 1];
+        msg.extend(answer.ancount.to_be_bytes());
+        msg.extend([0, 0]);
+        msg.extend(answer.arcount.to_be_bytes());
+        msg.extend(entry.name());
+        msg.extend(qtype.to_be_bytes());
+        msg.extend(CLASS_IN.to_be_bytes());
+        answer.write(&mut msg, true);
+        let m = Message::from_vec(&msg).expect("a rendered answer parses");
+        m.answers
+            .iter()
+            .chain(&m.additionals)
+            .map(|r| format!("{} {}", r.record_type(), r.data))
+            .collect()
     }
 }

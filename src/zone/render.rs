@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use super::Answer;
 use crate::wire::{CLASS_IN, OPT_LEN, TYPE_A, TYPE_AAAA, TYPE_NS, TYPE_SRV, TYPE_TXT};
 
 /// Largest offset a compression pointer can hold.
@@ -20,6 +19,19 @@ pub struct Target {
     pub len: u16,
     pub prefix: u16,
     pub pointer: u16,
+}
+
+/// The answer to one query type at one name, encoded as the bytes that follow the question.
+/// The builder's form; the zone stores it inside an [`Entry`](super::Entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub ancount: u16,
+    pub arcount: u16,
+    /// Where the additional section starts in `bytes`, so UDP can drop it when it does not fit.
+    pub additional_at: u32,
+    pub bytes: Box<[u8]>,
+    /// SRV targets (written in full on the wire, RFC 2782) whose tail is already in the message.
+    pub targets: Vec<Target>,
 }
 
 /// Writes one answer body for a question whose name is `qname` (lower-case wire form).

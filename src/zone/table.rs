@@ -71,19 +71,7 @@ fn build_segment(items: &[(u64, Entry)]) -> Arc<[Slot]> {
     slots.into()
 }
 
-/// A hint to the CPU to bring the cache line at `p` in; it never faults, whatever `p` is.
-#[inline(always)]
-pub(crate) fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch only hints; it reads nothing the program sees and cannot fault. (The
-    // intrinsic is safe from Rust 1.87; the block keeps 1.85 building.)
-    #[allow(unused_unsafe)]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+pub(crate) use crate::sys::prefetch;
 
 impl Root {
     pub fn empty() -> Self {

@@ -3,9 +3,10 @@
 //! beside other modules' ([`common::module`]): the heavy ones (a real cluster, XDP, images,
 //! API servers) were written for a machine that runs one file's tests at a time.
 
-#[path = "../common/mod.rs"]
 mod common;
 
+// These make network namespaces, sockets and rlimits of their own through libc.
+#[allow(unsafe_code)]
 mod abuse;
 mod behaviour;
 mod binary;
@@ -17,12 +18,13 @@ mod forwarding;
 mod fuzz_corpus;
 mod image;
 mod kube_churn;
-#[path = "kube.rs"]
 mod kube_source;
+#[allow(unsafe_code)]
 mod lameduck;
 mod monitoring;
 mod ops;
 mod protocol;
 mod reload;
 mod soak;
+#[allow(unsafe_code)]
 mod xdp;

@@ -183,41 +183,12 @@ pub(super) struct Socket {
     pub(super) frames: u32,
 }
 
-pub(super) fn set<T>(fd: i32, opt: i32, value: &T) -> io::Result<()> {
-    // SAFETY: `value` is the option's C struct or integer, of the size passed.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_XDP,
-            opt,
-            (value as *const T).cast(),
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+/// Sets XDP socket option `opt`.
+fn set<T>(fd: i32, opt: i32, value: &T) -> io::Result<()> {
+    crate::sys::set_socket_option(fd, libc::SOL_XDP, opt, value)
 }
 
-/// Reads socket option `opt` at `level` into a `T`.
-///
-/// # Safety
-/// `T` must be the option's C struct or integer: plain old data for which all zeroes, and
-/// whatever the kernel writes, are valid values.
-pub(super) unsafe fn get<T>(fd: i32, level: i32, opt: i32) -> io::Result<T> {
-    // SAFETY: all zeroes is a valid `T` (the caller's promise).
-    let mut value: T = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
-    // SAFETY: `value` has the size passed in `len`.
-    let r = unsafe { libc::getsockopt(fd, level, opt, (&mut value as *mut T).cast(), &mut len) };
-    if r == 0 {
-        Ok(value)
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
+pub(super) use crate::sys::socket_option as get;
 
 impl Socket {
     pub(super) fn new(ifindex: u32, queue: u32, port: u16, frames: u32) -> io::Result<Socket> {

@@ -568,7 +568,7 @@ pub fn malformed(name: &str) -> Vec<(&'static str, Vec<u8>, Option<ResponseCode>
             "class CH",
             with(&|p| {
                 let q = p.len() - 11 - 1;
-                p[q] = 3
+                p[q] = 3;
             }),
             Some(ResponseCode::FormErr),
         ),
@@ -576,7 +576,7 @@ pub fn malformed(name: &str) -> Vec<(&'static str, Vec<u8>, Option<ResponseCode>
             "class ANY",
             with(&|p| {
                 let q = p.len() - 11 - 1;
-                p[q] = 255
+                p[q] = 255;
             }),
             Some(ResponseCode::FormErr),
         ),
@@ -584,7 +584,7 @@ pub fn malformed(name: &str) -> Vec<(&'static str, Vec<u8>, Option<ResponseCode>
             "OPT in the answer section",
             with(&|p| {
                 p[7] = 1;
-                p[11] = 0
+                p[11] = 0;
             }),
             Some(ResponseCode::FormErr),
         ),
@@ -592,7 +592,7 @@ pub fn malformed(name: &str) -> Vec<(&'static str, Vec<u8>, Option<ResponseCode>
             "two OPTs",
             with(&|p| {
                 p.extend_from_slice(&base[n - 11..]);
-                p[11] = 2
+                p[11] = 2;
             }),
             Some(ResponseCode::FormErr),
         ),

@@ -68,7 +68,7 @@ impl Cluster {
                     .unwrap()
                     .success(),
                 "{cmd}"
-            )
+            );
         };
         run(
             "openssl genrsa -out sa.key 2048 2>/dev/null && openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null",
