@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::metrics::Metrics;
-use crate::server::Shutdown;
+use crate::shutdown::Shutdown;
 use crate::zone::Zone;
 
 fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {

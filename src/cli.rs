@@ -12,9 +12,37 @@ use crate::dns::xdp::{self, Coalescing};
 use crate::dns::{tcp, udp};
 use crate::server;
 use crate::source::policy::Policy;
-use crate::source::{Selection, file, kube, linkerd};
+use crate::source::{self, Origin, Selection, file, kube, linkerd};
 use crate::wire::{is_cluster_id, is_label};
 use crate::zone::build::Limits;
+use crate::zone::{self, ZoneError, Zones};
+
+/// Flags that cannot work together, or a value a flag's parser cannot judge alone.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--exclude-namespace {0:?} is not a namespace name (a lower-case DNS label)")]
+    ExcludeNamespace(String),
+    #[error(
+        "namespace {0:?} is given to --namespace but excluded by --exclude-namespace \
+         (default kube-system,kube-public,kube-node-lease); give --exclude-namespace without it \
+         to serve it"
+    )]
+    NamespaceExcluded(String),
+    #[error("--linkerd-mirrors and --linkerd-cluster-id need --source linkerd (or mcs,linkerd)")]
+    LinkerdFlags,
+    #[error("--serviceimport-version needs --source mcs")]
+    ImportVersion,
+    #[error("--linkerd-cluster-id {0:?} is not LINK=ID")]
+    NotLinkId(String),
+    #[error("--linkerd-cluster-id {0:?} names no Link")]
+    NoLink(String),
+    #[error("--linkerd-cluster-id {pair:?}: {id:?} is not a cluster id (one or two DNS labels)")]
+    BadClusterId { pair: String, id: String },
+    #[error("--linkerd-cluster-id names Link {0:?} twice")]
+    LinkTwice(String),
+    #[error(transparent)]
+    Zone(#[from] ZoneError),
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -332,7 +360,7 @@ impl Args {
     }
 
     /// `--deny-cidr`, `--allow-cidr` and `--exclude-namespace`, checked against `--namespace`.
-    fn policy(&self) -> Result<Policy, String> {
+    fn policy(&self) -> Result<Policy, ConfigError> {
         let exclude: Vec<String> = self
             .exclude_namespaces
             .iter()
@@ -341,16 +369,10 @@ impl Args {
             .map(String::from)
             .collect();
         if let Some(bad) = exclude.iter().find(|n| !is_label(n)) {
-            return Err(format!(
-                "--exclude-namespace {bad:?} is not a namespace name (a lower-case DNS label)"
-            ));
+            return Err(ConfigError::ExcludeNamespace(bad.clone()));
         }
         if let Some(both) = self.namespaces.iter().find(|n| exclude.contains(n)) {
-            return Err(format!(
-                "namespace {both:?} is given to --namespace but excluded by --exclude-namespace \
-                 (default kube-system,kube-public,kube-node-lease); give --exclude-namespace \
-                 without it to serve it"
-            ));
+            return Err(ConfigError::NamespaceExcluded(both.clone()));
         }
         Ok(Policy {
             deny: self.deny_cidr.clone(),
@@ -360,34 +382,32 @@ impl Args {
     }
 
     /// `--source` and the Linkerd flags, checked.
-    fn selection(&self) -> Result<Selection, String> {
+    fn selection(&self) -> Result<Selection, ConfigError> {
         let mcs = self.sources.iter().any(|s| s == "mcs");
         let linkerd = self.sources.iter().any(|s| s == "linkerd");
         if !linkerd && (self.linkerd_mirrors || !self.linkerd_cluster_ids.is_empty()) {
-            return Err(
-                "--linkerd-mirrors and --linkerd-cluster-id need --source linkerd (or mcs,linkerd)"
-                    .into(),
-            );
+            return Err(ConfigError::LinkerdFlags);
         }
         if !mcs && self.serviceimport_version.is_some() {
-            return Err("--serviceimport-version needs --source mcs".into());
+            return Err(ConfigError::ImportVersion);
         }
         let mut cluster_ids = std::collections::BTreeMap::new();
         for pair in &self.linkerd_cluster_ids {
             let Some((link, id)) = pair.split_once('=') else {
-                return Err(format!("--linkerd-cluster-id {pair:?} is not LINK=ID"));
+                return Err(ConfigError::NotLinkId(pair.clone()));
             };
             let (link, id) = (link.trim(), id.trim().to_ascii_lowercase());
             if link.is_empty() {
-                return Err(format!("--linkerd-cluster-id {pair:?} names no Link"));
+                return Err(ConfigError::NoLink(pair.clone()));
             }
             if !is_cluster_id(&id) {
-                return Err(format!(
-                    "--linkerd-cluster-id {pair:?}: {id:?} is not a cluster id (one or two DNS labels)"
-                ));
+                return Err(ConfigError::BadClusterId {
+                    pair: pair.clone(),
+                    id,
+                });
             }
             if cluster_ids.insert(link.to_string(), id).is_some() {
-                return Err(format!("--linkerd-cluster-id names Link {link:?} twice"));
+                return Err(ConfigError::LinkTwice(link.to_string()));
             }
         }
         Ok(Selection {
@@ -399,32 +419,35 @@ impl Args {
         })
     }
 
-    pub fn config(&self) -> Result<crate::Config, String> {
+    pub fn config(&self) -> Result<crate::Config, ConfigError> {
         let policy = self.policy()?;
         let selection = self.selection()?;
-        let source = match &self.file {
-            Some(path) => crate::SourceConfig::File(file::Config {
+        let origin = match &self.file {
+            Some(path) => Origin::File(file::Config {
                 path: path.clone(),
                 poll: self.file_poll_interval,
-                policy,
-                selection,
             }),
-            None => crate::SourceConfig::Kube(kube::Config {
+            None => Origin::Kube(kube::Config {
                 kubeconfig: self.kubeconfig.clone(),
                 context: self.context.clone(),
                 namespaces: self.namespaces.clone(),
                 import_version: self.serviceimport_version.clone(),
-                policy,
-                selection,
             }),
         };
         Ok(crate::Config {
-            zones: crate::Zones::parse(&self.zones).map_err(|e| e.to_string())?,
-            ttl: self.ttl,
-            ns_addresses: self.ns_addresses.clone(),
-            limits: Limits {
-                endpoints_per_service: unlimited_if_zero(self.max_endpoints_per_service),
-                zone_names: unlimited_if_zero(self.max_zone_names),
+            zone: zone::Config {
+                zones: Zones::parse(&self.zones)?,
+                ttl: self.ttl,
+                ns_addresses: self.ns_addresses.clone(),
+                limits: Limits {
+                    endpoints_per_service: unlimited_if_zero(self.max_endpoints_per_service),
+                    zone_names: unlimited_if_zero(self.max_zone_names),
+                },
+            },
+            source: source::Config {
+                policy,
+                selection,
+                origin,
             },
             server: server::Config {
                 listen: self.listen,
@@ -445,7 +468,6 @@ impl Args {
                 grace: self.shutdown_grace,
                 lameduck: self.lameduck,
             },
-            source,
         })
     }
 }
@@ -496,17 +518,16 @@ mod tests {
         ])
         .unwrap();
         let c = a.config().unwrap();
-        assert_eq!(
-            c.zones,
-            crate::Zones::parse(&["a.local", "b.local"]).unwrap()
-        );
-        assert_eq!(c.ttl, 30);
+        assert_eq!(c.zone.zones, Zones::parse(&["a.local", "b.local"]).unwrap());
+        assert_eq!(c.zone.ttl, 30);
         let a =
             Args::try_parse_from(["clusterset-dns", "--file", "f", "--zone", "bad..zone"]).unwrap();
-        assert!(a.config().unwrap_err().contains("bad..zone"));
+        let e = a.config().unwrap_err();
+        assert!(matches!(e, ConfigError::Zone(ZoneError::BadZone(_))), "{e}");
+        assert!(e.to_string().contains("bad..zone"));
         let a = Args::try_parse_from(["clusterset-dns", "--namespace", "a,b"]).unwrap();
         assert!(
-            matches!(a.config().unwrap().source, crate::SourceConfig::Kube(k) if k.namespaces == ["a", "b"])
+            matches!(a.config().unwrap().source.origin, Origin::Kube(k) if k.namespaces == ["a", "b"])
         );
         assert!(Args::try_parse_from(["clusterset-dns", "--file", "f", "--context", "c"]).is_err());
         assert!(Args::try_parse_from(["clusterset-dns", "--serviceimport-version", "v2"]).is_err());
@@ -537,13 +558,15 @@ mod tests {
         assert_eq!(p.exclude_namespaces, ["a", "b"]);
         let e = policy(&["--namespace", "kube-system"]).unwrap_err();
         assert!(
-            e.contains("\"kube-system\" is given to --namespace but excluded"),
+            e.to_string()
+                .contains("\"kube-system\" is given to --namespace but excluded"),
             "{e}"
         );
         assert!(policy(&["--namespace", "kube-system", "--exclude-namespace="]).is_ok());
         assert!(
             policy(&["--exclude-namespace", "Kube_System"])
                 .unwrap_err()
+                .to_string()
                 .contains("Kube_System")
         );
         assert!(Args::try_parse_from(["clusterset-dns", "--deny-cidr", "10.0.0.0/40"]).is_err());
@@ -556,7 +579,7 @@ mod tests {
             all.extend_from_slice(args);
             Args::try_parse_from(all)
                 .map_err(|e| e.to_string())
-                .and_then(|a| a.selection())
+                .and_then(|a| a.selection().map_err(|e| e.to_string()))
         };
         assert_eq!(selection(&[]).unwrap(), Selection::default());
         let both = selection(&["--source", "mcs,linkerd", "--linkerd-mirrors"]).unwrap();

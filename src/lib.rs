@@ -29,13 +29,13 @@ pub mod fuzzing;
 pub mod metrics;
 pub mod model;
 pub mod server;
+pub mod shutdown;
 pub mod source;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod wire;
 pub mod zone;
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
@@ -44,82 +44,36 @@ use tracing::info;
 
 use crate::metrics::Metrics;
 use crate::server::{Listeners, Shutdown};
-use crate::source::file;
-use crate::wire::wire_name;
+use crate::source::{Origin, file};
 use crate::zone::Zone;
-use crate::zone::build::{Builder, Limits};
+use crate::zone::build::Builder;
 
-/// Everything [`run`] needs besides its sockets.
+/// Everything [`run`] needs besides its sockets: each module's own configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Served zones, e.g. `clusterset.local`.
-    pub zones: Zones,
-    pub ttl: u32,
-    /// Addresses of `ns.dns.<zone>`, given as glue with the apex NS record.
-    pub ns_addresses: Vec<IpAddr>,
-    /// The zone's budget.
-    pub limits: Limits,
+    pub zone: zone::Config,
+    pub source: source::Config,
     pub server: server::Config,
-    pub source: SourceConfig,
 }
 
-/// Where services come from.
-#[derive(Debug, Clone)]
-pub enum SourceConfig {
-    File(file::Config),
-    Kube(source::kube::Config),
-}
-
+/// Why [`run`] or [`zone_text`] stopped: a variant per module.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("zone {0:?} is not a DNS name short enough to hold service names")]
-    BadZone(String),
-    #[error("zone {0:?} is given twice")]
-    DuplicateZone(String),
-    #[error("at least one zone must be served")]
-    NoZone,
-}
-
-/// The served zones, checked: lower-case wire names, at least one, none twice.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Zones(Vec<Vec<u8>>);
-
-impl Zones {
-    pub fn parse<S: AsRef<str>>(zones: &[S]) -> Result<Zones, ConfigError> {
-        if zones.is_empty() {
-            return Err(ConfigError::NoZone);
-        }
-        let mut out: Vec<Vec<u8>> = Vec::new();
-        for z in zones.iter().map(AsRef::as_ref) {
-            // Room for `dns-version.<zone>` and a short service name at least.
-            let w = wire_name(z)
-                .filter(|w| w.len() > 1 && w.len() <= 200)
-                .ok_or_else(|| ConfigError::BadZone(z.to_string()))?;
-            if out.contains(&w) {
-                return Err(ConfigError::DuplicateZone(z.to_string()));
-            }
-            out.push(w);
-        }
-        Ok(Zones(out))
-    }
-
-    /// The zones' wire names, in the order given.
-    pub fn apexes(&self) -> &[Vec<u8>] {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Zones {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list()
-            .entries(self.0.iter().map(|a| wire::name_text(a)))
-            .finish()
-    }
+pub enum RunError {
+    #[error(transparent)]
+    File(#[from] file::LoadError),
+    #[error(transparent)]
+    Client(#[from] source::kube::ClientError),
+    #[error("the Kubernetes source stopped before its first full list")]
+    SourceStopped,
+    #[error("no full list of the watched objects from the Kubernetes API within {0:?}")]
+    NoFullList(std::time::Duration),
+    #[error("cannot serve: {0}")]
+    Serve(#[from] std::io::Error),
 }
 
 /// The empty zone for `config`, its metrics (`server` is their `server` label) and its one
 /// writer.
-fn new_zone(config: &Config, server: String) -> (Arc<Metrics>, Arc<Zone>, Builder) {
+fn new_zone(config: &zone::Config, server: String) -> (Arc<Metrics>, Arc<Zone>, Builder) {
     let apexes = config.zones.apexes().to_vec();
     let zone_texts = apexes.iter().map(|a| wire::name_text(a)).collect();
     let metrics = Arc::new(Metrics::new(server, zone_texts));
@@ -131,16 +85,17 @@ fn new_zone(config: &Config, server: String) -> (Arc<Metrics>, Arc<Zone>, Builde
 
 /// The zone the server would serve with `config`, in master-file form: the file loaded once, or
 /// the Kubernetes API listed once (waiting at most `wait` for the first full list).
-pub async fn zone_text(config: &Config, wait: std::time::Duration) -> anyhow::Result<String> {
-    let (metrics, zone, mut builder) = new_zone(config, "dns://zone".into());
-    let services = match &config.source {
-        SourceConfig::File(fc) => file::initial(fc, &metrics)?.services,
-        SourceConfig::Kube(kc) => {
+pub async fn zone_text(config: &Config, wait: std::time::Duration) -> Result<String, RunError> {
+    let (metrics, zone, mut builder) = new_zone(&config.zone, "dns://zone".into());
+    let services = match &config.source.origin {
+        Origin::File(fc) => file::initial(fc, &config.source, &metrics)?.services,
+        Origin::Kube(kc) => {
             let client = source::kube::client(kc).await?;
             let (tx, mut rx) = mpsc::channel(16);
             let stop = CancellationToken::new();
             let watch = tokio::spawn(source::kube::run(
                 kc.clone(),
+                config.source.clone(),
                 client,
                 tx,
                 metrics.clone(),
@@ -151,10 +106,8 @@ pub async fn zone_text(config: &Config, wait: std::time::Duration) -> anyhow::Re
             let _ = watch.await;
             match first {
                 Ok(Some((_, model::Update::Reset(services)))) => services,
-                Ok(_) => anyhow::bail!("the Kubernetes source stopped before its first full list"),
-                Err(_) => anyhow::bail!(
-                    "no full list of the watched objects from the Kubernetes API within {wait:?}"
-                ),
+                Ok(_) => return Err(RunError::SourceStopped),
+                Err(_) => return Err(RunError::NoFullList(wait)),
             }
         }
     };
@@ -163,34 +116,32 @@ pub async fn zone_text(config: &Config, wait: std::time::Duration) -> anyhow::Re
 }
 
 /// Runs the server until `shutdown` has been through its lame duck (see [`Shutdown`]). Fails
-/// early (before serving) when the configuration or the source's first load is unusable.
-pub async fn run(config: Config, listeners: Listeners, shutdown: Shutdown) -> anyhow::Result<()> {
-    let (metrics, zone, builder) = new_zone(&config, format!("dns://{}", listeners.dns_addr()));
-    // Sources, the admin server and the listeners stop when the lame duck is over.
+/// early (before serving) when the source's first load is unusable.
+pub async fn run(config: Config, listeners: Listeners, shutdown: Shutdown) -> Result<(), RunError> {
+    let (metrics, zone, builder) =
+        new_zone(&config.zone, format!("dns://{}", listeners.dns_addr()));
+    // Sources stop when the lame duck is over, as the listeners do.
     let stop = CancellationToken::new();
-    tokio::spawn(shutdown.clone().lame_duck(
-        config.server.lameduck,
-        config.server.grace,
-        stop.clone(),
-    ));
     let (tx, rx) = mpsc::channel(1024);
-    match &config.source {
-        SourceConfig::File(fc) => {
-            let first = file::initial(fc, &metrics)?;
+    match &config.source.origin {
+        Origin::File(fc) => {
+            let first = file::initial(fc, &config.source, &metrics)?;
             tokio::spawn(file::run(
                 fc.clone(),
+                config.source.clone(),
                 first,
                 tx,
                 metrics.clone(),
                 stop.clone(),
             ));
         }
-        SourceConfig::Kube(kc) => {
+        Origin::Kube(kc) => {
             // A configuration that cannot work stops start-up; an API server that cannot be
             // reached yet is retried while the server answers SERVFAIL and is not ready.
             let client = source::kube::client(kc).await?;
             tokio::spawn(source::kube::run(
                 kc.clone(),
+                config.source.clone(),
                 client,
                 tx,
                 metrics.clone(),
@@ -199,28 +150,7 @@ pub async fn run(config: Config, listeners: Listeners, shutdown: Shutdown) -> an
         }
     }
     let builder = tokio::spawn(builder.run(rx));
-
-    let admin = tokio::net::TcpListener::from_std(listeners.admin)?;
-    info!(address = %admin.local_addr()?, "admin HTTP listening (/metrics /health /ready)");
-    tokio::spawn(admin::serve(
-        admin,
-        zone.clone(),
-        metrics.clone(),
-        shutdown.clone(),
-        stop.clone(),
-    ));
-
-    server::serve(
-        config.server,
-        listeners.udp,
-        listeners.xdp,
-        listeners.tcp,
-        zone,
-        metrics,
-        stop,
-        shutdown,
-    )
-    .await?;
+    server::serve(config.server, listeners, zone, metrics, shutdown, stop).await?;
     builder.abort();
     info!("stopped");
     Ok(())

@@ -12,6 +12,7 @@ use tracing::{info, warn};
 use crate::dns::xdp::{self, Xdp, XdpError};
 use crate::dns::{QueryLog, tcp, udp};
 use crate::metrics::Metrics;
+pub use crate::shutdown::Shutdown;
 use crate::zone::Zone;
 
 /// The sockets the server listens on, bound before it starts so tests can use port 0.
@@ -113,81 +114,37 @@ pub struct Config {
     pub lameduck: Duration,
 }
 
-/// How the server is told to stop (the binary: SIGTERM or SIGINT).
-///
-/// [`begin`](Self::begin) starts the lame duck: `/ready` answers 503 at once, so the endpoint is
-/// withdrawn (by the kubelet's probe and every node's kube-proxy) while UDP, XDP and TCP keep
-/// answering for [`Config::lameduck`]; then the server stops accepting, gives in-flight TCP
-/// answers [`Config::grace`] and returns. [`now`](Self::now) (a second signal) cuts both short.
-#[derive(Debug, Clone, Default)]
-pub struct Shutdown {
-    lame_duck: CancellationToken,
-    now: CancellationToken,
-}
-
-impl Shutdown {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Starts the lame duck (once; later calls change nothing).
-    pub fn begin(&self) {
-        self.lame_duck.cancel();
-    }
-
-    /// Stops at once: no lame duck, no drain.
-    pub fn now(&self) {
-        self.lame_duck.cancel();
-        self.now.cancel();
-    }
-
-    /// Whether [`begin`](Self::begin) or [`now`](Self::now) was called: `/ready` is 503 from then.
-    pub fn stopping(&self) -> bool {
-        self.lame_duck.is_cancelled()
-    }
-
-    /// Cancels `stop` when the lame duck is over: `lameduck` after [`begin`](Self::begin), or at
-    /// [`now`](Self::now). One log line at each step.
-    pub(crate) async fn lame_duck(
-        self,
-        lameduck: Duration,
-        grace: Duration,
-        stop: CancellationToken,
-    ) {
-        self.lame_duck.cancelled().await;
-        if self.now.is_cancelled() {
-            info!("stopping at once");
-        } else if !lameduck.is_zero() {
-            info!(lameduck = ?lameduck, "lame duck: /ready answers 503, DNS still answered");
-            tokio::select! {
-                _ = tokio::time::sleep(lameduck) => info!(grace = ?grace, "lame duck over: no longer answering, draining TCP"),
-                _ = self.now.cancelled() => info!("lame duck cut short: stopping at once"),
-            }
-        } else {
-            info!(grace = ?grace, "stopping: no longer answering, draining TCP");
-        }
-        stop.cancel();
-    }
-
-    /// Completes at [`now`](Self::now).
-    pub(crate) async fn hurried(&self) {
-        self.now.cancelled().await;
-    }
-}
-
-/// Serves DNS on `udp`, `xdp` and `tcp` until `stop`; then gives in-flight TCP answers the grace
+/// Serves the admin endpoints and DNS on every listener until `shutdown`'s lame duck is over
+/// (then `stop` is cancelled, for the sources too); then gives in-flight TCP answers the grace
 /// period, or none once `shutdown` says [`Shutdown::now`].
-#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     config: Config,
-    udp: Vec<std::net::UdpSocket>,
-    xdp: Option<Xdp>,
-    tcp: std::net::TcpListener,
+    listeners: Listeners,
     zone: Arc<Zone>,
     metrics: Arc<Metrics>,
-    stop: CancellationToken,
     shutdown: Shutdown,
+    stop: CancellationToken,
 ) -> std::io::Result<()> {
+    let Listeners {
+        udp,
+        tcp,
+        admin,
+        xdp,
+    } = listeners;
+    tokio::spawn(
+        shutdown
+            .clone()
+            .lame_duck(config.lameduck, config.grace, stop.clone()),
+    );
+    let admin = tokio::net::TcpListener::from_std(admin)?;
+    info!(address = %admin.local_addr()?, "admin HTTP listening (/metrics /health /ready)");
+    tokio::spawn(crate::admin::serve(
+        admin,
+        zone.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+        stop.clone(),
+    ));
     let tcp = tokio::net::TcpListener::from_std(tcp)?;
     info!(address = %udp[0].local_addr()?, workers = udp.len(), "DNS listening on UDP");
     info!(address = %tcp.local_addr()?, max_connections = config.tcp.max_connections, "DNS listening on TCP");

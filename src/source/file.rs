@@ -20,15 +20,12 @@ use super::{AnyKind, Classified, Selection, kinds};
 use crate::metrics::Metrics;
 use crate::model::{ObjectKind, ServiceSet, Update};
 
+/// Which file, and how often it is looked at.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub path: PathBuf,
     /// How often the file is checked for changes.
     pub poll: Duration,
-    /// What imported data may say.
-    pub policy: Policy,
-    /// Which objects are read.
-    pub selection: Selection,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -212,8 +209,12 @@ fn stamp(path: &Path) -> Option<(SystemTime, u64, u64)> {
 }
 
 /// Loads the file once, so a bad file stops start-up with its reason.
-pub fn initial(config: &Config, metrics: &Metrics) -> Result<Loaded, LoadError> {
-    let loaded = load(&config.path, &config.policy, &config.selection, metrics);
+pub fn initial(
+    config: &Config,
+    source: &super::Config,
+    metrics: &Metrics,
+) -> Result<Loaded, LoadError> {
+    let loaded = load(&config.path, &source.policy, &source.selection, metrics);
     metrics.reload(loaded.is_ok());
     loaded
 }
@@ -221,6 +222,7 @@ pub fn initial(config: &Config, metrics: &Metrics) -> Result<Loaded, LoadError> 
 /// Watches the file and sends a full reset whenever it loads; stops at shutdown.
 pub async fn run(
     config: Config,
+    source: super::Config,
     first: Loaded,
     updates: mpsc::Sender<(Instant, Update)>,
     metrics: Arc<Metrics>,
@@ -248,7 +250,7 @@ pub async fn run(
             }
             _ = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => "SIGHUP",
         };
-        match load(&config.path, &config.policy, &config.selection, &metrics) {
+        match load(&config.path, &source.policy, &source.selection, &metrics) {
             Ok(loaded) => {
                 metrics.reload(true);
                 info!(file = %config.path.display(), why, "reloaded");

@@ -24,6 +24,22 @@ use self::object::{Kind, ObjectError, Read, Refused, Resource, from_dynamic};
 use self::policy::Policy;
 use crate::model::{ObjectKind, Skip};
 
+/// What every source is told: what imported data may say, which objects it reads, and where
+/// they come from.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub policy: Policy,
+    pub selection: Selection,
+    pub origin: Origin,
+}
+
+/// Where the objects come from.
+#[derive(Debug, Clone)]
+pub enum Origin {
+    File(file::Config),
+    Kube(kube::Config),
+}
+
 /// Which objects a source interprets (`--source`): the MCS API's ServiceImports and
 /// EndpointSlices, Linkerd's multicluster Services, or both.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,6 +23,67 @@ use arc_swap::{ArcSwap, Guard};
 
 use table::{Root, Writer};
 
+use crate::wire::wire_name;
+
+/// The zone's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Served zones, e.g. `clusterset.local`.
+    pub zones: Zones,
+    pub ttl: u32,
+    /// Addresses of `ns.dns.<zone>`, given as glue with the apex NS record.
+    pub ns_addresses: Vec<std::net::IpAddr>,
+    /// The zone's budget.
+    pub limits: budget::Limits,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ZoneError {
+    #[error("zone {0:?} is not a DNS name short enough to hold service names")]
+    BadZone(String),
+    #[error("zone {0:?} is given twice")]
+    DuplicateZone(String),
+    #[error("at least one zone must be served")]
+    NoZone,
+}
+
+/// The served zones, checked: lower-case wire names, at least one, none twice.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Zones(Vec<Vec<u8>>);
+
+impl Zones {
+    pub fn parse<S: AsRef<str>>(zones: &[S]) -> Result<Zones, ZoneError> {
+        if zones.is_empty() {
+            return Err(ZoneError::NoZone);
+        }
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        for z in zones.iter().map(AsRef::as_ref) {
+            // Room for `dns-version.<zone>` and a short service name at least.
+            let w = wire_name(z)
+                .filter(|w| w.len() > 1 && w.len() <= 200)
+                .ok_or_else(|| ZoneError::BadZone(z.to_string()))?;
+            if out.contains(&w) {
+                return Err(ZoneError::DuplicateZone(z.to_string()));
+            }
+            out.push(w);
+        }
+        Ok(Zones(out))
+    }
+
+    /// The zones' wire names, in the order given.
+    pub fn apexes(&self) -> &[Vec<u8>] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Zones {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|a| crate::wire::name_text(a)))
+            .finish()
+    }
+}
+
 /// The outcome of looking a name up.
 #[derive(Debug, Clone, Copy)]
 pub enum Lookup<'a> {

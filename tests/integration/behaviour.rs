@@ -617,10 +617,7 @@ async fn start_linkerd(mirrors: bool) -> common::Server {
     .unwrap()
         + LINKERD_EXTRA;
     common::start_with(&objects, |c| {
-        let clusterset_dns::SourceConfig::File(f) = &mut c.source else {
-            unreachable!()
-        };
-        f.selection = clusterset_dns::source::Selection {
+        c.source.selection = clusterset_dns::source::Selection {
             mcs: true,
             linkerd: Some(clusterset_dns::source::linkerd::Config {
                 mirrors,

@@ -408,7 +408,8 @@ async fn tcp_idle_connections_are_closed_and_capped() {
 async fn several_zones_each_with_its_own_soa() {
     let _module = common::module(module_path!());
     let s = start_with(ONE, |c| {
-        c.zones = clusterset_dns::Zones::parse(&["clusterset.local", "cluster.local"]).unwrap();
+        c.zone.zones =
+            clusterset_dns::zone::Zones::parse(&["clusterset.local", "cluster.local"]).unwrap();
     })
     .await;
     for zone in ["clusterset.local", "cluster.local"] {
@@ -441,7 +442,7 @@ async fn several_zones_each_with_its_own_soa() {
 async fn name_server_address_is_glue_and_answers() {
     let _module = common::module(module_path!());
     let s = start_with(ONE, |c| {
-        c.ns_addresses = vec!["10.96.0.53".parse().unwrap(), "fd00::53".parse().unwrap()];
+        c.zone.ns_addresses = vec!["10.96.0.53".parse().unwrap(), "fd00::53".parse().unwrap()];
     })
     .await;
     let r = exchange(

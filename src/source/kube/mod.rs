@@ -25,11 +25,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::kinds;
 use super::policy::Policy;
-use super::{Selection, kinds};
 use crate::metrics::Metrics;
 use crate::model::{ObjectKind, Update};
 
+/// Which API server, and what of it is watched (the policy's excluded namespaces are also left
+/// out server-side).
 #[derive(Debug, Clone, Default)]
 pub struct Config {
     /// Kubeconfig file; without it, `KUBECONFIG`, `~/.kube/config` or the in-cluster account.
@@ -39,22 +41,19 @@ pub struct Config {
     pub namespaces: Vec<String>,
     /// ServiceImport API version to use instead of discovering it.
     pub import_version: Option<String>,
-    /// What imported data may say; its excluded namespaces are also left out server-side.
-    pub policy: Policy,
-    /// Which objects are watched.
-    pub selection: Selection,
 }
 
 /// Watches until shutdown, sending updates to the zone builder. Retries (with backoff) when the
 /// API server cannot be reached, meanwhile the zone keeps its last answers.
 pub async fn run(
     config: Config,
+    source: super::Config,
     client: kube::Client,
     updates: mpsc::Sender<(Instant, Update)>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
-    let kinds = kinds(&config.selection, config.import_version.as_deref());
+    let kinds = kinds(&source.selection, config.import_version.as_deref());
     let labels: Vec<ObjectKind> = kinds.iter().map(|k| k.kind()).collect();
     metrics.source_kinds(&labels);
     // What each kind is watched as, at the version the API server serves. A kind whose API is
@@ -78,11 +77,9 @@ pub async fn run(
         };
         watched.push((kind.clone(), resource));
     }
-    let versions: Vec<String> = watched
-        .iter()
-        .map(|(k, r)| format!("{}={}", k.kind(), r.api_version))
-        .collect();
-    info!(resources = %versions.join(" "), namespaces = ?config.namespaces, "watching");
+    for (kind, r) in &watched {
+        info!(kind = %kind.kind(), group = %r.group, version = %r.version, namespaces = ?config.namespaces, "watching");
+    }
     let namespaces: Vec<Option<String>> = if config.namespaces.is_empty() {
         vec![None]
     } else {
@@ -93,9 +90,9 @@ pub async fn run(
     for ns in &namespaces {
         for (kind, resource) in &watched {
             let mut wc = watcher::Config::default();
-            if ns.is_none() && !config.policy.exclude_namespaces.is_empty() {
+            if ns.is_none() && !source.policy.exclude_namespaces.is_empty() {
                 // The API server leaves them out: they are neither sent nor held here.
-                wc = wc.fields(&excluded_namespaces_selector(&config.policy));
+                wc = wc.fields(&excluded_namespaces_selector(&source.policy));
             }
             if let Some(selector) = kind.selector() {
                 wc = wc.labels(selector);
@@ -121,7 +118,7 @@ pub async fn run(
             );
         }
     }
-    let mut state = WatchState::new(scopes, config.policy.clone(), metrics.clone());
+    let mut state = WatchState::new(scopes, source.policy, metrics.clone());
     let mut events = futures::stream::select_all(streams);
     loop {
         let next = tokio::select! {

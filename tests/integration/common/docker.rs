@@ -37,19 +37,38 @@ pub fn docker(host: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-/// The checkout's short revision, as the image records it.
+/// What the Dockerfile copies into the build: a commit that changes none of these (docs, tests,
+/// deploy/) builds the same image.
+const IMAGE_INPUTS: [&str; 7] = [
+    "Dockerfile",
+    "Cargo.toml",
+    "Cargo.lock",
+    "build.rs",
+    "src",
+    "benches",
+    "examples",
+];
+
+/// The revision the image records: the last commit that changed one of its inputs (with
+/// `-dirty` when the work tree changes them), so that the engine's layer cache (kept in the
+/// test cache) serves a commit that changed nothing the image is built from, instead of
+/// minutes of `cargo build --release` for a docs-only commit.
 pub fn revision() -> String {
-    let out = Command::new("git")
-        .args([
-            "-C",
-            env!("CARGO_MANIFEST_DIR"),
-            "rev-parse",
-            "--short=12",
-            "HEAD",
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(env!("CARGO_MANIFEST_DIR"))
+            .args(args)
+            .args(["--"])
+            .args(IMAGE_INPUTS)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?} failed");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let last = git(&["log", "-1", "--format=%h", "--abbrev=12"]);
+    let dirty = !git(&["status", "--porcelain"]).is_empty();
+    if dirty { format!("{last}-dirty") } else { last }
 }
 
 /// Builds the Dockerfile as it is, with the host's network (the build stage fetches crates), as

@@ -23,7 +23,7 @@ pub struct Server {
     pub dns: SocketAddr,
     pub admin: SocketAddr,
     pub shutdown: Shutdown,
-    pub task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    pub task: tokio::task::JoinHandle<Result<(), clusterset_dns::RunError>>,
     /// Keeps the fixture file alive.
     pub dir: tempfile::TempDir,
     pub file: PathBuf,
@@ -37,10 +37,12 @@ impl Drop for Server {
 
 pub fn config(file: &Path, zones: &[&str]) -> clusterset_dns::Config {
     clusterset_dns::Config {
-        zones: clusterset_dns::Zones::parse(zones).unwrap(),
-        ttl: 5,
-        ns_addresses: vec![],
-        limits: clusterset_dns::zone::build::Limits::NONE,
+        zone: clusterset_dns::zone::Config {
+            zones: clusterset_dns::zone::Zones::parse(zones).unwrap(),
+            ttl: 5,
+            ns_addresses: vec![],
+            limits: clusterset_dns::zone::build::Limits::NONE,
+        },
         server: server::Config {
             listen: "127.0.0.1:0".parse().unwrap(),
             admin: "127.0.0.1:0".parse().unwrap(),
@@ -56,12 +58,14 @@ pub fn config(file: &Path, zones: &[&str]) -> clusterset_dns::Config {
             grace: Duration::from_secs(1),
             lameduck: Duration::ZERO,
         },
-        source: clusterset_dns::SourceConfig::File(file::Config {
-            path: file.to_path_buf(),
-            poll: Duration::from_millis(50),
+        source: clusterset_dns::source::Config {
             policy: Default::default(),
             selection: Default::default(),
-        }),
+            origin: clusterset_dns::source::Origin::File(file::Config {
+                path: file.to_path_buf(),
+                poll: Duration::from_millis(50),
+            }),
+        },
     }
 }
 
