@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::Origin;
 use crate::cidr::Cidr;
 use crate::dns::xdp::{self, Coalescing};
 use crate::dns::{tcp, udp};
 use crate::server;
 use crate::source::policy::Policy;
-use crate::source::{self, Origin, Selection, file, kube, linkerd};
+use crate::source::{self, Selection, file, kube, linkerd};
 use crate::wire::{is_cluster_id, is_label};
 use crate::zone::build::Limits;
 use crate::zone::{self, ZoneError, Zones};
@@ -444,11 +445,8 @@ impl Args {
                     zone_names: unlimited_if_zero(self.max_zone_names),
                 },
             },
-            source: source::Config {
-                policy,
-                selection,
-                origin,
-            },
+            source: source::Config { policy, selection },
+            origin,
             server: server::Config {
                 listen: self.listen,
                 admin: self.admin_listen,
@@ -527,7 +525,7 @@ mod tests {
         assert!(e.to_string().contains("bad..zone"));
         let a = Args::try_parse_from(["clusterset-dns", "--namespace", "a,b"]).unwrap();
         assert!(
-            matches!(a.config().unwrap().source.origin, Origin::Kube(k) if k.namespaces == ["a", "b"])
+            matches!(a.config().unwrap().origin, Origin::Kube(k) if k.namespaces == ["a", "b"])
         );
         assert!(Args::try_parse_from(["clusterset-dns", "--file", "f", "--context", "c"]).is_err());
         assert!(Args::try_parse_from(["clusterset-dns", "--serviceimport-version", "v2"]).is_err());

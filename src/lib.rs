@@ -44,7 +44,7 @@ use tracing::info;
 
 use crate::metrics::Metrics;
 use crate::server::{Listeners, Shutdown};
-use crate::source::{Origin, file};
+use crate::source::file;
 use crate::zone::Zone;
 use crate::zone::build::Builder;
 
@@ -53,7 +53,16 @@ use crate::zone::build::Builder;
 pub struct Config {
     pub zone: zone::Config,
     pub source: source::Config,
+    /// Where the objects come from.
+    pub origin: Origin,
     pub server: server::Config,
+}
+
+/// The source the objects come from.
+#[derive(Debug, Clone)]
+pub enum Origin {
+    File(file::Config),
+    Kube(source::kube::Config),
 }
 
 /// Why [`run`] or [`zone_text`] stopped: a variant per module.
@@ -87,7 +96,7 @@ fn new_zone(config: &zone::Config, server: String) -> (Arc<Metrics>, Arc<Zone>, 
 /// the Kubernetes API listed once (waiting at most `wait` for the first full list).
 pub async fn zone_text(config: &Config, wait: std::time::Duration) -> Result<String, RunError> {
     let (metrics, zone, mut builder) = new_zone(&config.zone, "dns://zone".into());
-    let services = match &config.source.origin {
+    let services = match &config.origin {
         Origin::File(fc) => file::initial(fc, &config.source, &metrics)?.services,
         Origin::Kube(kc) => {
             let client = source::kube::client(kc).await?;
@@ -123,7 +132,7 @@ pub async fn run(config: Config, listeners: Listeners, shutdown: Shutdown) -> Re
     // Sources stop when the lame duck is over, as the listeners do.
     let stop = CancellationToken::new();
     let (tx, rx) = mpsc::channel(1024);
-    match &config.source.origin {
+    match &config.origin {
         Origin::File(fc) => {
             let first = file::initial(fc, &config.source, &metrics)?;
             tokio::spawn(file::run(

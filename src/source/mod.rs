@@ -24,20 +24,12 @@ use self::object::{Kind, ObjectError, Read, Refused, Resource, from_dynamic};
 use self::policy::Policy;
 use crate::model::{ObjectKind, Skip};
 
-/// What every source is told: what imported data may say, which objects it reads, and where
-/// they come from.
-#[derive(Debug, Clone)]
+/// What every source is told: what imported data may say, and which objects it reads. Where
+/// they come from (`file::Config` or `kube::Config`) is the crate root's [`crate::Origin`].
+#[derive(Debug, Clone, Default)]
 pub struct Config {
     pub policy: Policy,
     pub selection: Selection,
-    pub origin: Origin,
-}
-
-/// Where the objects come from.
-#[derive(Debug, Clone)]
-pub enum Origin {
-    File(file::Config),
-    Kube(kube::Config),
 }
 
 /// Which objects a source interprets (`--source`): the MCS API's ServiceImports and

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
-use super::Entry;
+use super::entry::Entry;
 use super::render::{Answer, BodyWriter};
 use crate::model::{Port, Service, ServiceType};
 use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_NS, TYPE_SRV, TYPE_TXT, child};

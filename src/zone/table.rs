@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use super::Entry;
+use super::entry::Entry;
 
 /// Average names per segment the table aims at when it grows or shrinks.
 const TARGET: usize = 64;

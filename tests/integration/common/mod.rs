@@ -58,14 +58,11 @@ pub fn config(file: &Path, zones: &[&str]) -> clusterset_dns::Config {
             grace: Duration::from_secs(1),
             lameduck: Duration::ZERO,
         },
-        source: clusterset_dns::source::Config {
-            policy: Default::default(),
-            selection: Default::default(),
-            origin: clusterset_dns::source::Origin::File(file::Config {
-                path: file.to_path_buf(),
-                poll: Duration::from_millis(50),
-            }),
-        },
+        source: clusterset_dns::source::Config::default(),
+        origin: clusterset_dns::Origin::File(file::Config {
+            path: file.to_path_buf(),
+            poll: Duration::from_millis(50),
+        }),
     }
 }
 
