@@ -68,3 +68,83 @@ impl Batch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{big_zone, q};
+    use super::super::{Outcome, respond_in};
+    use super::*;
+
+    #[test]
+    fn a_batch_answers_byte_for_byte_as_one_query_at_a_time() {
+        let zone = big_zone(3_000, 40);
+        let view = zone.view();
+        let with = |name: &str, qtype: u16, edns: Option<(u16, u8)>| {
+            let mut m = q(name);
+            let at = m.len() - 4;
+            m[at..at + 2].copy_from_slice(&qtype.to_be_bytes());
+            if let Some((payload, version)) = edns {
+                m[11] = 1;
+                m.extend_from_slice(&[0, 0, 41]);
+                m.extend_from_slice(&payload.to_be_bytes());
+                m.extend_from_slice(&[0, version, 0x80, 0, 0, 0]);
+            }
+            m
+        };
+        let mut packets: Vec<Vec<u8>> = Vec::new();
+        for i in (0..3_000).step_by(37) {
+            let name = format!("svc{i}.ns{}.svc.clusterset.local", i % 7);
+            for qtype in [1, 28, 33, 6, 16, 255] {
+                packets.push(with(&name, qtype, None));
+                packets.push(with(&name.to_uppercase(), qtype, Some((1232, 0))));
+            }
+            // Big headless answers: whole, cut at the additional section, or TC.
+            packets.push(with(&format!("_http._tcp.{name}"), 33, Some((512, 0))));
+            packets.push(with(&format!("_http._tcp.{name}"), 33, None));
+            packets.push(with(&format!("pod-1.east.{name}"), 1, None));
+            packets.push(with(&format!("gone{i}.ns1.svc.clusterset.local"), 1, None));
+            packets.push(with(&format!("svc{i}.example.org"), 1, None));
+            packets.push(with(&name, 1, Some((1232, 1))));
+            packets.push(with(&name, 252, None));
+            let mut two = with(&name, 1, None);
+            two[5] = 2;
+            packets.push(two);
+            let mut reply = with(&name, 1, None);
+            reply[2] |= 0x80;
+            packets.push(reply);
+            packets.push(with(&name, 1, None)[..7].to_vec());
+        }
+        packets.push(Vec::new());
+        let one: Vec<(Option<Outcome>, Vec<u8>)> = packets
+            .iter()
+            .map(|p| {
+                let mut out = vec![0xAA; 3];
+                (respond_in(&view, p, Transport::Udp, &mut out), out)
+            })
+            .collect();
+        assert!(one.iter().any(|(o, _)| o.is_some_and(|o| o.truncated)));
+        assert!(one.iter().any(|(o, _)| o.is_none()));
+        let mut batch = Batch::default();
+        for size in [1, 5, BATCH] {
+            let mut outs = vec![vec![0x55; 9]; BATCH];
+            let mut outcomes = [None; BATCH];
+            for (k, chunk) in packets.chunks(size).enumerate() {
+                let refs: Vec<&[u8]> = chunk.iter().map(|p| &p[..]).collect();
+                batch.respond(&view, &refs, Transport::Udp, &mut outs, &mut outcomes);
+                for (j, (outcome, out)) in outcomes.iter().zip(&outs).take(chunk.len()).enumerate()
+                {
+                    let (want_outcome, want) = &one[k * size + j];
+                    assert_eq!(
+                        outcome,
+                        want_outcome,
+                        "query {} in batches of {size}",
+                        k * size + j
+                    );
+                    if want_outcome.is_some() {
+                        assert_eq!(out, want, "query {} in batches of {size}", k * size + j);
+                    }
+                }
+            }
+        }
+    }
+}

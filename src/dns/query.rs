@@ -157,3 +157,131 @@ fn valid_options(mut rdata: &[u8]) -> bool {
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::wire_name;
+
+    /// A query for `name` (as spelled) of type A, class IN, with `ar` more records appended.
+    fn query(name: &str, extra: &[u8], arcount: u16) -> Vec<u8> {
+        let mut m = vec![0xAB, 0xCD, 0x01 | (5 << 3), 0x10, 0, 1, 0, 0, 0, 0];
+        m.extend(arcount.to_be_bytes());
+        // Spelled as given: wire_name lower-cases, so write the labels by hand.
+        for label in name.split('.').filter(|l| !l.is_empty()) {
+            m.push(label.len() as u8);
+            m.extend(label.as_bytes());
+        }
+        m.push(0);
+        m.extend([0, 1, 0, 1]);
+        m.extend(extra);
+        m
+    }
+
+    /// An OPT record: owner `owner`, payload size, version, DO, and `options` as its RDATA.
+    fn opt(owner: u8, payload: u16, version: u8, options: &[u8]) -> Vec<u8> {
+        let mut r = vec![owner, 0, 41];
+        r.extend(payload.to_be_bytes());
+        r.extend([0, version, 0x80, 0]);
+        r.extend((options.len() as u16).to_be_bytes());
+        r.extend(options);
+        r
+    }
+
+    fn is_formerr(p: &[u8]) -> bool {
+        matches!(parse(p, &mut [0; 255]), Parsed::FormErr(_))
+    }
+
+    #[test]
+    fn the_header_and_question_are_read_and_the_name_lower_cased() {
+        let p = query("WwW.Shop.SVC.clusterset.LOCAL", &[], 0);
+        let mut name = [0; 255];
+        let Parsed::Query(q) = parse(&p, &mut name) else {
+            panic!("not a query")
+        };
+        assert_eq!((q.id, q.opcode, q.rd, q.cd), (0xABCD, 5, true, true));
+        assert_eq!(q.lname, wire_name("www.shop.svc.clusterset.local").unwrap());
+        assert_eq!((q.qtype, q.qclass), (1, 1));
+        // The question is kept as sent, for the echo (0x20 case survives).
+        assert_eq!(q.question, Some(&p[12..]));
+        assert!(q.edns.is_none());
+    }
+
+    #[test]
+    fn runts_and_responses_are_dropped_bad_questions_are_formerr() {
+        let p = query("a.b", &[], 0);
+        assert!(matches!(parse(&p[..11], &mut [0; 255]), Parsed::Drop));
+        let mut reply = p.clone();
+        reply[2] |= 0x80;
+        assert!(matches!(parse(&reply, &mut [0; 255]), Parsed::Drop));
+        for qdcount in [0, 2] {
+            let mut m = p.clone();
+            m[5] = qdcount;
+            let mut name = [0; 255];
+            let Parsed::FormErr(q) = parse(&m, &mut name) else {
+                panic!("qdcount {qdcount} accepted")
+            };
+            assert_eq!(q.id, 0xABCD, "the id is read for the FORMERR");
+        }
+        // A compression pointer, or a label type above 63, in the question.
+        let mut pointer = p[..12].to_vec();
+        pointer.extend([0xC0, 12, 0, 1, 0, 1]);
+        assert!(is_formerr(&pointer));
+        let mut ext = p[..12].to_vec();
+        ext.extend([0x41, 0, 0, 1, 0, 1]);
+        assert!(is_formerr(&ext));
+        // A name longer than 255 octets, and a question cut before its type.
+        let long = vec!["a".repeat(63); 4].join(".") + ".b";
+        assert!(is_formerr(&query(&long, &[], 0)));
+        let mut name = [0; 255];
+        let Parsed::FormErr(q) = parse(&p[..p.len() - 2], &mut name) else {
+            panic!("a cut question accepted")
+        };
+        assert!(q.question.is_none());
+    }
+
+    #[test]
+    fn one_opt_from_the_root_in_the_additional_section_is_edns() {
+        let p = query("a.b", &opt(0, 1232, 0, &[0, 10, 0, 2, 1, 2]), 1);
+        let mut name = [0; 255];
+        let Parsed::Query(q) = parse(&p, &mut name) else {
+            panic!("refused")
+        };
+        let e = q.edns.unwrap();
+        assert_eq!((e.payload, e.version, e.dnssec_ok), (1232, 0, true));
+        // Version 1 is read (the answer is BADVERS), not refused here.
+        let p = query("a.b", &opt(0, 512, 1, &[]), 1);
+        assert!(
+            matches!(parse(&p, &mut [0; 255]), Parsed::Query(q) if q.edns.unwrap().version == 1)
+        );
+        // Two OPTs, an OPT not owned by the root, a bad option length, RDATA past the end.
+        let mut two = opt(0, 1232, 0, &[]);
+        two.extend(opt(0, 1232, 0, &[]));
+        assert!(is_formerr(&query("a.b", &two, 2)));
+        assert!(is_formerr(&query("a.b", &opt(1, 1232, 0, &[]), 1)));
+        assert!(is_formerr(&query(
+            "a.b",
+            &opt(0, 1232, 0, &[0, 10, 0, 9, 1]),
+            1
+        )));
+        let mut past = opt(0, 1232, 0, &[]);
+        past[10] = 40;
+        assert!(is_formerr(&query("a.b", &past, 1)));
+        // An OPT in the answer section, and a record the counts promise but the packet lacks.
+        let mut answer = query("a.b", &opt(0, 1232, 0, &[]), 0);
+        answer[7] = 1;
+        assert!(is_formerr(&answer));
+        assert!(is_formerr(&query("a.b", &[], 1)));
+    }
+
+    #[test]
+    fn other_records_are_skipped_whatever_their_names() {
+        // An A record in the additional section with a compressed owner, then the OPT.
+        let mut extra = vec![0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4, 10, 0, 0, 1];
+        extra.extend(opt(0, 4096, 0, &[]));
+        let p = query("a.b", &extra, 2);
+        assert!(
+            matches!(parse(&p, &mut [0; 255]), Parsed::Query(q) if q.edns.unwrap().payload == 4096)
+        );
+    }
+}

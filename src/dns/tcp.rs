@@ -377,3 +377,39 @@ async fn write(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_the_cap_a_new_connection_takes_the_place_of_the_longest_idle() {
+        let mut open = Connections::default();
+        let (a, stop_a, evicted) = open.admit(3);
+        assert!(!evicted);
+        std::thread::sleep(Duration::from_millis(2));
+        let (b, stop_b, _) = open.admit(3);
+        std::thread::sleep(Duration::from_millis(2));
+        let (c, stop_c, _) = open.admit(3);
+        assert_eq!(open.conns.len(), 3);
+        // a finishes a query: b is now the one idle longest.
+        std::thread::sleep(Duration::from_millis(2));
+        open.touch(a);
+        let (d, stop_d, evicted) = open.admit(3);
+        assert!(evicted);
+        assert!(stop_b.is_cancelled(), "the longest idle is closed");
+        assert!(!stop_a.is_cancelled() && !stop_c.is_cancelled() && !stop_d.is_cancelled());
+        let mut ids: Vec<u64> = open.conns.keys().copied().collect();
+        ids.sort();
+        assert_eq!(ids, [a, c, d]);
+        assert!(b < c && c < d, "ids are never reused");
+        // Touching a closed connection changes nothing; a cap of 0 still admits one.
+        open.touch(b);
+        assert_eq!(open.conns.len(), 3);
+        let mut one = Connections::default();
+        let (_, first, _) = one.admit(0);
+        let (_, _, evicted) = one.admit(0);
+        assert!(evicted && first.is_cancelled());
+        assert_eq!(one.conns.len(), 1);
+    }
+}
