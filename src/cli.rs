@@ -330,20 +330,21 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// As [`parse_duration`], and `0` (or `0s`, …) for none.
+/// As [`parse_duration`], and `0` (or `0s`, …) for none. Plain digits are seconds; anything
+/// else is `humantime`'s syntax (`50us`, `250ms`, `5s`, `2m`, `1h`, `1m30s`).
 pub fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 500ms, 5s or 2m"))?;
-    Ok(match unit {
-        "us" => Duration::from_micros(n),
-        "ms" => Duration::from_millis(n),
-        "" | "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n * 60),
-        _ => return Err(format!("{s:?} has an unknown unit (use us, ms, s or m)")),
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s
+            .parse()
+            .map(Duration::from_secs)
+            .map_err(|_| format!("{s:?} is too many seconds"));
+    }
+    humantime::parse_duration(s).map_err(|e| match e {
+        humantime::DurationError::UnknownUnit { unit, .. } => {
+            format!("{s:?} has an unknown unit {unit:?} (use us, ms, s, m or h)")
+        }
+        _ => format!("{s:?} is not a duration like 500ms, 5s or 2m"),
     })
 }
 
@@ -480,13 +481,15 @@ mod tests {
         assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("5h").unwrap_err().contains("unit"));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("5x").unwrap_err().contains("unit"));
         assert!(parse_duration("x").is_err());
         assert_eq!(parse_duration("50us"), Ok(Duration::from_micros(50)));
         assert_eq!(parse_duration_or_zero("0"), Ok(Duration::ZERO));
         assert_eq!(parse_duration_or_zero("0s"), Ok(Duration::ZERO));
         assert_eq!(parse_duration_or_zero("5s"), Ok(Duration::from_secs(5)));
-        assert!(parse_duration_or_zero("0h").unwrap_err().contains("unit"));
+        assert!(parse_duration_or_zero("0q").unwrap_err().contains("unit"));
         assert!(parse_duration_or_zero("-1").is_err());
         assert_eq!(parse_coalesce("0"), Ok(Coalescing::Off));
         assert_eq!(
