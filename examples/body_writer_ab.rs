@@ -149,6 +149,8 @@ fn build(n: usize, wide: usize) -> Arc<Zone> {
     };
     for w in 0..wide {
         services.push(Service {
+            locality: clusterset_dns::model::Locality::Any,
+            slices_absent: false,
             origin: clusterset_dns::model::ObjectKind::ServiceImport,
             key: ServiceKey {
                 namespace: "wide".into(),
@@ -192,7 +194,7 @@ fn query(name: &str, qtype: RecordType) -> Vec<u8> {
 /// One record as our writer takes it.
 enum Op {
     Addr(Vec<u8>, std::net::IpAddr, u32),
-    Srv(Vec<u8>, u16, u16, Vec<u8>, u32),
+    Srv(Vec<u8>, u16, u16, u16, Vec<u8>, u32),
 }
 
 /// A message's records in our writer's terms (made before timing, as hickory's records are).
@@ -206,6 +208,7 @@ fn ops(records: &[Record]) -> Vec<Op> {
                 RData::AAAA(a) => Op::Addr(owner, std::net::IpAddr::V6(a.0), r.ttl),
                 RData::SRV(s) => Op::Srv(
                     owner,
+                    s.priority,
                     s.weight,
                     s.port,
                     wire_name(&s.target.to_ascii()).unwrap(),
@@ -222,7 +225,9 @@ fn write_ours(qname: &[u8], answers: &[Op], additionals: &[Op]) -> usize {
     let mut w = BodyWriter::new(qname);
     let put = |w: &mut BodyWriter, op: &Op| match op {
         Op::Addr(owner, ip, ttl) => w.addr(owner, *ip, *ttl),
-        Op::Srv(owner, weight, port, target, ttl) => w.srv(owner, *weight, *port, target, *ttl),
+        Op::Srv(owner, priority, weight, port, target, ttl) => {
+            w.srv(owner, *priority, *weight, *port, target, *ttl)
+        }
     };
     for op in answers {
         put(&mut w, op);

@@ -43,6 +43,8 @@ pub fn services(n: usize) -> Vec<Service> {
                     })
                     .collect();
                 Service {
+                    locality: clusterset_dns::model::Locality::Any,
+                    slices_absent: false,
                     origin: clusterset_dns::model::ObjectKind::ServiceImport,
                     key,
                     kind: ServiceType::Headless,
@@ -52,6 +54,8 @@ pub fn services(n: usize) -> Vec<Service> {
                 }
             } else {
                 Service {
+                    locality: clusterset_dns::model::Locality::Any,
+                    slices_absent: false,
                     origin: clusterset_dns::model::ObjectKind::ServiceImport,
                     key,
                     kind: ServiceType::ClusterSetIp,

@@ -376,6 +376,8 @@ mod tests {
         );
         assert_eq!(soa_serial(&out), serial);
         let web = crate::model::Service {
+            locality: crate::model::Locality::Any,
+            slices_absent: false,
             key: crate::model::ServiceKey {
                 namespace: "ns".into(),
                 name: "web".into(),
@@ -442,6 +444,8 @@ mod tests {
                     (ServiceType::ClusterSetIp, vec![v4(100), v6], vec![])
                 };
                 Service {
+                    locality: crate::model::Locality::Any,
+                    slices_absent: false,
                     origin: crate::model::ObjectKind::ServiceImport,
                     key,
                     kind,

@@ -303,6 +303,8 @@ mod tests {
         ));
         let mut builder = crate::zone::build::Builder::new(zone.clone(), &[], metrics);
         let service = |ns: &str, name: &str, kind, hosts: &[&str]| Service {
+            locality: crate::model::Locality::Any,
+            slices_absent: false,
             key: ServiceKey {
                 namespace: ns.into(),
                 name: name.into(),

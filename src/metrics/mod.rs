@@ -50,6 +50,7 @@ pub struct Metrics {
     limit_used: IntGaugeVec,
     refused_updates: IntCounterVec,
     refused_services: IntGaugeVec,
+    cluster_info: IntGaugeVec,
     tcp_connections: IntGauge,
     tcp_evicted: prometheus::IntCounter,
     /// Every serving worker's query counters, summed at scrape time (by [`query::collect`]).
@@ -221,6 +222,12 @@ impl Metrics {
                 "Services the zone's budget holds back now, by limit.",
                 &["limit"],
             ),
+            cluster_info: gauge_vec(
+                &r,
+                "clusterset_dns_cluster_info",
+                "The server's own cluster id (--cluster-id, else the ClusterProperty cluster.clusterset.k8s.io): 1 while one is known.",
+                &["cluster_id"],
+            ),
             tcp_connections: gauge(
                 &r,
                 "clusterset_dns_tcp_connections",
@@ -380,6 +387,14 @@ impl Metrics {
 
     pub fn source_synced(&self) {
         self.source_last_sync.set(crate::clock::unix_now() as i64);
+    }
+
+    /// The server's own cluster id, `clusterset_dns_cluster_info{cluster_id}` 1 while known.
+    pub fn own_cluster(&self, id: Option<&str>) {
+        self.cluster_info.reset();
+        if let Some(id) = id {
+            self.cluster_info.with_label_values(&[id]).set(1);
+        }
     }
 
     pub fn tcp_open(&self, delta: i64) {

@@ -32,6 +32,21 @@ pub enum ServiceType {
     Headless,
 }
 
+/// How the answers built from a service's endpoints treat the server's own cluster (KEP-1645's
+/// `internalTrafficPolicy` and `trafficDistribution` on the ServiceImport). Without an own
+/// cluster id every value answers alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Locality {
+    /// Neither field: every cluster's endpoints, the own cluster's first.
+    #[default]
+    Any,
+    /// `trafficDistribution` Prefer*: the own cluster's endpoints when it has any of the
+    /// queried family; SRV keeps every target, the others at priority 1.
+    PreferOwn,
+    /// `internalTrafficPolicy: Local`: the own cluster's endpoints only (none: NODATA).
+    OwnOnly,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Protocol {
     Tcp,
@@ -91,6 +106,9 @@ pub struct Service {
     pub ports: Vec<Port>,
     /// Slices sorted by name.
     pub slices: Vec<Slice>,
+    pub locality: Locality,
+    /// `status.endpointSliceObjects: Absent`: the implementation publishes no slices for it.
+    pub slices_absent: bool,
 }
 
 /// A complete set of services, for [`Update::Reset`]. A source that keeps its objects packed
@@ -101,6 +119,9 @@ pub struct Service {
 pub struct ServiceSet {
     plain: Vec<Service>,
     packed: Vec<(ServiceKey, PackedImport, Vec<Packed>)>,
+    /// The server's own cluster id, as the source knows it with these services (`--cluster-id`,
+    /// else the ClusterProperty `cluster.clusterset.k8s.io`).
+    own_cluster: Option<String>,
 }
 
 impl ServiceSet {
@@ -108,7 +129,18 @@ impl ServiceSet {
         ServiceSet {
             plain: Vec::new(),
             packed: services,
+            own_cluster: None,
         }
+    }
+
+    /// The same set, with the server's own cluster id `id`.
+    pub fn with_own_cluster(mut self, id: Option<String>) -> Self {
+        self.own_cluster = id;
+        self
+    }
+
+    pub fn own_cluster(&self) -> Option<&str> {
+        self.own_cluster.as_deref()
     }
 
     pub fn len(&self) -> usize {
@@ -125,6 +157,7 @@ impl From<Vec<Service>> for ServiceSet {
         ServiceSet {
             plain,
             packed: Vec::new(),
+            own_cluster: None,
         }
     }
 }

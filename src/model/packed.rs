@@ -16,18 +16,89 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::model::{Endpoint, ObjectKind, Port, Protocol, Service, ServiceKey, ServiceType, Slice};
+use crate::model::{
+    Endpoint, Locality, ObjectKind, Port, Protocol, Service, ServiceKey, ServiceType, Slice,
+};
 
 /// The service `key` as DNS sees it, from its packed import and slices.
 pub fn service(key: ServiceKey, import: &PackedImport, slices: &[Packed]) -> Service {
-    let (origin, kind, ips, ports) = import.unpack();
+    let (head, ips, ports) = import.unpack();
     Service {
         key,
-        origin,
-        kind,
+        origin: head.origin,
+        kind: head.kind,
         ips,
         ports,
         slices: slices.iter().map(Packed::unpack).collect(),
+        locality: head.locality,
+        slices_absent: head.slices_absent,
+    }
+}
+
+/// What an import says besides its addresses and ports: one byte packed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportHead {
+    pub origin: ObjectKind,
+    pub kind: ServiceType,
+    pub locality: Locality,
+    pub slices_absent: bool,
+}
+
+impl ImportHead {
+    /// A ServiceImport's head of `kind`, with neither locality field nor `Absent`.
+    pub fn import(kind: ServiceType) -> Self {
+        ImportHead {
+            origin: ObjectKind::ServiceImport,
+            kind,
+            locality: Locality::Any,
+            slices_absent: false,
+        }
+    }
+
+    /// `service`'s head.
+    pub fn of(service: &Service) -> Self {
+        ImportHead {
+            origin: service.origin,
+            kind: service.kind,
+            locality: service.locality,
+            slices_absent: service.slices_absent,
+        }
+    }
+
+    /// Bit 0 the type, bits 1-2 the origin's index in [`ObjectKind::ALL`], bits 3-4 the
+    /// locality, bit 5 `Absent`.
+    fn byte(self) -> u8 {
+        let origin = ObjectKind::ALL
+            .iter()
+            .position(|k| *k == self.origin)
+            .expect("every kind is in ALL");
+        assert!(origin < 4, "two bits hold the origin");
+        let kind = match self.kind {
+            ServiceType::ClusterSetIp => 0,
+            ServiceType::Headless => 1,
+        };
+        let locality = match self.locality {
+            Locality::Any => 0,
+            Locality::PreferOwn => 1,
+            Locality::OwnOnly => 2,
+        };
+        kind | (origin as u8) << 1 | locality << 3 | u8::from(self.slices_absent) << 5
+    }
+
+    fn from_byte(b: u8) -> Self {
+        ImportHead {
+            origin: ObjectKind::ALL[usize::from((b >> 1) & 3)],
+            kind: match b & 1 {
+                0 => ServiceType::ClusterSetIp,
+                _ => ServiceType::Headless,
+            },
+            locality: match (b >> 3) & 3 {
+                0 => Locality::Any,
+                1 => Locality::PreferOwn,
+                _ => Locality::OwnOnly,
+            },
+            slices_absent: b & 0x20 != 0,
+        }
     }
 }
 
@@ -159,39 +230,25 @@ impl<'a> Reader<'a> {
 }
 
 /// What a ServiceImport says (or what Linkerd's Services give in its place), packed the same
-/// way: `head(1) ips ports`, the head being the type (bit 0) and the origin's index in
-/// [`ObjectKind::ALL`] (the bits above); its key is where the store files it.
+/// way: `head(1) ips ports` (see [`ImportHead`]); its key is where the store files it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackedImport(Box<[u8]>);
 
 impl PackedImport {
-    pub fn new(origin: ObjectKind, kind: ServiceType, ips: &[IpAddr], ports_: &[Port]) -> Self {
+    pub fn new(head: ImportHead, ips: &[IpAddr], ports_: &[Port]) -> Self {
         let mut out = Vec::with_capacity(8 + ips.len() * 5 + ports_.len() * 8);
-        let origin_index = ObjectKind::ALL
-            .iter()
-            .position(|k| *k == origin)
-            .expect("every kind is in ALL");
-        let type_bit = match kind {
-            ServiceType::ClusterSetIp => 0,
-            ServiceType::Headless => 1,
-        };
-        out.push(type_bit | (origin_index as u8) << 1);
+        out.push(head.byte());
         addresses(&mut out, ips);
         ports(&mut out, ports_);
         PackedImport(out.into_boxed_slice())
     }
 
-    /// `(origin, kind, ips, ports)`.
-    pub fn unpack(&self) -> (ObjectKind, ServiceType, Vec<IpAddr>, Vec<Port>) {
+    /// `(head, ips, ports)`.
+    pub fn unpack(&self) -> (ImportHead, Vec<IpAddr>, Vec<Port>) {
         let mut r = Reader(&self.0);
-        let head = r.byte();
-        let kind = match head & 1 {
-            0 => ServiceType::ClusterSetIp,
-            _ => ServiceType::Headless,
-        };
-        let origin = ObjectKind::ALL[usize::from(head >> 1)];
+        let head = ImportHead::from_byte(r.byte());
         let ips = r.addresses();
-        (origin, kind, ips, r.ports())
+        (head, ips, r.ports())
     }
 }
 
@@ -328,9 +385,19 @@ mod tests {
         ];
         for &origin in ObjectKind::ALL {
             for kind in [ServiceType::ClusterSetIp, ServiceType::Headless] {
-                for (ips, ports) in [(&ips[..], &ports[..]), (&[][..], &[][..])] {
-                    let p = PackedImport::new(origin, kind, ips, ports);
-                    assert_eq!(p.unpack(), (origin, kind, ips.to_vec(), ports.to_vec()));
+                for locality in [Locality::Any, Locality::PreferOwn, Locality::OwnOnly] {
+                    for slices_absent in [false, true] {
+                        let head = ImportHead {
+                            origin,
+                            kind,
+                            locality,
+                            slices_absent,
+                        };
+                        for (ips, ports) in [(&ips[..], &ports[..]), (&[][..], &[][..])] {
+                            let p = PackedImport::new(head, ips, ports);
+                            assert_eq!(p.unpack(), (head, ips.to_vec(), ports.to_vec()));
+                        }
+                    }
                 }
             }
         }

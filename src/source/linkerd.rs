@@ -369,6 +369,8 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
         _ => None,
     }) {
         return Some(Service {
+            locality: crate::model::Locality::Any,
+            slices_absent: false,
             key: key.clone(),
             origin: KIND,
             kind: ServiceType::ClusterSetIp,
@@ -410,6 +412,8 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
             })
             .collect();
         return Some(Service {
+            locality: crate::model::Locality::Any,
+            slices_absent: false,
             key: key.clone(),
             origin: KIND,
             kind: ServiceType::Headless,
@@ -435,6 +439,8 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
         }
     }
     (!ips.is_empty()).then(|| Service {
+        locality: crate::model::Locality::Any,
+        slices_absent: false,
         key: key.clone(),
         origin: KIND,
         kind: ServiceType::ClusterSetIp,

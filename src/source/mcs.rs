@@ -10,7 +10,9 @@ use serde::Deserialize;
 
 use super::object::{Kind, Meta, RawPort, Read, Refused, Resource, addresses, invalid, ports};
 use super::policy::{Policy, refusal};
-use crate::model::{Endpoint, ObjectKind, Port, ServiceKey, ServiceType, Skip, Slice};
+use crate::model::{
+    Endpoint, Locality, ObjectKind, Port, ServiceKey, ServiceType, Skip, Slice,
+};
 use crate::wire::{is_cluster_id, is_label};
 
 pub const LABEL_SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
@@ -35,6 +37,10 @@ pub struct Import {
     pub kind: ServiceType,
     pub ips: Vec<IpAddr>,
     pub ports: Vec<Port>,
+    /// From `spec.internalTrafficPolicy` and `spec.trafficDistribution`.
+    pub locality: Locality,
+    /// `status.endpointSliceObjects: Absent`.
+    pub slices_absent: bool,
     /// Addresses left out of `ips`.
     pub refused: Vec<Refused>,
 }
@@ -54,14 +60,37 @@ pub struct ServiceImport {
     #[serde(default)]
     metadata: Meta,
     spec: Option<ImportSpec>,
+    status: Option<ImportStatus>,
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct ImportSpec {
     #[serde(rename = "type")]
     type_: Option<String>,
     ips: Option<Vec<String>>,
     ports: Option<Vec<RawPort>>,
+    internal_traffic_policy: Option<String>,
+    traffic_distribution: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ImportStatus {
+    endpoint_slice_objects: Option<String>,
+}
+
+/// What the import's traffic fields ask of answers built from endpoints: `Local` wins over a
+/// Prefer* distribution; other values (and `Cluster`) ask nothing.
+fn locality(spec: &ImportSpec) -> Locality {
+    match (
+        spec.internal_traffic_policy.as_deref(),
+        spec.traffic_distribution.as_deref(),
+    ) {
+        (Some("Local"), _) => Locality::OwnOnly,
+        (_, Some("PreferClose" | "PreferSameZone" | "PreferSameNode")) => Locality::PreferOwn,
+        _ => Locality::Any,
+    }
 }
 
 /// An EndpointSlice as we read it.
@@ -139,6 +168,11 @@ impl Kind for Imports {
             Some("Headless") => ServiceType::Headless,
             _ => ServiceType::ClusterSetIp,
         };
+        let locality = locality(&spec);
+        let slices_absent = raw
+            .status
+            .and_then(|s| s.endpoint_slice_objects)
+            .is_some_and(|v| v == "Absent");
         let (ips, refused) = match addresses(spec.ips.unwrap_or_default(), "spec.ips", policy) {
             Ok(read) => read,
             Err(why) => return invalid(KIND, &object, Skip::BadIp, why),
@@ -152,6 +186,8 @@ impl Kind for Imports {
             kind,
             ips,
             ports,
+            locality,
+            slices_absent,
             refused,
         })
     }

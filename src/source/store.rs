@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::Object;
 use super::linkerd::{self, Member, Role};
-use crate::model::packed::{self, Packed, PackedImport};
+use crate::model::packed::{self, ImportHead, Packed, PackedImport};
 use crate::model::{ObjectKind, Service, ServiceKey, ServiceSet};
 
 /// An object in the store's form (a few bytes an endpoint), as a relist holds what it has
@@ -26,7 +26,16 @@ impl From<Object> for PackedObject {
         match object {
             Object::Import(i) => PackedObject::Import(
                 i.key,
-                PackedImport::new(ObjectKind::ServiceImport, i.kind, &i.ips, &i.ports),
+                PackedImport::new(
+                    ImportHead {
+                        origin: ObjectKind::ServiceImport,
+                        kind: i.kind,
+                        locality: i.locality,
+                        slices_absent: i.slices_absent,
+                    },
+                    &i.ips,
+                    &i.ports,
+                ),
             ),
             Object::Slice(s) => PackedObject::Slice(s.service, Packed::new(&s.slice)),
             Object::Linkerd(m) => PackedObject::Linkerd(m),
@@ -248,7 +257,7 @@ impl Store {
                 let slices = s.slices.iter().map(Packed::new).collect();
                 Some((
                     k.clone(),
-                    PackedImport::new(ObjectKind::Service, s.kind, &s.ips, &s.ports),
+                    PackedImport::new(ImportHead::of(&s), &s.ips, &s.ports),
                     slices,
                 ))
             })

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tracing::{info, warn};
 
 use crate::metrics::Metrics;
-use crate::model::packed::{Packed, PackedImport};
+use crate::model::packed::{ImportHead, Packed, PackedImport};
 use crate::model::{Service, ServiceKey};
 
 /// The limits.
@@ -67,7 +67,7 @@ impl Waiting {
     pub fn new(service: &Service, names: usize) -> Self {
         Waiting {
             names,
-            import: PackedImport::new(service.origin, service.kind, &service.ips, &service.ports),
+            import: PackedImport::new(ImportHead::of(service), &service.ips, &service.ports),
             slices: service.slices.iter().map(Packed::new).collect(),
         }
     }

@@ -28,6 +28,8 @@ pub struct Builder {
     /// Ready endpoints over all services, kept as services change (never recounted).
     endpoints: usize,
     budget: Budget,
+    /// The server's own cluster id, as the last full set said.
+    own_cluster: Option<String>,
 }
 
 fn endpoint_count(service: &Service) -> usize {
@@ -43,10 +45,12 @@ struct Served {
     entries: Vec<Entry>,
 }
 
-fn fingerprint(service: &Service) -> u64 {
+/// A service's answers depend on it and on the own cluster id.
+fn fingerprint(service: &Service, own: Option<&str>) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::hash::DefaultHasher::new();
     service.hash(&mut h);
+    own.hash(&mut h);
     h.finish()
 }
 
@@ -65,6 +69,7 @@ impl Builder {
             namespaces: HashMap::new(),
             endpoints: 0,
             budget: Budget::new(Limits::NONE, metrics.clone()),
+            own_cluster: None,
             metrics,
         }
     }
@@ -88,6 +93,12 @@ impl Builder {
     pub fn apply(&mut self, update: Update) -> bool {
         let changed = match update {
             Update::Reset(services) => {
+                if services.own_cluster() != self.own_cluster.as_deref() {
+                    // Every service is rendered anew: their fingerprints include the id.
+                    info!(cluster_id = services.own_cluster().unwrap_or("none"), "own cluster id");
+                    self.own_cluster = services.own_cluster().map(str::to_string);
+                    self.metrics.own_cluster(self.own_cluster.as_deref());
+                }
                 // Services are unpacked one at a time by the iterator, rendered, and dropped.
                 let mut keep: HashSet<ServiceKey> = HashSet::with_capacity(services.len());
                 // At least a name and its SRV names per service.
@@ -157,7 +168,7 @@ impl Builder {
     }
 
     fn upsert(&mut self, service: Service) -> bool {
-        let print = fingerprint(&service);
+        let print = fingerprint(&service, self.own_cluster.as_deref());
         if self
             .services
             .get(&service.key)
@@ -180,6 +191,7 @@ impl Builder {
                 &service,
                 apex,
                 self.zone.ttl(),
+                self.own_cluster.as_deref(),
                 &mut |why| {
                     warn!(service = %service.key, kind = %service.origin, "{why}; that name is not served");
                     self.metrics.skipped(service.origin, Skip::NameTooLong);
@@ -299,6 +311,8 @@ mod tests {
     /// A headless service `name` in `shop` with `n` named endpoints in cluster `east`.
     fn headless(name: &str, n: usize, first: u8) -> Service {
         Service {
+            locality: crate::model::Locality::Any,
+            slices_absent: false,
             origin: crate::model::ObjectKind::ServiceImport,
             key: ServiceKey {
                 namespace: "shop".into(),

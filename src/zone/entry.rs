@@ -258,7 +258,7 @@ mod tests {
     fn srv_answer(owner: &[u8], targets: &[Vec<u8>], glue: bool) -> Answer {
         let mut w = BodyWriter::new(owner);
         for (k, t) in targets.iter().enumerate() {
-            assert!(w.srv(owner, 10, 8000 + k as u16, t, 5));
+            assert!(w.srv(owner, 0, 10, 8000 + k as u16, t, 5));
         }
         w.additional();
         if glue {
@@ -324,7 +324,7 @@ mod tests {
         let ns = child("ns.dns", &apex).unwrap();
         let mut w = BodyWriter::new(&svc);
         assert!(w.ns(&svc, &ns, 5));
-        assert!(w.srv(&svc, 10, 53, &ns, 5));
+        assert!(w.srv(&svc, 0, 10, 53, &ns, 5));
         let mixed = w.finish();
         assert_eq!(mixed.targets.len(), 1);
         let entry = Entry::new(&svc, false, &[(TYPE_SRV, mixed.clone())]);

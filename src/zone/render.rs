@@ -154,9 +154,17 @@ impl BodyWriter {
 
     /// An SRV record. The target is written in full (RFC 2782 forbids compressing it), but later
     /// names may point into it.
-    pub fn srv(&mut self, owner: &[u8], weight: u16, port: u16, target: &[u8], ttl: u32) -> bool {
+    pub fn srv(
+        &mut self,
+        owner: &[u8],
+        priority: u16,
+        weight: u16,
+        port: u16,
+        target: &[u8],
+        ttl: u32,
+    ) -> bool {
         self.rr(owner, TYPE_SRV, ttl, 6 + target.len(), |w| {
-            w.buf.extend_from_slice(&0u16.to_be_bytes());
+            w.buf.extend_from_slice(&priority.to_be_bytes());
             w.buf.extend_from_slice(&weight.to_be_bytes());
             w.buf.extend_from_slice(&port.to_be_bytes());
             // Noted for the zone, which stores the target compressed when that saves bytes.
@@ -212,7 +220,7 @@ mod tests {
         let q = wire_name("svc.ns.svc.z").unwrap();
         let target = child("h.c", &q).unwrap();
         let mut w = BodyWriter::new(&q);
-        assert!(w.srv(&q, 100, 80, &target, 5));
+        assert!(w.srv(&q, 0, 100, 80, &target, 5));
         w.additional();
         assert!(w.addr(&target, "10.0.0.1".parse().unwrap(), 5));
         let a = w.finish();

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use super::entry::Entry;
 use super::render::{Answer, BodyWriter};
-use crate::model::{Port, Service, ServiceType};
+use crate::model::{Locality, Port, Service, ServiceType};
 use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_NS, TYPE_SRV, TYPE_TXT, child};
 
 /// The MCS DNS schema version we implement (KEP-1645 specification 1.0.0).
@@ -71,18 +71,22 @@ type SrvName<'a> = (&'a str, &'static str);
 struct SrvTarget {
     name: Vec<u8>,
     addrs: Vec<IpAddr>,
+    /// In the server's own cluster (always false without an own cluster id).
+    own: bool,
     /// Ports of SRV records at this name itself, once per address that brought them (so the
     /// count is the N of the weight rule).
     own_ports: Vec<Port>,
 }
 
 /// SRV answer at `owner` for `entries` (target index, port), weights by CoreDNS's rule:
-/// `floor(100 / N)`, at least 1, N counted before de-duplication.
+/// `floor(100 / N)`, at least 1, N counted before de-duplication; `prefer_own`: the targets
+/// outside the own cluster at priority 1.
 fn srv(
     owner: &[u8],
     entries: &[(usize, &Port)],
     targets: &[SrvTarget],
     ttl: u32,
+    prefer_own: bool,
 ) -> Option<(u16, Answer)> {
     if entries.is_empty() {
         return None;
@@ -93,7 +97,8 @@ fn srv(
     let mut used = Vec::new();
     for &(t, p) in entries {
         if seen.insert((t, p.port)) {
-            if !w.srv(owner, weight, p.port, &targets[t].name, ttl) {
+            let priority = u16::from(prefer_own && !targets[t].own);
+            if !w.srv(owner, priority, weight, p.port, &targets[t].name, ttl) {
                 break;
             }
             if !used.contains(&t) {
@@ -135,12 +140,64 @@ fn push_distinct(v: &mut Vec<IpAddr>, ip: IpAddr) {
     }
 }
 
-/// Every name `service` owns in the zone at `apex`. `skip` hears about names that cannot exist
-/// (too long for DNS).
+/// How the answers built from endpoints are chosen: the server's own cluster and what the
+/// service asks (the contract's "Locality"). Without an own cluster id, nothing changes.
+#[derive(Clone, Copy)]
+struct Choice<'a> {
+    own: Option<&'a str>,
+    locality: Locality,
+}
+
+impl Choice<'_> {
+    /// The addresses the service name answers, of one family, from `all` (each with whether
+    /// it is the own cluster's): the own cluster's first; Prefer*: only the own cluster's when
+    /// it has any; Local: only the own cluster's.
+    fn addresses(&self, all: &[(IpAddr, bool)]) -> Vec<IpAddr> {
+        if self.own.is_none() {
+            return all.iter().map(|(ip, _)| *ip).collect();
+        }
+        let own: Vec<IpAddr> = all.iter().filter(|a| a.1).map(|a| a.0).collect();
+        match self.locality {
+            Locality::OwnOnly => own,
+            Locality::PreferOwn if !own.is_empty() => own,
+            _ => own
+                .into_iter()
+                .chain(all.iter().filter(|a| !a.1).map(|a| a.0))
+                .collect(),
+        }
+    }
+
+    /// The SRV entries answered at the service's names, from `all`: the own cluster's first;
+    /// Local: only those.
+    fn entries<'p>(
+        &self,
+        all: &[(usize, &'p Port)],
+        targets: &[SrvTarget],
+    ) -> Vec<(usize, &'p Port)> {
+        if self.own.is_none() {
+            return all.to_vec();
+        }
+        let own = all.iter().filter(|(t, _)| targets[*t].own).copied();
+        let others = all.iter().filter(|(t, _)| !targets[*t].own).copied();
+        match self.locality {
+            Locality::OwnOnly => own.collect(),
+            _ => own.chain(others).collect(),
+        }
+    }
+
+    /// Whether targets outside the own cluster go at priority 1.
+    fn prefer_own(&self) -> bool {
+        self.own.is_some() && self.locality == Locality::PreferOwn
+    }
+}
+
+/// Every name `service` owns in the zone at `apex`, `own` being the server's own cluster id if
+/// it knows one. `skip` hears about names that cannot exist (too long for DNS).
 pub fn render_service(
     service: &Service,
     apex: &[u8],
     ttl: u32,
+    own: Option<&str>,
     skip: &mut dyn FnMut(String),
 ) -> Vec<Entry> {
     let key = &service.key;
@@ -158,15 +215,21 @@ pub fn render_service(
     let mut targets = vec![SrvTarget {
         name: sname.clone(),
         addrs: Vec::new(),
+        own: false,
         own_ports: Vec::new(),
     }];
     let mut by_name: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut headless_entries: Vec<(usize, &Port)> = Vec::new();
-    let mut endpoint_addrs = Vec::new();
+    // Every distinct ready address, with whether the own cluster has it.
+    let mut endpoint_addrs: Vec<(IpAddr, bool)> = Vec::new();
     for slice in &service.slices {
+        let in_own = own.is_some() && slice.cluster.as_deref() == own;
         for ep in &slice.endpoints {
             for ip in &ep.addresses {
-                push_distinct(&mut endpoint_addrs, *ip);
+                match endpoint_addrs.iter_mut().find(|(a, _)| a == ip) {
+                    Some(seen) => seen.1 |= in_own,
+                    None => endpoint_addrs.push((*ip, in_own)),
+                }
                 let Some(cluster) = &slice.cluster else {
                     continue;
                 };
@@ -182,6 +245,7 @@ pub fn render_service(
                     targets.push(SrvTarget {
                         name,
                         addrs: Vec::new(),
+                        own: in_own,
                         own_ports: Vec::new(),
                     });
                     targets.len() - 1
@@ -193,24 +257,29 @@ pub fn render_service(
         }
     }
 
-    let service_addrs = match service.kind {
-        ServiceType::ClusterSetIp if !service.ips.is_empty() => {
-            let mut v = Vec::new();
-            for ip in &service.ips {
-                push_distinct(&mut v, *ip);
-            }
-            v
-        }
-        // Headless, or ClusterSetIP without clusterset IPs (Submariner's default): the ready
-        // endpoint addresses.
-        _ => endpoint_addrs,
-    };
-    if service.kind == ServiceType::Headless && service_addrs.is_empty() {
+    if service.kind == ServiceType::Headless && endpoint_addrs.is_empty() {
         // No ready endpoints: the service has no names at all (NXDOMAIN), as in CoreDNS.
         return Vec::new();
     }
-    targets[0].addrs = service_addrs;
-    let entries: Vec<(usize, &Port)> = match service.kind {
+    // Answers from `spec.ips` are never chosen by locality; those built from endpoints are
+    // (headless, or ClusterSetIP without clusterset IPs, Submariner's default).
+    let from_ips = service.kind == ServiceType::ClusterSetIp && !service.ips.is_empty();
+    let choice = Choice {
+        own: if from_ips { None } else { own },
+        locality: service.locality,
+    };
+    let (v4, v6): (Vec<(IpAddr, bool)>, Vec<(IpAddr, bool)>) = if from_ips {
+        let mut v = Vec::new();
+        for ip in &service.ips {
+            push_distinct(&mut v, *ip);
+        }
+        v.into_iter().map(|ip| (ip, false)).partition(|(ip, _)| ip.is_ipv4())
+    } else {
+        endpoint_addrs.into_iter().partition(|(ip, _)| ip.is_ipv4())
+    };
+    let (v4, v6) = (choice.addresses(&v4), choice.addresses(&v6));
+    targets[0].addrs = v4.iter().chain(&v6).copied().collect();
+    let all_entries: Vec<(usize, &Port)> = match service.kind {
         ServiceType::ClusterSetIp => targets[0]
             .addrs
             .iter()
@@ -218,22 +287,25 @@ pub fn render_service(
             .collect(),
         ServiceType::Headless => headless_entries,
     };
+    let entries = choice.entries(&all_entries, &targets);
+    let prefer_own = choice.prefer_own();
 
     let mut out = Vec::new();
-    let s = &targets[0];
     let answers: Vec<_> = [
-        addresses(&sname, s.addrs.iter(), false, ttl),
-        addresses(&sname, s.addrs.iter(), true, ttl),
-        srv(&sname, &entries, &targets, ttl),
+        addresses(&sname, v4.iter(), false, ttl),
+        addresses(&sname, v6.iter(), true, ttl),
+        srv(&sname, &entries, &targets, ttl, prefer_own),
     ]
     .into_iter()
     .flatten()
     .collect();
     out.push(Entry::new(&sname, false, &answers));
 
-    // `_<port>._<proto>.<svc>`: named ports only, matched by name and protocol.
+    // `_<port>._<proto>.<svc>`: named ports only, matched by name and protocol. The names are
+    // those of every entry; what each answers is chosen as the service name's SRV is (so under
+    // Local a name whose targets are all elsewhere answers NODATA, not NXDOMAIN).
     let mut groups: Vec<(SrvName, Vec<(usize, &Port)>)> = Vec::new();
-    for &(t, p) in &entries {
+    for &(t, p) in &all_entries {
         let Some(name) = p.name.as_deref() else {
             continue;
         };
@@ -251,17 +323,20 @@ pub fn render_service(
             ));
             continue;
         };
-        let answers: Vec<_> = srv(&name, &group, &targets, ttl).into_iter().collect();
+        let chosen = choice.entries(&group, &targets);
+        let answers: Vec<_> = srv(&name, &chosen, &targets, ttl, prefer_own)
+            .into_iter()
+            .collect();
         out.push(Entry::new(&name, false, &answers));
     }
 
     // `<host>.<cluster>.<svc>`: the endpoint's own addresses and ports.
     for (t, target) in targets.iter().enumerate().skip(1) {
-        let own: Vec<(usize, &Port)> = target.own_ports.iter().map(|p| (t, p)).collect();
+        let ports: Vec<(usize, &Port)> = target.own_ports.iter().map(|p| (t, p)).collect();
         let answers: Vec<_> = [
             addresses(&target.name, target.addrs.iter(), false, ttl),
             addresses(&target.name, target.addrs.iter(), true, ttl),
-            srv(&target.name, &own, &targets, ttl),
+            srv(&target.name, &ports, &targets, ttl, false),
         ]
         .into_iter()
         .flatten()
@@ -312,6 +387,8 @@ mod tests {
 
     fn service(kind: ServiceType, ips: &[&str], slices: Vec<Slice>) -> Service {
         Service {
+            locality: crate::model::Locality::Any,
+            slices_absent: false,
             key: ServiceKey {
                 namespace: "shop".into(),
                 name: "web".into(),
@@ -341,7 +418,7 @@ mod tests {
 
     fn render(service: &Service) -> (Vec<Entry>, Vec<String>) {
         let mut skipped = Vec::new();
-        let entries = render_service(service, &wire_name(APEX).unwrap(), 5, &mut |why| {
+        let entries = render_service(service, &wire_name(APEX).unwrap(), 5, None, &mut |why| {
             skipped.push(why);
         });
         (entries, skipped)
@@ -483,7 +560,7 @@ mod tests {
         s.key.name = "n".repeat(63);
         let long_zone = format!("{}.{}", "z".repeat(63), "z".repeat(60));
         let mut skipped = Vec::new();
-        let entries = render_service(&s, &wire_name(&long_zone).unwrap(), 5, &mut |why| {
+        let entries = render_service(&s, &wire_name(&long_zone).unwrap(), 5, None, &mut |why| {
             skipped.push(why);
         });
         assert!(entries.is_empty());
