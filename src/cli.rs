@@ -41,6 +41,8 @@ pub enum ConfigError {
     BadClusterId { pair: String, id: String },
     #[error("--linkerd-cluster-id names Link {0:?} twice")]
     LinkTwice(String),
+    #[error("--cluster-id {0:?} is not a cluster id (one or two DNS labels)")]
+    BadOwnClusterId(String),
     #[error(transparent)]
     Zone(#[from] ZoneError),
 }
@@ -129,6 +131,17 @@ pub struct Args {
     /// every Link's mirror of it (each only routes through a Linkerd proxy).
     #[arg(long, global = true, env = "CLUSTERSET_DNS_LINKERD_MIRRORS")]
     pub linkerd_mirrors: bool,
+
+    /// This server's own cluster id (one or two DNS labels): answers built from endpoints put
+    /// this cluster's first, or only this cluster's as the import asks. Without it, the
+    /// ClusterProperty cluster.clusterset.k8s.io (KEP-2149) gives it, from the same source.
+    #[arg(
+        long,
+        global = true,
+        env = "CLUSTERSET_DNS_CLUSTER_ID",
+        value_name = "ID"
+    )]
+    pub cluster_id: Option<String>,
 
     /// How often the file is checked for changes.
     #[arg(long, env = "CLUSTERSET_DNS_FILE_POLL_INTERVAL", value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
@@ -412,12 +425,23 @@ impl Args {
                 return Err(ConfigError::LinkTwice(link.to_string()));
             }
         }
+        let cluster_id = match &self.cluster_id {
+            None => None,
+            Some(given) => {
+                let id = given.trim().to_ascii_lowercase();
+                if !is_cluster_id(&id) {
+                    return Err(ConfigError::BadOwnClusterId(given.clone()));
+                }
+                Some(id)
+            }
+        };
         Ok(Selection {
             mcs,
             linkerd: linkerd.then_some(linkerd::Config {
                 cluster_ids,
                 mirrors: self.linkerd_mirrors,
             }),
+            cluster_id,
         })
     }
 
@@ -583,6 +607,17 @@ mod tests {
                 .and_then(|a| a.selection().map_err(|e| e.to_string()))
         };
         assert_eq!(selection(&[]).unwrap(), Selection::default());
+        // The own cluster id: one or two labels, lower-cased; anything else stops start-up.
+        let own = selection(&["--cluster-id", "Prod.EU"]).unwrap();
+        assert_eq!(own.cluster_id.as_deref(), Some("prod.eu"));
+        for bad in ["a.b.c", "x-", "", "under_score"] {
+            let arg = format!("--cluster-id={bad}");
+            let e = selection(&[&arg]).unwrap_err();
+            assert!(
+                e.contains("--cluster-id") && e.contains("not a cluster id"),
+                "{e}"
+            );
+        }
         let both = selection(&["--source", "mcs,linkerd", "--linkerd-mirrors"]).unwrap();
         assert!(both.mcs && both.linkerd.as_ref().unwrap().mirrors);
         // Repeated, and the ids lower-cased.

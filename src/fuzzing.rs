@@ -39,13 +39,15 @@ fn zone_from(text: &str) -> Arc<Zone> {
             mirrors: true,
             ..Default::default()
         }),
+        cluster_id: None,
     };
     let _ = parse_text(text, &mut |v| {
         if let Classified::Object(o) = classify(v, &Policy::default(), &everything) {
             store.insert(o);
         }
     });
-    builder.apply(Update::Reset(store.snapshot()));
+    let own = store.own_cluster().map(str::to_string);
+    builder.apply(Update::Reset(store.snapshot().with_own_cluster(own)));
     zone
 }
 

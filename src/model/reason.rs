@@ -42,6 +42,8 @@ labelled! {
         EndpointSlice => "EndpointSlice",
         /// core/v1 Service: Linkerd's federated and mirror Services.
         Service => "Service",
+        /// `about.k8s.io` ClusterProperty (KEP-2149): the server's own cluster id.
+        ClusterProperty => "ClusterProperty",
     }
 }
 
@@ -71,6 +73,9 @@ labelled! {
         Conflict => "conflict",
         /// A service whose names do not fit in a DNS name (the zone builder skips it).
         NameTooLong => "name_too_long",
+        /// An import answered from its endpoints whose implementation says it publishes no
+        /// EndpointSlices (`status.endpointSliceObjects: Absent`), and that has none.
+        NoEndpointSlices => "no_endpoint_slices",
     }
 }
 

@@ -192,10 +192,15 @@ pub fn load(
     }
     let skipped = invalid.len();
     metrics.source_synced();
+    // `--cluster-id` wins over the file's ClusterProperty (which is then not read).
+    let own = selection
+        .cluster_id
+        .clone()
+        .or_else(|| store.own_cluster().map(str::to_string));
     Ok(Loaded {
         seen,
         slices: store.count(ObjectKind::EndpointSlice),
-        services: store.into_snapshot(),
+        services: store.into_snapshot().with_own_cluster(own),
         skipped,
     })
 }

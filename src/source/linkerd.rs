@@ -89,6 +89,7 @@ impl Kind for Services {
         versions: &["v1"],
         plural: "services",
         required: true,
+        namespaced: true,
     };
 
     /// Only Linkerd's, chosen by the API server.
@@ -461,6 +462,7 @@ mod tests {
         let selection = Selection {
             mcs: true,
             linkerd: Some(config.clone()),
+            cluster_id: None,
         };
         classify(
             serde_yaml_ng::from_str(yaml).unwrap(),

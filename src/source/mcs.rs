@@ -10,9 +10,7 @@ use serde::Deserialize;
 
 use super::object::{Kind, Meta, RawPort, Read, Refused, Resource, addresses, invalid, ports};
 use super::policy::{Policy, refusal};
-use crate::model::{
-    Endpoint, Locality, ObjectKind, Port, ServiceKey, ServiceType, Skip, Slice,
-};
+use crate::model::{Endpoint, Locality, ObjectKind, Port, ServiceKey, ServiceType, Skip, Slice};
 use crate::wire::{is_cluster_id, is_label};
 
 pub const LABEL_SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
@@ -125,6 +123,7 @@ impl Kind for Imports {
         versions: &["v1beta1", "v1alpha1"],
         plural: "serviceimports",
         required: true,
+        namespaced: true,
     };
 
     fn version(&self) -> Option<&str> {
@@ -202,6 +201,7 @@ impl Kind for Slices {
         versions: &["v1"],
         plural: "endpointslices",
         required: true,
+        namespaced: true,
     };
 
     fn selector(&self) -> Option<&'static str> {

@@ -7,6 +7,7 @@
 //! (what a source keeps), `file` and `kube` (the two sources). `policy` (what imported data may
 //! say) sits under `object`.
 
+pub mod about;
 pub mod file;
 pub mod kube;
 pub mod linkerd;
@@ -38,14 +39,18 @@ pub struct Config {
 pub struct Selection {
     pub mcs: bool,
     pub linkerd: Option<linkerd::Config>,
+    /// `--cluster-id`: the server's own cluster, instead of the ClusterProperty
+    /// `cluster.clusterset.k8s.io` (which is then not read).
+    pub cluster_id: Option<String>,
 }
 
 impl Default for Selection {
-    /// The MCS API only, as before `--source` existed.
+    /// The MCS API only, as before `--source` existed; the own cluster from its ClusterProperty.
     fn default() -> Self {
         Selection {
             mcs: true,
             linkerd: None,
+            cluster_id: None,
         }
     }
 }
@@ -57,6 +62,14 @@ pub enum Object {
     Slice(mcs::SliceObject),
     /// One of Linkerd's Services (`--source linkerd`).
     Linkerd(linkerd::Member),
+    /// The ClusterProperty that names the server's own cluster.
+    ClusterId(about::ClusterId),
+}
+
+impl From<about::ClusterId> for Object {
+    fn from(c: about::ClusterId) -> Self {
+        Object::ClusterId(c)
+    }
 }
 
 impl From<mcs::Import> for Object {
@@ -90,6 +103,7 @@ impl Object {
                 ObjectKind::Service,
                 format!("{}/{}", m.service.namespace, m.object),
             ),
+            Object::ClusterId(c) => (ObjectKind::ClusterProperty, c.object.clone()),
         }
     }
 
@@ -99,6 +113,7 @@ impl Object {
             Object::Import(i) => &i.refused,
             Object::Slice(s) => &s.refused,
             Object::Linkerd(m) => &m.refused,
+            Object::ClusterId(_) => &[],
         }
     }
 }
@@ -208,6 +223,9 @@ pub fn kinds(selection: &Selection, import_version: Option<&str>) -> Vec<Arc<dyn
         kinds.push(Arc::new(linkerd::Services {
             config: config.clone(),
         }));
+    }
+    if selection.cluster_id.is_none() {
+        kinds.push(Arc::new(about::ClusterProperties));
     }
     kinds
 }

@@ -63,6 +63,8 @@ pub struct Resource {
     /// Whether a cluster without it cannot be served at all (its CRD missing stops the watch
     /// from starting); a kind that is not required is watched once it is served.
     pub required: bool,
+    /// Namespaced (watched per `--namespace`) or cluster-scoped (watched once).
+    pub namespaced: bool,
 }
 
 impl Resource {

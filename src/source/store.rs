@@ -18,6 +18,8 @@ pub enum PackedObject {
     Slice(ServiceKey, Packed),
     /// One of Linkerd's Services (a few per service: kept as read).
     Linkerd(Member),
+    /// The ClusterProperty naming the own cluster: its name and the id.
+    ClusterId(String, String),
 }
 
 impl From<Object> for PackedObject {
@@ -39,6 +41,7 @@ impl From<Object> for PackedObject {
             ),
             Object::Slice(s) => PackedObject::Slice(s.service, Packed::new(&s.slice)),
             Object::Linkerd(m) => PackedObject::Linkerd(m),
+            Object::ClusterId(c) => PackedObject::ClusterId(c.object, c.id),
         }
     }
 }
@@ -66,6 +69,8 @@ pub struct Store {
     linkerd: HashMap<ServiceKey, BTreeMap<String, Role>>,
     /// The service each of Linkerd's Services is filed under.
     linkerd_owner: HashMap<ObjectId, ServiceKey>,
+    /// The ClusterProperty naming the own cluster, by object name, and the id it gives.
+    cluster_id: Option<(String, String)>,
 }
 
 impl Store {
@@ -120,7 +125,18 @@ impl Store {
                 affected.push(m.service);
                 affected
             }
+            // No service changes: the id changes every service's answers at once, which the
+            // source sends as a full set (see [`Store::own_cluster`]).
+            PackedObject::ClusterId(name, id) => {
+                self.cluster_id = Some((name, id));
+                Vec::new()
+            }
         }
+    }
+
+    /// The own cluster id the ClusterProperty gives, if one is held.
+    pub fn own_cluster(&self) -> Option<&str> {
+        self.cluster_id.as_ref().map(|(_, id)| id.as_str())
     }
 
     fn detach_linkerd(&mut self, owner: &ServiceKey, name: &str) {
@@ -138,6 +154,12 @@ impl Store {
             ObjectKind::ServiceImport => self.remove_import(id),
             ObjectKind::EndpointSlice => self.remove_slice(id),
             ObjectKind::Service => self.remove_linkerd(id),
+            ObjectKind::ClusterProperty => {
+                if self.cluster_id.as_ref().is_some_and(|(n, _)| *n == id.1) {
+                    self.cluster_id = None;
+                }
+                None
+            }
         }
     }
 
@@ -163,6 +185,12 @@ impl Store {
                 .filter(in_namespace)
                 .cloned()
                 .collect(),
+            // Cluster-scoped: no namespace.
+            ObjectKind::ClusterProperty => self
+                .cluster_id
+                .iter()
+                .map(|(n, _)| (String::new(), n.clone()))
+                .collect(),
         }
     }
 
@@ -172,6 +200,7 @@ impl Store {
             ObjectKind::ServiceImport => self.imports,
             ObjectKind::EndpointSlice => self.slice_owner.len(),
             ObjectKind::Service => self.linkerd_owner.len(),
+            ObjectKind::ClusterProperty => usize::from(self.cluster_id.is_some()),
         }
     }
 

@@ -16,7 +16,7 @@ use super::schema::{render_apex, render_service};
 use super::{Entry, Zone};
 use crate::metrics::Metrics;
 use crate::model::packed;
-use crate::model::{Service, ServiceKey, Skip, Update};
+use crate::model::{Service, ServiceKey, ServiceType, Skip, Update};
 use crate::wire::child;
 
 pub struct Builder {
@@ -30,6 +30,8 @@ pub struct Builder {
     budget: Budget,
     /// The server's own cluster id, as the last full set said.
     own_cluster: Option<String>,
+    /// Services reported as answerable from no slice at all (`Absent`, none), until that ends.
+    no_slices: HashSet<ServiceKey>,
 }
 
 fn endpoint_count(service: &Service) -> usize {
@@ -70,6 +72,7 @@ impl Builder {
             endpoints: 0,
             budget: Budget::new(Limits::NONE, metrics.clone()),
             own_cluster: None,
+            no_slices: HashSet::new(),
             metrics,
         }
     }
@@ -95,7 +98,10 @@ impl Builder {
             Update::Reset(services) => {
                 if services.own_cluster() != self.own_cluster.as_deref() {
                     // Every service is rendered anew: their fingerprints include the id.
-                    info!(cluster_id = services.own_cluster().unwrap_or("none"), "own cluster id");
+                    info!(
+                        cluster_id = services.own_cluster().unwrap_or("none"),
+                        "own cluster id"
+                    );
                     self.own_cluster = services.own_cluster().map(str::to_string);
                     self.metrics.own_cluster(self.own_cluster.as_deref());
                 }
@@ -119,6 +125,7 @@ impl Builder {
                     changed |= self.remove(&key);
                 }
                 self.budget.retain(&keep);
+                self.no_slices.retain(|k| keep.contains(k));
                 changed |= self.admit_held();
                 self.zone.publish();
                 crate::sys::release_free_memory();
@@ -135,6 +142,7 @@ impl Builder {
             Update::Upsert(service) => self.upsert(service) | self.admit_held(),
             Update::Remove(key) => {
                 self.budget.release(&key);
+                self.no_slices.remove(&key);
                 self.remove(&key) | self.admit_held()
             }
         };
@@ -178,6 +186,7 @@ impl Builder {
             self.budget.release(&service.key);
             return false;
         }
+        self.report_no_slices(&service);
         let served = self.services.contains_key(&service.key);
         let endpoints = endpoint_count(&service);
         if self.budget.too_many_endpoints(endpoints) {
@@ -247,6 +256,22 @@ impl Builder {
         true
     }
 
+    /// Logs (warn) and counts, once until it changes, a service that needs endpoints (headless,
+    /// or ClusterSetIP without `ips`) whose implementation publishes no EndpointSlices for it
+    /// (`status.endpointSliceObjects: Absent`) and that has none: it can never be answered, and
+    /// would otherwise be a silent NXDOMAIN.
+    fn report_no_slices(&mut self, service: &Service) {
+        let needs_endpoints = service.kind == ServiceType::Headless || service.ips.is_empty();
+        if service.slices_absent && needs_endpoints && service.slices.is_empty() {
+            if self.no_slices.insert(service.key.clone()) {
+                warn!(service = %service.key, reason = %Skip::NoEndpointSlices, "skipped {} {}: its status says endpointSliceObjects: Absent and it has no EndpointSlices, so no endpoint can answer it", service.origin, service.key);
+                self.metrics.skipped(service.origin, Skip::NoEndpointSlices);
+            }
+        } else {
+            self.no_slices.remove(&service.key);
+        }
+    }
+
     /// The `<ns>.svc` names the namespaces own (one per served zone each).
     fn namespace_names(&self) -> usize {
         self.namespaces.len() * self.zone.apexes().len()
@@ -306,7 +331,7 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Endpoint, ServiceType, Slice};
+    use crate::model::{Endpoint, Slice};
 
     /// A headless service `name` in `shop` with `n` named endpoints in cluster `east`.
     fn headless(name: &str, n: usize, first: u8) -> Service {

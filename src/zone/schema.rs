@@ -79,8 +79,8 @@ struct SrvTarget {
 }
 
 /// SRV answer at `owner` for `entries` (target index, port), weights by CoreDNS's rule:
-/// `floor(100 / N)`, at least 1, N counted before de-duplication; `prefer_own`: the targets
-/// outside the own cluster at priority 1.
+/// `floor(100 / N)`, at least 1, N counted before de-duplication; `prefer_own`: the endpoint
+/// targets outside the own cluster at priority 1.
 fn srv(
     owner: &[u8],
     entries: &[(usize, &Port)],
@@ -97,7 +97,8 @@ fn srv(
     let mut used = Vec::new();
     for &(t, p) in entries {
         if seen.insert((t, p.port)) {
-            let priority = u16::from(prefer_own && !targets[t].own);
+            // Target 0 is the service name itself (ClusterSetIP), whose addresses were chosen.
+            let priority = u16::from(prefer_own && t != 0 && !targets[t].own);
             if !w.srv(owner, priority, weight, p.port, &targets[t].name, ttl) {
                 break;
             }
@@ -268,12 +269,15 @@ pub fn render_service(
         own: if from_ips { None } else { own },
         locality: service.locality,
     };
-    let (v4, v6): (Vec<(IpAddr, bool)>, Vec<(IpAddr, bool)>) = if from_ips {
+    type Marked = Vec<(IpAddr, bool)>;
+    let (v4, v6): (Marked, Marked) = if from_ips {
         let mut v = Vec::new();
         for ip in &service.ips {
             push_distinct(&mut v, *ip);
         }
-        v.into_iter().map(|ip| (ip, false)).partition(|(ip, _)| ip.is_ipv4())
+        v.into_iter()
+            .map(|ip| (ip, false))
+            .partition(|(ip, _)| ip.is_ipv4())
     } else {
         endpoint_addrs.into_iter().partition(|(ip, _)| ip.is_ipv4())
     };

@@ -623,6 +623,7 @@ async fn start_linkerd(mirrors: bool) -> common::Server {
                 mirrors,
                 ..Default::default()
             }),
+            cluster_id: None,
         };
     })
     .await

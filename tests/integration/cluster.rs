@@ -680,7 +680,8 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     assert_eq!(restarts, "0 0", "no container restarted");
     eprintln!("kubectl apply -k deploy/base to both replicas Ready: {to_ready:.1?}");
 
-    // 2. The service account may only get, list and watch the two resources.
+    // 2. The service account may only get, list and watch the two resources (and the
+    // ClusterProperties that name the cluster, whose CRD this cluster lacks).
     let can = |verb: &str, what: &str| {
         let out = node.kubectl(&["auth", "can-i", verb, what, "--all-namespaces", "--as", SA]);
         String::from_utf8_lossy(&out.stdout).trim() == "yes"
@@ -706,7 +707,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         assert!(!can("list", what), "{SA} may not list {what}");
     }
     // Beyond what every service account holds (the default one of another namespace shows it:
-    // self reviews, and in this version cluster trust bundles), exactly the two rows.
+    // self reviews, and in this version cluster trust bundles), exactly the three rows.
     let rows = |who: &str| -> std::collections::BTreeSet<(String, String)> {
         let list = node.k(&["auth", "can-i", "--list", "--as", who]);
         list.lines()
@@ -723,6 +724,10 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     assert_eq!(
         ours,
         [
+            (
+                "clusterproperties.about.k8s.io".to_string(),
+                "[get list watch]".to_string()
+            ),
             (
                 "endpointslices.discovery.k8s.io".to_string(),
                 "[get list watch]".to_string()

@@ -60,7 +60,7 @@ fn manifests_render_and_validate() {
 }
 
 #[test]
-fn the_role_only_reads_serviceimports_and_endpointslices() {
+fn the_role_only_reads_serviceimports_endpointslices_and_clusterproperties() {
     let _module = common::module(module_path!());
     let objs = objects(&render());
     let role = objs.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
@@ -88,6 +88,7 @@ fn the_role_only_reads_serviceimports_and_endpointslices() {
     assert_eq!(
         grants,
         [
+            "about.k8s.io/clusterproperties get,list,watch",
             "discovery.k8s.io/endpointslices get,list,watch",
             "multicluster.x-k8s.io/serviceimports get,list,watch"
         ]

@@ -21,6 +21,7 @@ mod kube_churn;
 mod kube_source;
 #[allow(unsafe_code)]
 mod lameduck;
+mod locality;
 mod monitoring;
 mod ops;
 mod protocol;

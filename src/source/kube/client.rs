@@ -69,8 +69,9 @@ pub enum DiscoveryError {
     },
 }
 
-/// The resource to watch `kind` as: at the version it names, else at its only version, else at
-/// the first of its versions the API server serves.
+/// The resource to watch `kind` as: at the version it names, else at its only version (for a
+/// required kind: the API server is not asked), else at the first of its versions the API
+/// server serves. A kind that is not required is always looked for, since it may not be served.
 pub async fn discover(
     client: &kube::Client,
     kind: &dyn AnyKind,
@@ -79,7 +80,7 @@ pub async fn discover(
     if let Some(v) = kind.version() {
         return Ok(api_resource(kind.kind(), &r, v));
     }
-    if let [only] = r.versions {
+    if let ([only], true) = (r.versions, r.required) {
         return Ok(api_resource(kind.kind(), &r, only));
     }
     let group = kube::discovery::group(client, r.group)

@@ -23,10 +23,10 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
-use super::kinds;
 use super::policy::Policy;
+use super::{AnyKind, kinds};
 use crate::metrics::Metrics;
 use crate::model::{ObjectKind, Update};
 
@@ -56,10 +56,22 @@ pub async fn run(
     let kinds = kinds(&source.selection, config.import_version.as_deref());
     let labels: Vec<ObjectKind> = kinds.iter().map(|k| k.kind()).collect();
     metrics.source_kinds(&labels);
-    // What each kind is watched as, at the version the API server serves. A kind whose API is
-    // not served is retried (the server is not ready meanwhile).
+    // What each kind is watched as, at the version the API server serves. A required kind
+    // whose API is not served is retried (the server is not ready meanwhile); an optional one
+    // (the ClusterProperty) is looked for again every OPTIONAL_RECHECK, quietly.
     let mut watched = Vec::new();
+    let mut pending = Vec::new();
     for kind in &kinds {
+        if !kind.resource().required {
+            match discover(&client, kind.as_ref()).await {
+                Ok(r) => watched.push((kind.clone(), r)),
+                Err(e) => {
+                    debug!(kind = %kind.kind(), "not watched until it is served: {e}");
+                    pending.push(kind.clone());
+                }
+            }
+            continue;
+        }
         let mut delay = Duration::from_millis(500);
         let resource = loop {
             match discover(&client, kind.as_ref()).await {
@@ -77,58 +89,55 @@ pub async fn run(
         };
         watched.push((kind.clone(), resource));
     }
-    for (kind, r) in &watched {
-        info!(kind = %kind.kind(), group = %r.group, version = %r.version, namespaces = ?config.namespaces, "watching");
-    }
-    let namespaces: Vec<Option<String>> = if config.namespaces.is_empty() {
-        vec![None]
-    } else {
-        config.namespaces.iter().cloned().map(Some).collect()
+    let watches = Watches {
+        client: &client,
+        config: &config,
+        policy: &source.policy,
     };
     let mut scopes = Vec::new();
     let mut streams = Vec::new();
-    for ns in &namespaces {
-        for (kind, resource) in &watched {
-            let mut wc = watcher::Config::default();
-            if ns.is_none() && !source.policy.exclude_namespaces.is_empty() {
-                // The API server leaves them out: they are neither sent nor held here.
-                wc = wc.fields(&excluded_namespaces_selector(&source.policy));
-            }
-            if let Some(selector) = kind.selector() {
-                wc = wc.labels(selector);
-            }
-            if let Some(page) = kind.page_size() {
-                wc = wc.page_size(page);
-            }
-            let api: Api<DynamicObject> = match ns {
-                Some(n) => Api::namespaced_with(client.clone(), n, resource),
-                None => Api::all_with(client.clone(), resource),
-            };
+    for (kind, resource) in &watched {
+        for (scope, stream) in watches.of(kind, resource) {
             let index = scopes.len();
-            scopes.push(Scope {
-                kind: kind.clone(),
-                namespace: ns.clone(),
-            });
-            let label = kind.kind();
-            streams.push(
-                watcher::watcher(api, wc)
-                    .default_backoff()
-                    .map(move |e| (index, label, e))
-                    .boxed(),
-            );
+            scopes.push(scope);
+            streams.push(stream.map(move |e| (index, e)).boxed());
         }
     }
-    let mut state = WatchState::new(scopes, source.policy, metrics.clone());
+    let mut state = WatchState::new(scopes, source.policy.clone(), metrics.clone())
+        .with_cluster_id(source.selection.cluster_id.clone());
     let mut events = futures::stream::select_all(streams);
+    let mut recheck = tokio::time::interval(OPTIONAL_RECHECK);
+    recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let next = tokio::select! {
             _ = shutdown.cancelled() => return,
-            n = events.next() => n,
+            n = events.next(), if !events.is_empty() => n,
+            _ = recheck.tick(), if !pending.is_empty() => {
+                let mut still = Vec::new();
+                for kind in pending.drain(..) {
+                    match discover(&client, kind.as_ref()).await {
+                        Ok(resource) => {
+                            info!(kind = %kind.kind(), "now served");
+                            for (scope, stream) in watches.of(&kind, &resource) {
+                                let index = state.add_stream(scope);
+                                events.push(stream.map(move |e| (index, e)).boxed());
+                            }
+                        }
+                        Err(e) => {
+                            debug!(kind = %kind.kind(), "not watched until it is served: {e}");
+                            still.push(kind);
+                        }
+                    }
+                }
+                pending = still;
+                continue;
+            }
         };
-        let Some((index, kind, event)) = next else {
+        let Some((index, event)) = next else {
             warn!("all watches ended");
             return;
         };
+        let kind = state.kind(index);
         let seen = Instant::now();
         let event = match event {
             Ok(e) => e,
@@ -144,6 +153,62 @@ pub async fn run(
                 return;
             }
         }
+    }
+}
+
+/// How often an optional kind whose API is not served is looked for again.
+const OPTIONAL_RECHECK: Duration = Duration::from_secs(10);
+
+/// What every watch is made from.
+struct Watches<'a> {
+    client: &'a kube::Client,
+    config: &'a Config,
+    policy: &'a Policy,
+}
+
+type EventStream =
+    futures::stream::BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
+
+impl Watches<'_> {
+    /// The watches of `kind` at `resource`: one per `--namespace` (or one of all namespaces),
+    /// or one for a cluster-scoped kind.
+    fn of(
+        &self,
+        kind: &Arc<dyn AnyKind>,
+        resource: &kube::discovery::ApiResource,
+    ) -> Vec<(Scope, EventStream)> {
+        let namespaced = kind.resource().namespaced;
+        let namespaces: Vec<Option<String>> = if self.config.namespaces.is_empty() || !namespaced {
+            vec![None]
+        } else {
+            self.config.namespaces.iter().cloned().map(Some).collect()
+        };
+        info!(kind = %kind.kind(), group = %resource.group, version = %resource.version, namespaces = ?self.config.namespaces, "watching");
+        namespaces
+            .into_iter()
+            .map(|ns| {
+                let mut wc = watcher::Config::default();
+                if namespaced && ns.is_none() && !self.policy.exclude_namespaces.is_empty() {
+                    // The API server leaves them out: they are neither sent nor held here.
+                    wc = wc.fields(&excluded_namespaces_selector(self.policy));
+                }
+                if let Some(selector) = kind.selector() {
+                    wc = wc.labels(selector);
+                }
+                if let Some(page) = kind.page_size() {
+                    wc = wc.page_size(page);
+                }
+                let api: Api<DynamicObject> = match &ns {
+                    Some(n) => Api::namespaced_with(self.client.clone(), n, resource),
+                    None => Api::all_with(self.client.clone(), resource),
+                };
+                let scope = Scope {
+                    kind: kind.clone(),
+                    namespace: ns,
+                };
+                (scope, watcher::watcher(api, wc).default_backoff().boxed())
+            })
+            .collect()
     }
 }
 

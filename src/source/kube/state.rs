@@ -55,6 +55,10 @@ pub struct WatchState {
     kinds: Vec<ObjectKind>,
     /// Services that a ServiceImport and Linkerd's Services both give, as last reported.
     conflicts: HashSet<ServiceKey>,
+    /// `--cluster-id`, which wins over the ClusterProperty.
+    cluster_id: Option<String>,
+    /// The own cluster id the zone was last sent.
+    sent_own: Option<String>,
     metrics: Arc<Metrics>,
 }
 
@@ -84,8 +88,54 @@ impl WatchState {
             policy,
             kinds,
             conflicts: HashSet::new(),
+            cluster_id: None,
+            sent_own: None,
             metrics,
         }
+    }
+
+    /// Adds a stream (a kind whose API came to be served); returns its index for
+    /// [`WatchState::changes`].
+    pub fn add_stream(&mut self, scope: Scope) -> usize {
+        let kind = scope.kind.kind();
+        if !self.kinds.contains(&kind) {
+            self.kinds.push(kind);
+        }
+        self.streams.push(StreamState {
+            scope,
+            buffer: None,
+            listed: false,
+        });
+        self.streams.len() - 1
+    }
+
+    /// The kind stream `stream` watches.
+    pub fn kind(&self, stream: usize) -> ObjectKind {
+        self.streams[stream].scope.kind.kind()
+    }
+
+    /// Takes the server's own cluster id from `--cluster-id` (`Some`) instead of the
+    /// ClusterProperty.
+    pub fn with_cluster_id(mut self, id: Option<String>) -> Self {
+        self.cluster_id = id;
+        self
+    }
+
+    /// The own cluster id now: the flag's, else the ClusterProperty's.
+    fn own_cluster(&self) -> Option<String> {
+        self.cluster_id
+            .clone()
+            .or_else(|| self.store.own_cluster().map(str::to_string))
+    }
+
+    /// Every service, with the own cluster id, which is remembered as sent.
+    fn full_set(&mut self) -> Change {
+        self.sent_own = self.own_cluster();
+        Change::Reset(
+            self.store
+                .snapshot()
+                .with_own_cluster(self.sent_own.clone()),
+        )
     }
 
     pub fn synced(&self) -> bool {
@@ -161,7 +211,7 @@ impl WatchState {
                     let mut all = self.store.linkerd_keys();
                     all.sort();
                     self.check_conflicts(all.iter());
-                    return vec![Change::Reset(self.store.snapshot())];
+                    return vec![self.full_set()];
                 }
             }
             Event::Apply(obj) => {
@@ -181,6 +231,15 @@ impl WatchState {
             return Vec::new();
         }
         self.check_conflicts(affected.iter());
+        if self.own_cluster() != self.sent_own {
+            // The id changes every service's answers: all of them, in one set.
+            info!(
+                cluster_id = self.own_cluster().as_deref().unwrap_or("none"),
+                "own cluster id changed (ClusterProperty {})",
+                crate::source::about::CLUSTER_ID
+            );
+            return vec![self.full_set()];
+        }
         affected.into_iter().map(Change::Service).collect()
     }
 

@@ -56,6 +56,9 @@ helm.sh/chart: "{{ .Chart.Name }}-{{ .Chart.Version | replace "+" "_" }}"
 {{- if .Values.logQueries }}
 - --log-queries
 {{- end }}
+{{- with .Values.clusterId }}
+- --cluster-id={{ . }}
+{{- end }}
 - --lameduck={{ .Values.lameduck }}
 - --shutdown-grace={{ .Values.shutdownGrace }}
 {{- with .Values.source.kubernetes }}
