@@ -1431,3 +1431,113 @@ fn measure_linkerd_programming_latency_and_memory() {
         |n| srv_port(&sock) == Some(port(n)),
     );
 }
+
+/// `dig +short` lines in the order served.
+fn in_order(dns: SocketAddr, name: &str) -> Vec<String> {
+    dig(dns, &format!("+short {name}"))
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The own cluster id from the ClusterProperty in a real API server: the CRD installed after
+/// the server started (it is looked for again, quietly), the value changed, the object deleted
+/// (locality off again); the answers follow each, as the RBAC of deploy/base allows.
+#[test]
+fn the_own_cluster_follows_the_clusterproperty_in_a_real_api_server() {
+    let _module = common::module(module_path!());
+    let k = Cluster::start();
+    k.apply(&crd("v1beta1"));
+    k.apply(&rbac());
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: loc}\n");
+    k.apply(
+        &(import(
+            "v1beta1",
+            "loc",
+            "db",
+            "{type: Headless, trafficDistribution: PreferClose, ports: [{name: http, port: 80}]}",
+        ) + &slice(
+            "loc",
+            "db-east",
+            "db",
+            "east",
+            "[{addresses: [10.40.1.1], hostname: e-0}]",
+        ) + &slice(
+            "loc",
+            "db-west",
+            "db",
+            "west",
+            "[{addresses: [10.40.2.1], hostname: w-0}]",
+        )),
+    );
+    let s = spawn_binary(&["--kubeconfig", &k.kubeconfig("dns")]);
+    until("ready without the ClusterProperty CRD", 30, || ready(&s));
+    let name = "db.loc.svc.clusterset.local";
+    assert_eq!(
+        in_order(s.dns, name),
+        ["10.40.1.1", "10.40.2.1"],
+        "no own cluster yet"
+    );
+    let info = |id: &str| format!("clusterset_dns_cluster_info{{cluster_id=\"{id}\"}}");
+
+    // The CRD and the property: found at the next look (every 10 s), then answered.
+    let crd_file = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crds/clusterproperty.yaml"),
+    )
+    .unwrap();
+    k.apply(&crd_file);
+    let property = |value: &str| {
+        format!(
+            "apiVersion: about.k8s.io/v1alpha1\nkind: ClusterProperty\nmetadata: {{name: cluster.clusterset.k8s.io}}\nspec: {{value: {value}}}\n"
+        )
+    };
+    let installed = Instant::now();
+    k.apply(&property("west"));
+    until("west's endpoint only", 30, || {
+        in_order(s.dns, name) == ["10.40.2.1"]
+    });
+    let found = installed.elapsed();
+    assert_eq!(metric_value(&s, &info("west")), 1.0);
+    assert!(
+        s.logged("\"kind\":\"ClusterProperty\""),
+        "the watch of ClusterProperties is logged"
+    );
+
+    // A change is a watch event: answered as fast as any object change.
+    let changed = Instant::now();
+    k.apply(&property("east"));
+    until("east's endpoint only", 10, || {
+        in_order(s.dns, name) == ["10.40.1.1"]
+    });
+    let followed = changed.elapsed();
+    assert_eq!(metric_value(&s, &info("west")), 0.0);
+    assert_eq!(metric_value(&s, &info("east")), 1.0);
+
+    // A bad value: skipped and counted, and no own cluster.
+    k.apply(&property("not.a.cluster.id"));
+    until("no own cluster with a bad value", 10, || {
+        in_order(s.dns, name) == ["10.40.1.1", "10.40.2.1"]
+    });
+    assert_eq!(
+        metric_value(
+            &s,
+            "clusterset_dns_skipped_objects_total{kind=\"ClusterProperty\",reason=\"bad_cluster\"}"
+        ),
+        1.0
+    );
+    k.apply(&property("west"));
+    until("west again", 10, || in_order(s.dns, name) == ["10.40.2.1"]);
+
+    // Deleted: locality off again.
+    let deleted = Instant::now();
+    assert!(k.kubectl_ok(&["delete", "clusterproperty", "cluster.clusterset.k8s.io"]));
+    until("every endpoint once the property is gone", 10, || {
+        in_order(s.dns, name) == ["10.40.1.1", "10.40.2.1"]
+    });
+    let off = deleted.elapsed();
+    assert_eq!(metric_value(&s, &info("west")), 0.0);
+    eprintln!(
+        "ClusterProperty: CRD installed to answered {found:.2?} (the next look, every 10 s); \
+         value changed to answered {followed:.1?}; deleted to locality off {off:.1?}"
+    );
+}
