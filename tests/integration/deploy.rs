@@ -747,6 +747,18 @@ fn every_values_combination_validates() {
             },
         ),
         (
+            "the own cluster id set: the flag, and no reading of ClusterProperties",
+            &["clusterId=West"],
+            &|o| {
+                let args = container(o)["args"].to_string();
+                let role = o.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+                (args.contains("\"--cluster-id=West\"")
+                    && !role["rules"].to_string().contains("clusterproperties"))
+                .then_some(())
+                .ok_or(format!("{args} {role}"))
+            },
+        ),
+        (
             "every namespace served",
             &["source.kubernetes.excludeNamespaces={}"],
             &|o| {

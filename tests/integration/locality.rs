@@ -491,3 +491,47 @@ async fn truncated_udp_answers_keep_the_own_clusters_records() {
     let first: Vec<String> = a.answers.iter().take(3).map(rr).collect();
     assert_eq!(first, ["A 10.30.2.1", "A 10.30.2.2", "A 10.30.2.3"]);
 }
+
+/// `clusterset-dns zone` prints the answers as served: the priorities the own cluster gives,
+/// and under Local only the own cluster's records at the service name.
+#[test]
+fn the_zone_dump_shows_the_answers_as_served() {
+    let _module = common::module(module_path!());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("objects.yaml");
+    std::fs::write(&file, fixture("locality.yaml")).unwrap();
+    let out = std::process::Command::new(common::BIN)
+        .args(["zone", "--file", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    for want in [
+        "_http._tcp.prefer.loc.svc.clusterset.local.\t5\tIN\tSRV\t0 33 80 w-0.west.prefer.loc.svc.clusterset.local.",
+        "_http._tcp.prefer.loc.svc.clusterset.local.\t5\tIN\tSRV\t1 33 80 e-0.east.prefer.loc.svc.clusterset.local.",
+        "local.loc.svc.clusterset.local.\t5\tIN\tA\t10.23.2.1",
+    ] {
+        let want = want.replace('\t', " ");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == want),
+            "missing {want}\n{text}"
+        );
+    }
+    // Local: east's address is not at the service name, only at its own name.
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with("local.loc.svc.clusterset.local.") && l.ends_with("10.23.1.1")),
+        "{text}"
+    );
+    assert!(lines.iter().any(
+        |l| l.starts_with("e-0.east.local.loc.svc.clusterset.local.") && l.ends_with("10.23.1.1")
+    ));
+}
