@@ -1468,10 +1468,23 @@ fn the_own_cluster_follows_the_clusterproperty_in_a_real_api_server() {
             "db",
             "west",
             "[{addresses: [10.40.2.1], hostname: w-0}]",
-        )),
+        )
+            // mcs-api v0.5.2's status.endpointSliceObjects, kept by the API server: an import
+            // whose implementation publishes no slices, and that has none, is counted.
+            + "---\napiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\n\
+               metadata: {name: absent, namespace: loc}\nspec: {type: Headless, ports: [{port: 80}]}\n\
+               status: {endpointSliceObjects: Absent}\n"),
     );
     let s = spawn_binary(&["--kubeconfig", &k.kubeconfig("dns")]);
     until("ready without the ClusterProperty CRD", 30, || ready(&s));
+    assert_eq!(
+        metric_value(
+            &s,
+            "clusterset_dns_skipped_objects_total{kind=\"ServiceImport\",reason=\"no_endpoint_slices\"}"
+        ),
+        1.0,
+        "status.endpointSliceObjects: Absent read through the API"
+    );
     let name = "db.loc.svc.clusterset.local";
     assert_eq!(
         in_order(s.dns, name),
@@ -1504,8 +1517,9 @@ fn the_own_cluster_follows_the_clusterproperty_in_a_real_api_server() {
     );
 
     // A change is a watch event: answered as fast as any object change.
-    let changed = Instant::now();
     k.apply(&property("east"));
+    // From the write's completion (kubectl apply has returned) to the answer.
+    let changed = Instant::now();
     until("east's endpoint only", 10, || {
         in_order(s.dns, name) == ["10.40.1.1"]
     });
@@ -1529,8 +1543,8 @@ fn the_own_cluster_follows_the_clusterproperty_in_a_real_api_server() {
     until("west again", 10, || in_order(s.dns, name) == ["10.40.2.1"]);
 
     // Deleted: locality off again.
-    let deleted = Instant::now();
     assert!(k.kubectl_ok(&["delete", "clusterproperty", "cluster.clusterset.k8s.io"]));
+    let deleted = Instant::now();
     until("every endpoint once the property is gone", 10, || {
         in_order(s.dns, name) == ["10.40.1.1", "10.40.2.1"]
     });
@@ -1538,6 +1552,7 @@ fn the_own_cluster_follows_the_clusterproperty_in_a_real_api_server() {
     assert_eq!(metric_value(&s, &info("west")), 0.0);
     eprintln!(
         "ClusterProperty: CRD installed to answered {found:.2?} (the next look, every 10 s); \
-         value changed to answered {followed:.1?}; deleted to locality off {off:.1?}"
+         value written to answered {followed:.1?}; deleted to locality off {off:.1?} (each from \
+         kubectl's return)"
     );
 }
