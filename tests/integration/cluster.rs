@@ -647,9 +647,44 @@ fn lookups(out: &Output) -> Lookups {
     }
 }
 
+/// The test's named steps: each is announced with the time the one before took, and a failure
+/// names the step it happened in.
+#[derive(Default)]
+struct Steps {
+    current: Option<(&'static str, Instant)>,
+}
+
+impl Steps {
+    fn next(&mut self, name: &'static str) {
+        self.finish();
+        eprintln!("step {name}");
+        self.current = Some((name, Instant::now()));
+    }
+
+    fn finish(&mut self) {
+        if let Some((name, started)) = self.current.take() {
+            eprintln!("step {name}: done in {:.1?}", started.elapsed());
+        }
+    }
+}
+
+impl Drop for Steps {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some((name, _)) = &self.current {
+                eprintln!("FAILED in step {name}");
+            }
+        } else {
+            self.finish();
+        }
+    }
+}
+
 #[test]
 fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     let _module = common::module(module_path!());
+    let mut steps = Steps::default();
+    steps.next("0. a single-node cluster from real components");
     let mut node = Node::start();
     let crds = repo().join("tests/k8s/crds/serviceimports-v1alpha1.yaml");
     node.k(&["apply", "-f", crds.to_str().unwrap()]);
@@ -660,6 +695,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         "--timeout=60s",
     ]);
 
+    steps.next("1. deploy/base: both replicas Ready");
     // 1. kubectl apply -k deploy/base; both replicas Ready through the kubelet's own probes.
     let base = node.overlay("base", "deploy/base");
     let applied = Instant::now();
@@ -680,6 +716,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     assert_eq!(restarts, "0 0", "no container restarted");
     eprintln!("kubectl apply -k deploy/base to both replicas Ready: {to_ready:.1?}");
 
+    steps.next("2. the service account reads only its resources");
     // 2. The service account may only get, list and watch the two resources (and the
     // ClusterProperties that name the cluster, whose CRD this cluster lacks).
     let can = |verb: &str, what: &str| {
@@ -740,6 +777,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         "{SA} holds, beyond what every service account holds"
     );
 
+    steps.next("3. the cluster DNS forwards clusterset.local");
     // 3. The cluster DNS: deploy/forwarding/coredns's Corefile with our Service's address, as
     // its header says to do, then CoreDNS as kubeadm runs it.
     let service_ip = node.k(&[
@@ -763,6 +801,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     node.k(&["apply", "-f", coredns.to_str().unwrap()]);
     node.rollout("kube-system", "deployment/coredns");
 
+    steps.next("4. a pod resolves every kind of name");
     // 4. Imported services, and a client pod with the resolv.conf the kubelet gives it.
     let objects = repo().join("tests/cluster/objects.yaml");
     node.k(&["apply", "-f", objects.to_str().unwrap()]);
@@ -904,6 +943,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         );
     }
 
+    steps.next("5. a real Prometheus scrapes both pods");
     // 5. /metrics scraped through the pod IPs by a real Prometheus. Debian's Prometheus is
     // built without Kubernetes discovery ("field kubernetes_sd_configs not found"), so the
     // test plays it: the pods' IPs from the API, in a file_sd file that Prometheus watches.
@@ -982,6 +1022,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         || scraped(&pods),
     );
 
+    steps.next("6. a rollout and a deleted pod lose no lookup");
     // 6. A rollout, then a deleted pod, while two clients resolve at a bounded rate, 100
     // lookups a second each over 4 threads:
     // - the client, through the cluster DNS, taking in turn the ClusterSetIP name through the
@@ -1077,6 +1118,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         || scraped(&pods),
     );
 
+    steps.next("7. deploy/xdp answers through XDP on eth0");
     // 7. deploy/xdp in place of deploy/base: the kubelet runs the pods with the capabilities
     // XDP needs, and queries through the cluster DNS reach the server through the XDP program
     // on each pod's eth0 (the veth the CNI bridge made).
@@ -1185,6 +1227,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         );
     }
 
+    steps.next("8. helm install and upgrade lose no lookup");
     // 8. The Helm chart: `helm install` into a namespace of its own (release helm-dns, a fixed
     // Service address), then `helm upgrade` with a changed value (the TTL, so the pods roll)
     // while a pod whose resolv.conf names that Service resolves: no lookup may fail.
