@@ -92,6 +92,27 @@ fn new_zone(config: &zone::Config, server: String) -> (Arc<Metrics>, Arc<Zone>, 
     (metrics, zone, builder)
 }
 
+/// Starts the Kubernetes source, sending to `updates` until `stop`. A configuration that cannot
+/// work is the error; an API server that cannot be reached yet is retried meanwhile (the server
+/// answers SERVFAIL and is not ready until the first full list).
+async fn watch_kube(
+    kc: &source::kube::Config,
+    source: &source::Config,
+    updates: mpsc::Sender<(std::time::Instant, model::Update)>,
+    metrics: &Arc<Metrics>,
+    stop: &CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, RunError> {
+    let client = source::kube::client(kc).await?;
+    Ok(tokio::spawn(source::kube::run(
+        kc.clone(),
+        source.clone(),
+        client,
+        updates,
+        metrics.clone(),
+        stop.clone(),
+    )))
+}
+
 /// The zone the server would serve with `config`, in master-file form: the file loaded once, or
 /// the Kubernetes API listed once (waiting at most `wait` for the first full list).
 pub async fn zone_text(config: &Config, wait: std::time::Duration) -> Result<String, RunError> {
@@ -99,17 +120,9 @@ pub async fn zone_text(config: &Config, wait: std::time::Duration) -> Result<Str
     let services = match &config.origin {
         Origin::File(fc) => file::initial(fc, &config.source, &metrics)?.services,
         Origin::Kube(kc) => {
-            let client = source::kube::client(kc).await?;
             let (tx, mut rx) = mpsc::channel(16);
             let stop = CancellationToken::new();
-            let watch = tokio::spawn(source::kube::run(
-                kc.clone(),
-                config.source.clone(),
-                client,
-                tx,
-                metrics.clone(),
-                stop.clone(),
-            ));
+            let watch = watch_kube(kc, &config.source, tx, &metrics, &stop).await?;
             let first = tokio::time::timeout(wait, rx.recv()).await;
             stop.cancel();
             let _ = watch.await;
@@ -145,17 +158,7 @@ pub async fn run(config: Config, listeners: Listeners, shutdown: Shutdown) -> Re
             ));
         }
         Origin::Kube(kc) => {
-            // A configuration that cannot work stops start-up; an API server that cannot be
-            // reached yet is retried while the server answers SERVFAIL and is not ready.
-            let client = source::kube::client(kc).await?;
-            tokio::spawn(source::kube::run(
-                kc.clone(),
-                config.source.clone(),
-                client,
-                tx,
-                metrics.clone(),
-                stop.clone(),
-            ));
+            watch_kube(kc, &config.source, tx, &metrics, &stop).await?;
         }
     }
     let builder = tokio::spawn(builder.run(rx));
