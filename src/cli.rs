@@ -14,7 +14,7 @@ use crate::dns::{tcp, udp};
 use crate::server;
 use crate::source::policy::Policy;
 use crate::source::{self, Selection, file, kube, linkerd};
-use crate::wire::{is_cluster_id, is_label};
+use crate::wire::{cluster_id, is_label};
 use crate::zone::build::Limits;
 use crate::zone::{self, ZoneError, Zones};
 
@@ -411,28 +411,24 @@ impl Args {
             let Some((link, id)) = pair.split_once('=') else {
                 return Err(ConfigError::NotLinkId(pair.clone()));
             };
-            let (link, id) = (link.trim(), id.trim().to_ascii_lowercase());
+            let (link, given) = (link.trim(), id.trim());
             if link.is_empty() {
                 return Err(ConfigError::NoLink(pair.clone()));
             }
-            if !is_cluster_id(&id) {
+            let Some(id) = cluster_id(given) else {
                 return Err(ConfigError::BadClusterId {
                     pair: pair.clone(),
-                    id,
+                    id: given.to_string(),
                 });
-            }
+            };
             if cluster_ids.insert(link.to_string(), id).is_some() {
                 return Err(ConfigError::LinkTwice(link.to_string()));
             }
         }
-        let cluster_id = match &self.cluster_id {
+        let own = match &self.cluster_id {
             None => None,
             Some(given) => {
-                let id = given.trim().to_ascii_lowercase();
-                if !is_cluster_id(&id) {
-                    return Err(ConfigError::BadOwnClusterId(given.clone()));
-                }
-                Some(id)
+                Some(cluster_id(given).ok_or_else(|| ConfigError::BadOwnClusterId(given.clone()))?)
             }
         };
         Ok(Selection {
@@ -441,7 +437,7 @@ impl Args {
                 cluster_ids,
                 mirrors: self.linkerd_mirrors,
             }),
-            cluster_id,
+            cluster_id: own,
         })
     }
 

@@ -8,12 +8,11 @@ use crate::dns::transfer::{answers, transfer};
 use crate::dns::{Batch, Transport, UDP_PAYLOAD, respond, respond_in};
 use crate::metrics::Metrics;
 use crate::model::Update;
-use crate::source::Classified;
-use crate::source::file::classify;
+use crate::source::file::classify_with;
 use crate::source::file::parse_text;
 use crate::source::policy::Policy;
 use crate::source::store::Store;
-use crate::source::{Selection, linkerd};
+use crate::source::{Classified, Selection, kinds, linkerd};
 use crate::wire::wire_name;
 use crate::zone::Zone;
 use crate::zone::build::Builder;
@@ -41,12 +40,14 @@ fn zone_from(text: &str) -> Arc<Zone> {
         }),
         cluster_id: None,
     };
+    let kinds = kinds(&everything, None);
+    let policy = Policy::default();
     let _ = parse_text(text, &mut |v| {
-        if let Classified::Object(o) = classify(v, &Policy::default(), &everything) {
+        if let Classified::Object(o) = classify_with(v, &policy, &kinds) {
             store.insert(o);
         }
     });
-    let own = store.own_cluster().map(str::to_string);
+    let own = everything.own_cluster(store.own_cluster());
     builder.apply(Update::Reset(store.snapshot().with_own_cluster(own)));
     zone
 }

@@ -152,6 +152,13 @@ pub fn is_cluster_id(s: &str) -> bool {
     (1..=2).contains(&s.split('.').count()) && s.split('.').all(is_label)
 }
 
+/// A cluster id as a person wrote it (a flag, a ClusterProperty's value): trimmed and
+/// lower-cased, if it then is one (see [`is_cluster_id`]).
+pub fn cluster_id(text: &str) -> Option<String> {
+    let id = text.trim().to_ascii_lowercase();
+    is_cluster_id(&id).then_some(id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,16 +45,6 @@ pub struct ImportHead {
 }
 
 impl ImportHead {
-    /// A ServiceImport's head of `kind`, with neither locality field nor `Absent`.
-    pub fn import(kind: ServiceType) -> Self {
-        ImportHead {
-            origin: ObjectKind::ServiceImport,
-            kind,
-            locality: Locality::Any,
-            slices_absent: false,
-        }
-    }
-
     /// `service`'s head.
     pub fn of(service: &Service) -> Self {
         ImportHead {

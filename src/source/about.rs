@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::object::{Kind, Meta, Read, Resource, invalid};
 use super::policy::Policy;
 use crate::model::{ObjectKind, Skip};
-use crate::wire::is_cluster_id;
+use crate::wire::cluster_id;
 
 /// The property whose value is the cluster's id within its cluster set.
 pub const CLUSTER_ID: &str = "cluster.clusterset.k8s.io";
@@ -75,8 +75,7 @@ impl Kind for ClusterProperties {
             ));
         }
         let value = raw.spec.and_then(|s| s.value).unwrap_or_default();
-        let id = value.trim().to_ascii_lowercase();
-        if !is_cluster_id(&id) {
+        let Some(id) = cluster_id(&value) else {
             return invalid(
                 KIND,
                 &name,
@@ -86,7 +85,7 @@ impl Kind for ClusterProperties {
                      has no own cluster until it is"
                 ),
             );
-        }
+        };
         Read::Object(ClusterId { object: name, id })
     }
 }

@@ -16,7 +16,7 @@ use super::linkerd::report_conflict;
 use super::object::report_refused;
 use super::policy::Policy;
 use super::store::Store;
-use super::{AnyKind, Classified, Selection, kinds};
+use super::{AnyKind, Classified, Selection, excluded, kinds};
 use crate::metrics::Metrics;
 use crate::model::{ObjectKind, ServiceSet, Update};
 
@@ -108,10 +108,8 @@ pub fn classify_with(
     let Some(reader) = kinds.iter().find(|k| k.reads(api, kind)) else {
         return Classified::Ignored(format!("{kind} {api} {object}"));
     };
-    if !policy.serves_namespace(namespace) {
-        return Classified::Ignored(format!(
-            "{kind} {object}: namespace {namespace} is excluded (--exclude-namespace)"
-        ));
+    if let Some(ignored) = excluded(reader.kind(), &object, namespace, policy) {
+        return ignored;
     }
     reader.read_file(v, &object, policy)
 }
@@ -192,11 +190,7 @@ pub fn load(
     }
     let skipped = invalid.len();
     metrics.source_synced();
-    // `--cluster-id` wins over the file's ClusterProperty (which is then not read).
-    let own = selection
-        .cluster_id
-        .clone()
-        .or_else(|| store.own_cluster().map(str::to_string));
+    let own = selection.own_cluster(store.own_cluster());
     Ok(Loaded {
         seen,
         slices: store.count(ObjectKind::EndpointSlice),

@@ -44,6 +44,14 @@ pub struct Selection {
     pub cluster_id: Option<String>,
 }
 
+impl Selection {
+    /// The server's own cluster id: `--cluster-id` when given, else what the ClusterProperty
+    /// `property` says.
+    pub fn own_cluster(&self, property: Option<&str>) -> Option<String> {
+        self.cluster_id.as_deref().or(property).map(str::to_string)
+    }
+}
+
 impl Default for Selection {
     /// The MCS API only, as before `--source` existed; the own cluster from its ClusterProperty.
     fn default() -> Self {
@@ -172,7 +180,9 @@ where
 
     fn read_api(&self, o: DynamicObject, policy: &Policy) -> Classified {
         let namespace = o.metadata.namespace.as_deref().unwrap_or("");
-        if let Some(ignored) = excluded(K::KIND, namespace, &o, policy) {
+        let name = o.metadata.name.as_deref().unwrap_or("?");
+        if let Some(ignored) = excluded(K::KIND, &format!("{namespace}/{name}"), namespace, policy)
+        {
             return ignored;
         }
         match from_dynamic::<K>(o) {
@@ -194,17 +204,18 @@ where
     }
 }
 
-/// Why an object of the API in `namespace` is not served, when the policy leaves it out.
-fn excluded(
+/// Why object `object` (`namespace/name`) of `kind` is not served, when the policy leaves its
+/// namespace out. Each source asks before reading the object into its shape, so an unreadable
+/// object there is ignored too.
+pub fn excluded(
     kind: ObjectKind,
+    object: &str,
     namespace: &str,
-    o: &DynamicObject,
     policy: &Policy,
 ) -> Option<Classified> {
     (!policy.serves_namespace(namespace)).then(|| {
-        let name = o.metadata.name.as_deref().unwrap_or("?");
         Read::Ignored(format!(
-            "{kind} {namespace}/{name}: namespace {namespace} is excluded (--exclude-namespace)"
+            "{kind} {object}: namespace {namespace} is excluded (--exclude-namespace)"
         ))
     })
 }

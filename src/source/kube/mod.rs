@@ -104,7 +104,7 @@ pub async fn run(
         }
     }
     let mut state = WatchState::new(scopes, source.policy.clone(), metrics.clone())
-        .with_cluster_id(source.selection.cluster_id.clone());
+        .with_selection(source.selection.clone());
     let mut events = futures::stream::select_all(streams);
     let mut recheck = tokio::time::interval(OPTIONAL_RECHECK);
     recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -183,7 +183,9 @@ impl Watches<'_> {
         } else {
             self.config.namespaces.iter().cloned().map(Some).collect()
         };
-        info!(kind = %kind.kind(), group = %resource.group, version = %resource.version, namespaces = ?self.config.namespaces, "watching");
+        // What is watched: all namespaces (cluster-scoped kinds included), or those named.
+        let shown: Vec<&str> = namespaces.iter().flatten().map(String::as_str).collect();
+        info!(kind = %kind.kind(), group = %resource.group, version = %resource.version, namespaces = ?shown, "watching");
         namespaces
             .into_iter()
             .map(|ns| {

@@ -16,7 +16,7 @@ use crate::source::linkerd::report_conflict;
 use crate::source::object::report_refused;
 use crate::source::policy::Policy;
 use crate::source::store::{ObjectId, PackedObject, Store};
-use crate::source::{AnyKind, Classified};
+use crate::source::{AnyKind, Classified, Selection};
 
 /// One watch stream: a kind in one namespace (or all).
 #[derive(Clone)]
@@ -55,8 +55,8 @@ pub struct WatchState {
     kinds: Vec<ObjectKind>,
     /// Services that a ServiceImport and Linkerd's Services both give, as last reported.
     conflicts: HashSet<ServiceKey>,
-    /// `--cluster-id`, which wins over the ClusterProperty.
-    cluster_id: Option<String>,
+    /// What the source reads (`--cluster-id`, which wins over the ClusterProperty).
+    selection: Selection,
     /// The own cluster id the zone was last sent.
     sent_own: Option<String>,
     metrics: Arc<Metrics>,
@@ -88,7 +88,7 @@ impl WatchState {
             policy,
             kinds,
             conflicts: HashSet::new(),
-            cluster_id: None,
+            selection: Selection::default(),
             sent_own: None,
             metrics,
         }
@@ -114,18 +114,16 @@ impl WatchState {
         self.streams[stream].scope.kind.kind()
     }
 
-    /// Takes the server's own cluster id from `--cluster-id` (`Some`) instead of the
-    /// ClusterProperty.
-    pub fn with_cluster_id(mut self, id: Option<String>) -> Self {
-        self.cluster_id = id;
+    /// Reads what `selection` says (the own cluster id from `--cluster-id`, if given, instead of
+    /// the ClusterProperty).
+    pub fn with_selection(mut self, selection: Selection) -> Self {
+        self.selection = selection;
         self
     }
 
-    /// The own cluster id now: the flag's, else the ClusterProperty's.
+    /// The own cluster id now.
     fn own_cluster(&self) -> Option<String> {
-        self.cluster_id
-            .clone()
-            .or_else(|| self.store.own_cluster().map(str::to_string))
+        self.selection.own_cluster(self.store.own_cluster())
     }
 
     /// Every service, with the own cluster id, which is remembered as sent.
