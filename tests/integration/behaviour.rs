@@ -9,20 +9,21 @@ use hickory_proto::rr::{RData, Record, RecordType};
 
 const Z: &str = "clusterset.local";
 
-struct Case {
-    name: &'static str,
-    qtype: RecordType,
-    rcode: ResponseCode,
-    /// `TYPE rdata` of each answer record (all owned by the query name), in any order.
-    answer: &'static [&'static str],
+pub(crate) struct Case {
+    pub(crate) name: &'static str,
+    pub(crate) qtype: RecordType,
+    pub(crate) rcode: ResponseCode,
+    /// `TYPE rdata` of each answer record (all owned by the query name); in any order here,
+    /// in order in tests/integration/locality.rs.
+    pub(crate) answer: &'static [&'static str],
     /// `owner TYPE rdata` of each additional record (besides OPT), in any order.
-    additional: &'static [&'static str],
+    pub(crate) additional: &'static [&'static str],
 }
 
 use RecordType::*;
 use ResponseCode::{NXDomain, NoError, Refused};
 
-const fn ok(
+pub(crate) const fn ok(
     name: &'static str,
     qtype: RecordType,
     answer: &'static [&'static str],
@@ -297,7 +298,7 @@ const CASES: &[Case] = &[
 ];
 
 /// `TYPE rdata`, lower-cased: names in rdata may be compressed against the mixed-case question.
-fn rr(r: &Record) -> String {
+pub(crate) fn rr(r: &Record) -> String {
     format!("{} {}", r.record_type(), r.data)
         .to_lowercase()
         .replacen(

@@ -11,7 +11,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::prometheus::Prometheus;
-use common::{BIN, Proto, dig, exchange, http_get, master_records, metric_in, query, spawn_binary};
+use common::{
+    BIN, Proto, dig, exchange, http_get, master_records, metric_in, query, spawn_binary,
+    zone_command,
+};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 
@@ -25,15 +28,6 @@ fn query_do(name: &str, qtype: RecordType) -> Vec<u8> {
     let n = q.len();
     q[n - 4] = 0x80; // the DO bit, in the OPT record's TTL flags
     q
-}
-
-fn zone_command(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(BIN).arg("zone").args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
 }
 
 /// Waits (10 s at most) for `/ready`.

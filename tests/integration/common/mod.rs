@@ -469,6 +469,20 @@ pub fn free_udp_tcp_port() -> u16 {
     }
 }
 
+/// Runs `clusterset-dns zone ARGS`: whether it succeeded, what it printed, what it said.
+pub fn zone_command(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(BIN)
+        .arg("zone")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
 /// The records of master-file text (`dig` output, `clusterset-dns zone`), one normalized line
 /// each (fields joined by one space), comments dropped, SOA serials blanked: two processes'
 /// zones number their serials from their own clocks.
