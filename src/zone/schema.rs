@@ -71,7 +71,8 @@ type SrvName<'a> = (&'a str, &'static str);
 struct SrvTarget {
     name: Vec<u8>,
     addrs: Vec<IpAddr>,
-    /// In the server's own cluster (always false without an own cluster id).
+    /// In the server's own cluster (never, without an own cluster id), or the service name
+    /// itself, whose addresses were already chosen for it: kept and first under any locality.
     own: bool,
     /// Ports of SRV records at this name itself, once per address that brought them (so the
     /// count is the N of the weight rule).
@@ -97,8 +98,7 @@ fn srv(
     let mut used = Vec::new();
     for &(t, p) in entries {
         if seen.insert((t, p.port)) {
-            // Target 0 is the service name itself (ClusterSetIP), whose addresses were chosen.
-            let priority = u16::from(prefer_own && t != 0 && !targets[t].own);
+            let priority = u16::from(prefer_own && !targets[t].own);
             if !w.srv(owner, priority, weight, p.port, &targets[t].name, ttl) {
                 break;
             }
@@ -216,7 +216,7 @@ pub fn render_service(
     let mut targets = vec![SrvTarget {
         name: sname.clone(),
         addrs: Vec::new(),
-        own: false,
+        own: true,
         own_ports: Vec::new(),
     }];
     let mut by_name: HashMap<Vec<u8>, usize> = HashMap::new();

@@ -198,6 +198,20 @@ const WEST: &[Case] = &[
             "nips.loc.svc.clusterset.local. AAAA fd00:26:2::1",
         ],
     ),
+    // ClusterSetIP without ips, Local: its one SRV target is the service name, whose
+    // addresses are the own cluster's; SRV and glue follow them.
+    case(
+        "nips-local.loc.svc.clusterset.local.",
+        A,
+        &["A 10.29.2.1"],
+        &[],
+    ),
+    case(
+        "_http._tcp.nips-local.loc.svc.clusterset.local.",
+        SRV,
+        &["SRV 0 100 80 nips-local.loc.svc.clusterset.local."],
+        &["nips-local.loc.svc.clusterset.local. A 10.29.2.1"],
+    ),
     // Answers from spec.ips are never chosen.
     case("vip.loc.svc.clusterset.local.", A, &["A 10.27.0.1"], &[]),
     case(
@@ -247,6 +261,15 @@ const NO_OWN: &[Case] = &[
         AAAA,
         &["AAAA fd00:26:1::1", "AAAA fd00:26:2::1"],
         &[],
+    ),
+    case(
+        "_http._tcp.nips-local.loc.svc.clusterset.local.",
+        SRV,
+        &["SRV 0 50 80 nips-local.loc.svc.clusterset.local."],
+        &[
+            "nips-local.loc.svc.clusterset.local. A 10.29.1.1",
+            "nips-local.loc.svc.clusterset.local. A 10.29.2.1",
+        ],
     ),
 ];
 
