@@ -63,12 +63,9 @@ pub async fn run(
     let mut pending = Vec::new();
     for kind in &kinds {
         if !kind.resource().required {
-            match discover(&client, kind.as_ref()).await {
-                Ok(r) => watched.push((kind.clone(), r)),
-                Err(e) => {
-                    debug!(kind = %kind.kind(), "not watched until it is served: {e}");
-                    pending.push(kind.clone());
-                }
+            match look_for(&client, kind).await {
+                Some(r) => watched.push((kind.clone(), r)),
+                None => pending.push(kind.clone()),
             }
             continue;
         }
@@ -115,18 +112,14 @@ pub async fn run(
             _ = recheck.tick(), if !pending.is_empty() => {
                 let mut still = Vec::new();
                 for kind in pending.drain(..) {
-                    match discover(&client, kind.as_ref()).await {
-                        Ok(resource) => {
-                            info!(kind = %kind.kind(), "now served");
-                            for (scope, stream) in watches.of(&kind, &resource) {
-                                let index = state.add_stream(scope);
-                                events.push(stream.map(move |e| (index, e)).boxed());
-                            }
-                        }
-                        Err(e) => {
-                            debug!(kind = %kind.kind(), "not watched until it is served: {e}");
-                            still.push(kind);
-                        }
+                    let Some(resource) = look_for(&client, &kind).await else {
+                        still.push(kind);
+                        continue;
+                    };
+                    info!(kind = %kind.kind(), "now served");
+                    for (scope, stream) in watches.of(&kind, &resource) {
+                        let index = state.add_stream(scope);
+                        events.push(stream.map(move |e| (index, e)).boxed());
                     }
                 }
                 pending = still;
@@ -154,6 +147,18 @@ pub async fn run(
             }
         }
     }
+}
+
+/// An optional kind's resource if the API server serves it; not being served is normal (its CRD
+/// may never be installed), so it is said at debug only.
+async fn look_for(
+    client: &kube::Client,
+    kind: &Arc<dyn AnyKind>,
+) -> Option<kube::discovery::ApiResource> {
+    discover(client, kind.as_ref())
+        .await
+        .map_err(|e| debug!(kind = %kind.kind(), "not watched until it is served: {e}"))
+        .ok()
 }
 
 /// How often an optional kind whose API is not served is looked for again.
