@@ -16,9 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::coredns::CoreDns;
 use common::k8s::{Cluster, crd, rbac};
-use common::{
-    Running, dig, http_get, query, spawn_binary, tcp_exchange_blocking, udp_exchange_blocking,
-};
+use common::{dig, query, spawn_binary, tcp_exchange_blocking, udp_exchange_blocking};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{RData, Record, RecordType};
 
@@ -518,16 +516,6 @@ fn start_coredns(k: &Cluster) -> CoreDns {
     )
 }
 
-fn ours_ready(s: &Running) -> bool {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(http_get(s.admin, "/ready"))
-        .map(|(c, _)| c)
-        == Some(200)
-}
-
 /// Applies a sentinel ServiceImport and waits until both servers answer it, so both have
 /// caught up with everything applied before it (each watch delivers in order).
 fn converge(k: &Cluster, round: usize, servers: &[SocketAddr]) {
@@ -974,7 +962,7 @@ fn same_answers_as_coredns_multicluster() {
 
     let ours = spawn_binary(&["--kubeconfig", &k.kubeconfig("dns")]);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !ours_ready(&ours) {
+    while !common::ready(&ours) {
         assert!(
             Instant::now() < deadline,
             "clusterset-dns did not become ready"

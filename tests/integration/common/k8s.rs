@@ -282,6 +282,28 @@ pub fn rbac() -> String {
             roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: clusterset-dns}\nsubjects:\n- {kind: User, name: clusterset-dns, apiGroup: rbac.authorization.k8s.io}\n"
 }
 
+/// deploy/linkerd's ClusterRole, bound to the user the binary runs as.
+pub fn linkerd_rbac() -> String {
+    let out = Command::new("kubectl")
+        .args(["kustomize"])
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/linkerd"))
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered = String::from_utf8(out.stdout).unwrap();
+    let role = rendered
+        .split("\n---\n")
+        .find(|d| d.contains("kind: ClusterRole\n"))
+        .expect("deploy/linkerd has a ClusterRole")
+        .to_string();
+    role + "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: clusterset-dns-test-user}\n\
+            roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: clusterset-dns}\nsubjects:\n- {kind: User, name: clusterset-dns, apiGroup: rbac.authorization.k8s.io}\n"
+}
+
 pub fn import(version: &str, ns: &str, name: &str, spec: &str) -> String {
     format!(
         "---\napiVersion: multicluster.x-k8s.io/{version}\nkind: ServiceImport\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {spec}\n"

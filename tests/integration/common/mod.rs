@@ -458,6 +458,56 @@ pub fn dig(dns: SocketAddr, args: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `dig +short` lines, sorted.
+pub fn short(dns: SocketAddr, name: &str) -> Vec<String> {
+    let mut v: Vec<String> = dig(dns, &format!("+short {name}"))
+        .lines()
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+/// Waits, polling every 50 ms, until `check` holds; panics naming `what` after `secs`.
+pub fn until(what: &str, secs: u64, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while !check() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+/// Whether the spawned server's `/ready` says 200.
+pub fn ready(s: &Running) -> bool {
+    block_on(http_get(s.admin, "/ready")).map(|(c, _)| c) == Some(200)
+}
+
+/// One series' value from the spawned server's `/metrics`.
+pub fn metric_value(s: &Running, series: &str) -> f64 {
+    block_on(metric(s.admin, series))
+}
+
+/// An A query for `name`; the first A record's address.
+pub fn query_a(
+    dns: SocketAddr,
+    sock: &std::net::UdpSocket,
+    name: &str,
+) -> Option<std::net::Ipv4Addr> {
+    let m = udp_exchange_blocking(sock, dns, &query(name, RecordType::A, None))?;
+    a_records(&m).first().copied()
+}
+
 /// A loopback port free for both UDP and TCP.
 pub fn free_udp_tcp_port() -> u16 {
     loop {

@@ -1,0 +1,449 @@
+//! Measurements of the Kubernetes and Linkerd sources against a real kube-apiserver and etcd
+//! (tests/k8s/setup.sh builds them once), run by hand, as root, one or more by name:
+//!
+//! ```text
+//! cargo bench --bench source -- programming   # 10,000 imports / 100,000 endpoints: memory, 1,000 changes timed
+//! cargo bench --bench source -- flood         # a million endpoints against the default caps
+//! cargo bench --bench source -- linkerd       # 2,100 of Linkerd's Services: memory, 1,000 changes timed
+//! ```
+//!
+//! With no name it lists them and runs nothing, so `cargo bench` alone stays the lookup
+//! benchmark. They use the integration tests' harness (tests/integration/common).
+
+#[path = "../tests/integration/common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::k8s::{Cluster, admin_client, crd, dynamic_api, import, linkerd_rbac, rbac};
+use common::{Running, http_get, metric_value, query_a, ready, short, spawn_binary, until};
+use hickory_proto::rr::RecordType;
+
+const MEASUREMENTS: [(&str, fn()); 3] = [
+    ("programming", programming),
+    ("flood", flood),
+    ("linkerd", linkerd),
+];
+
+fn main() {
+    // `cargo bench` passes `--bench`; every other argument names a measurement.
+    let names: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    if names.is_empty() {
+        let all: Vec<&str> = MEASUREMENTS.iter().map(|(n, _)| *n).collect();
+        println!(
+            "benches/source.rs: name one or more of {} (cargo bench --bench source -- NAME)",
+            all.join(", ")
+        );
+        return;
+    }
+    for name in &names {
+        let Some((_, run)) = MEASUREMENTS.iter().find(|(n, _)| n == name) else {
+            eprintln!("benches/source.rs: no measurement named {name:?}");
+            std::process::exit(2);
+        };
+        println!("== {name}");
+        run();
+    }
+}
+
+/// `programming`: prints the programming latency over 1,000 changes (API write -> our answer changed) and the
+/// server's memory holding 10,000 ServiceImports with 100,000 endpoints.
+fn programming() {
+    let k = Cluster::start();
+    k.apply(&crd("v1beta1"));
+    k.apply(&rbac());
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: scale}\n");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(admin_client(&k));
+    let imports = dynamic_api(&client, "scale", "ServiceImport");
+    let slices = dynamic_api(&client, "scale", "EndpointSlice");
+    // 10,000 imports (half ClusterSetIP, half headless), each with one slice of 10 endpoints.
+    let started = Instant::now();
+    rt.block_on(async {
+        use futures::StreamExt;
+        futures::stream::iter(0..10_000u32)
+            .for_each_concurrent(16, |i| {
+                let (imports, slices) = (imports.clone(), slices.clone());
+                async move {
+                    let headless = i % 2 == 1;
+                    let import: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+                        "metadata": {"name": format!("svc{i}"), "namespace": "scale"},
+                        "spec": if headless { serde_json::json!({"type": "Headless", "ports": [{"name": "http", "port": 80}]}) }
+                                else { serde_json::json!({"type": "ClusterSetIP", "ips": [format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)], "ports": [{"name": "http", "port": 80}]}) }
+                    })).unwrap();
+                    let endpoints: Vec<serde_json::Value> = (0..10u32)
+                        .map(|e| serde_json::json!({"addresses": [format!("10.{}.{}.{}", 200 + e, (i / 256) % 256, i % 256)], "hostname": format!("pod-{e}"), "conditions": {"ready": true}}))
+                        .collect();
+                    let slice: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                        "metadata": {"name": format!("svc{i}-east"), "namespace": "scale",
+                                     "labels": {"multicluster.kubernetes.io/service-name": format!("svc{i}"), "multicluster.kubernetes.io/source-cluster": "east"}},
+                        "addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "endpoints": endpoints
+                    })).unwrap();
+                    imports.create(&Default::default(), &import).await.unwrap();
+                    slices.create(&Default::default(), &slice).await.unwrap();
+                }
+            })
+            .await;
+    });
+    println!(
+        "created 10,000 ServiceImports and 10,000 EndpointSlices (100,000 endpoints) in {:.1?}",
+        started.elapsed()
+    );
+
+    let dns_kubeconfig = k.kubeconfig("dns");
+    let s = spawn_binary(&["--kubeconfig", &dns_kubeconfig]);
+    let sync_started = Instant::now();
+    until("ready", 300, || ready(&s));
+    println!("initial sync of the server: {:.1?}", sync_started.elapsed());
+    std::thread::sleep(Duration::from_secs(3));
+    print_memory(&s, "10,000 imports / 100,000 endpoints");
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    assert!(query_a(s.dns, &sock, "svc0.scale.svc.clusterset.local").is_some());
+
+    // 1,000 changes of one import's IP, each timed from the API write to our answer showing it.
+    let ip = |n: u32| std::net::Ipv4Addr::new(10, 99, (n / 256) as u8, (n % 256) as u8);
+    time_changes(
+        &rt,
+        &s,
+        |n| {
+            let patch = serde_json::json!({"spec": {"ips": [ip(n).to_string()]}});
+            rt.block_on(imports.patch(
+                "svc0",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            ))
+            .unwrap();
+        },
+        |n| query_a(s.dns, &sock, "svc0.scale.svc.clusterset.local") == Some(ip(n)),
+    );
+}
+
+/// The server's VmRSS and VmHWM, printed as `what` says.
+fn print_memory(s: &Running, what: &str) {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+    for l in status
+        .lines()
+        .filter(|l| l.starts_with("VmRSS") || l.starts_with("VmHWM"))
+    {
+        println!("server memory with {what}: {l}");
+    }
+}
+
+/// 1,000 changes, each timed from `change(n)` (an API write) until `seen(n)` (our answer shows
+/// it); prints their spread and the server's own programming-latency histogram.
+fn time_changes(
+    rt: &tokio::runtime::Runtime,
+    s: &Running,
+    mut change: impl FnMut(u32),
+    mut seen: impl FnMut(u32) -> bool,
+) {
+    let mut took = Vec::with_capacity(1000);
+    for n in 0..1000u32 {
+        let t0 = Instant::now();
+        change(n);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !seen(n) {
+            assert!(Instant::now() < deadline, "change {n} not seen");
+        }
+        took.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    took.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "API write -> answer changed, 1000 changes: median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        percentile(&took, 0.5),
+        percentile(&took, 0.9),
+        percentile(&took, 0.99),
+        took[took.len() - 1]
+    );
+    let (_, metrics) = rt.block_on(http_get(s.admin, "/metrics")).unwrap();
+    for l in metrics
+        .lines()
+        .filter(|l| l.starts_with("clusterset_dns_programming_duration_seconds"))
+    {
+        println!("{l}");
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// `flood`: one exporting cluster floods a million endpoints (1,000 headless services of
+/// 1,000 named endpoints, about five times the default --max-zone-names) into a real API
+/// server; prints the memory of a server with the default caps (watching as the flood arrives,
+/// and one started after it, which lists it) against one with no caps, and checks that an
+/// existing name answers throughout and the flood's first services are served.
+fn flood() {
+    let k = Cluster::start();
+    k.apply(&crd("v1beta1"));
+    k.apply(&rbac());
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: flood}\n");
+    k.apply(&import(
+        "v1beta1",
+        "shop",
+        "keep",
+        "{type: ClusterSetIP, ips: [10.0.0.1], ports: [{name: http, port: 80}]}",
+    ));
+    let kubeconfig = k.kubeconfig("dns");
+    let capped = spawn_binary(&["--kubeconfig", &kubeconfig]);
+    let uncapped = spawn_binary(&[
+        "--kubeconfig",
+        &kubeconfig,
+        "--max-zone-names",
+        "0",
+        "--max-endpoints-per-service",
+        "0",
+    ]);
+    until("ready", 30, || ready(&capped) && ready(&uncapped));
+    let mem = |s: &Running| {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+        let kb = |key: &str| -> f64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .unwrap()
+        };
+        format!(
+            "VmRSS {:.1} MB, VmHWM {:.1} MB",
+            kb("VmRSS:") / 1000.0,
+            kb("VmHWM:") / 1000.0
+        )
+    };
+    println!(
+        "before the flood: capped {}; uncapped {}",
+        mem(&capped),
+        mem(&uncapped)
+    );
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(admin_client(&k));
+    let imports = dynamic_api(&client, "flood", "ServiceImport");
+    let slices = dynamic_api(&client, "flood", "EndpointSlice");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (stop, dns) = (stop.clone(), capped.dns);
+        std::thread::spawn(move || {
+            let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let (mut asked, mut wrong) = (0u32, 0u32);
+            let start = Instant::now();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                && start.elapsed() < Duration::from_secs(900)
+            {
+                asked += 1;
+                if query_a(dns, &sock, "keep.shop.svc.clusterset.local")
+                    != Some("10.0.0.1".parse().unwrap())
+                {
+                    wrong += 1;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            (asked, wrong)
+        })
+    };
+    let started = Instant::now();
+    rt.block_on(async {
+        use futures::StreamExt;
+        futures::stream::iter(0..1000u32)
+            .for_each_concurrent(8, |i| {
+                let (imports, slices) = (imports.clone(), slices.clone());
+                async move {
+                    let import: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+                        "metadata": {"name": format!("f{i:04}"), "namespace": "flood"},
+                        "spec": {"type": "Headless", "ports": [{"name": "http", "port": 80}]}
+                    }))
+                    .unwrap();
+                    let endpoints: Vec<serde_json::Value> = (0..1000u32)
+                        .map(|e| serde_json::json!({"addresses": [format!("10.{}.{}.{}", 100 + i / 256, i % 256, e % 250)], "hostname": format!("h{e}")}))
+                        .collect();
+                    let slice: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                        "metadata": {"name": format!("f{i:04}-east"), "namespace": "flood",
+                                     "labels": {"multicluster.kubernetes.io/service-name": format!("f{i:04}"), "multicluster.kubernetes.io/source-cluster": "east"}},
+                        "addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "endpoints": endpoints
+                    }))
+                    .unwrap();
+                    imports.create(&Default::default(), &import).await.unwrap();
+                    slices.create(&Default::default(), &slice).await.unwrap();
+                }
+            })
+            .await;
+    });
+    println!(
+        "created 1,000 ServiceImports and 1,000 EndpointSlices (1,000,000 endpoints) in {:.1?}",
+        started.elapsed()
+    );
+    until("the uncapped server has the whole flood", 600, || {
+        metric_value(&uncapped, "clusterset_dns_endpoints") >= 1_000_000.0
+    });
+    until("the capped server has refused the rest", 600, || {
+        metric_value(
+            &capped,
+            "clusterset_dns_refused_services{limit=\"zone_names\"}",
+        ) + metric_value(&capped, "clusterset_dns_services")
+            >= 1001.0
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let names = metric_value(&capped, "clusterset_dns_limit_used{limit=\"zone_names\"}");
+    let held = metric_value(
+        &capped,
+        "clusterset_dns_refused_services{limit=\"zone_names\"}",
+    );
+    assert!(names <= 200_000.0, "{names}");
+    assert_eq!(
+        short(capped.dns, "h999.east.f0000.flood.svc.clusterset.local"),
+        ["10.100.0.249"]
+    );
+    println!(
+        "with the flood: capped ({names} names served, {held} services held back) {}; uncapped ({} names) {}",
+        mem(&capped),
+        metric_value(&uncapped, "clusterset_dns_names"),
+        mem(&uncapped)
+    );
+    // A server started now lists the whole flood at once.
+    let late = spawn_binary(&["--kubeconfig", &kubeconfig]);
+    let sync = Instant::now();
+    until("the late server ready", 600, || ready(&late));
+    std::thread::sleep(Duration::from_secs(3));
+    println!(
+        "a capped server started after the flood: ready in {:.1?}, {}",
+        sync.elapsed(),
+        mem(&late)
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (asked, wrong) = watcher.join().unwrap();
+    println!("keep.shop asked {asked} times during the flood, {wrong} wrong or unanswered");
+    assert_eq!(wrong, 0);
+}
+
+/// `linkerd`: `--source linkerd` at scale: 1,000 federated Services and 100 headless mirrors of 10 hosts
+/// each (2,100 Services) in a real API server, then 1,000 port changes of one federated
+/// Service (as the service mirror makes when the exported service's ports change), each timed
+/// from the API write to the SRV answer showing it.
+fn linkerd() {
+    let k = Cluster::start();
+    k.apply(&linkerd_rbac());
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: scale}\n");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(admin_client(&k));
+    let services = dynamic_api(&client, "scale", "Service");
+    let object = |name: String,
+                  labels: serde_json::Value,
+                  fq: Option<String>,
+                  annotations: serde_json::Value,
+                  headless: bool|
+     -> kube::api::DynamicObject {
+        let mut labels = labels;
+        labels["mirror.linkerd.io/mirrored-service"] = "true".into();
+        let mut annotations = annotations;
+        if let Some(fq) = fq {
+            annotations["mirror.linkerd.io/remote-svc-fq-name"] = fq.into();
+        }
+        let mut spec =
+            serde_json::json!({"ports": [{"name": "http", "protocol": "TCP", "port": 80}]});
+        if headless {
+            spec["clusterIP"] = "None".into();
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": "scale", "labels": labels, "annotations": annotations},
+            "spec": spec
+        }))
+        .unwrap()
+    };
+    let mut all = Vec::new();
+    for i in 0..1000u32 {
+        all.push(object(
+            format!("svc{i}-federated"),
+            serde_json::json!({}),
+            None,
+            serde_json::json!({"multicluster.linkerd.io/remote-discovery": format!("svc{i}@east,svc{i}@west")}),
+            false,
+        ));
+    }
+    for h in 0..100u32 {
+        all.push(object(
+            format!("db{h}-east"),
+            serde_json::json!({"mirror.linkerd.io/cluster-name": "east"}),
+            Some(format!("db{h}.scale.svc.cluster.local")),
+            serde_json::json!({}),
+            true,
+        ));
+        for e in 0..10u32 {
+            all.push(object(
+                format!("db{h}-{e}-east"),
+                serde_json::json!({"mirror.linkerd.io/cluster-name": "east", "mirror.linkerd.io/headless-mirror-svc-name": format!("db{h}-east")}),
+                Some(format!("db{h}-{e}.db{h}.scale.svc.cluster.local")),
+                serde_json::json!({}),
+                false,
+            ));
+        }
+    }
+    let started = Instant::now();
+    rt.block_on(async {
+        use futures::StreamExt;
+        futures::stream::iter(all)
+            .for_each_concurrent(16, |o| {
+                let services = services.clone();
+                async move {
+                    services.create(&Default::default(), &o).await.unwrap();
+                }
+            })
+            .await;
+    });
+    println!(
+        "created 1,000 federated Services and 100 headless mirrors of 10 hosts (2,100 Services) in {:.1?}",
+        started.elapsed()
+    );
+
+    let s = spawn_binary(&["--kubeconfig", &k.kubeconfig("dns"), "--source", "linkerd"]);
+    let sync_started = Instant::now();
+    until("ready", 300, || ready(&s));
+    println!("initial sync of the server: {:.1?}", sync_started.elapsed());
+    std::thread::sleep(Duration::from_secs(3));
+    print_memory(&s, "2,100 of Linkerd's Services");
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    assert!(query_a(s.dns, &sock, "svc999.scale.svc.clusterset.local").is_some());
+    assert!(query_a(s.dns, &sock, "db99-9.east.db99.scale.svc.clusterset.local").is_some());
+    let srv_port = |sock: &std::net::UdpSocket| -> Option<u16> {
+        let m = common::udp_exchange_blocking(
+            sock,
+            s.dns,
+            &common::query(
+                "_http._tcp.svc0.scale.svc.clusterset.local",
+                RecordType::SRV,
+                None,
+            ),
+        )?;
+        m.answers.iter().find_map(|r| match &r.data {
+            hickory_proto::rr::RData::SRV(srv) => Some(srv.port),
+            _ => None,
+        })
+    };
+    let port = |n: u32| 10_000 + n as u16;
+    time_changes(
+        &rt,
+        &s,
+        |n| {
+            let patch = serde_json::json!({"spec": {"ports": [{"name": "http", "protocol": "TCP", "port": port(n)}]}});
+            rt.block_on(services.patch(
+                "svc0-federated",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            ))
+            .unwrap();
+        },
+        |n| srv_port(&sock) == Some(port(n)),
+    );
+}
