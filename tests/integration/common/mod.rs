@@ -6,6 +6,7 @@ pub mod coredns;
 pub mod docker;
 pub mod grafana;
 pub mod k8s;
+pub mod node;
 pub mod prometheus;
 
 use std::net::SocketAddr;
