@@ -759,6 +759,47 @@ fn every_values_combination_validates() {
             },
         ),
         (
+            "a HorizontalPodAutoscaler on CPU by default, the replicas left to it",
+            &["hpa.enabled=true", "hpa.maxReplicas=4"],
+            &|o| {
+                let hpa = o.iter().find(|x| x["kind"] == "HorizontalPodAutoscaler");
+                let deployment = o.iter().find(|x| x["kind"] == "Deployment").unwrap();
+                let ok = hpa.is_some_and(|h| {
+                    h["apiVersion"] == "autoscaling/v2"
+                        && h["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+                        && h["spec"]["minReplicas"] == 2
+                        && h["spec"]["maxReplicas"] == 4
+                        && h["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+                        && h["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 80
+                }) && deployment["spec"].get("replicas").is_none();
+                ok.then_some(())
+                    .ok_or(format!("{hpa:?}\n{}", deployment["spec"]))
+            },
+        ),
+        (
+            "a HorizontalPodAutoscaler with its own metrics and behaviour",
+            &[
+                "hpa.enabled=true",
+                "hpa.metrics[0].type=Resource",
+                "hpa.metrics[0].resource.name=memory",
+                "hpa.metrics[0].resource.target.type=Utilization",
+                "hpa.metrics[0].resource.target.averageUtilization=70",
+                "hpa.behavior.scaleDown.stabilizationWindowSeconds=30",
+            ],
+            &|o| {
+                let hpa = o
+                    .iter()
+                    .find(|x| x["kind"] == "HorizontalPodAutoscaler")
+                    .unwrap();
+                let metrics = hpa["spec"]["metrics"].as_array().unwrap();
+                (metrics.len() == 1
+                    && metrics[0]["resource"]["name"] == "memory"
+                    && hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 30)
+                    .then_some(())
+                    .ok_or(format!("{hpa}"))
+            },
+        ),
+        (
             "every namespace served",
             &["source.kubernetes.excludeNamespaces={}"],
             &|o| {
