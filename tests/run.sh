@@ -6,7 +6,9 @@
 #   - the Go-built components, from the Go module proxy, once, cached in
 #     ~/.cache/clusterset-dns-tests: kube-apiserver, etcd and the rest of a Kubernetes node
 #     (tests/k8s/setup.sh), CoreDNS (tests/coredns/setup.sh), controller-gen with the
-#     prometheus-operator's CRDs and helm (tests/monitoring/setup.sh);
+#     prometheus-operator's CRDs and helm (tests/monitoring/setup.sh), the MCS API's controller,
+#     its CRDs and the two-cluster test's export syncer (tests/mcs/setup.sh), metrics-server
+#     (tests/metrics-server/setup.sh);
 #   - then `cargo test --locked`, with any arguments given here passed on.
 # Needs root (as CI has): apt-get, network namespaces, a container engine.
 set -euo pipefail
@@ -65,5 +67,8 @@ tests/k8s/setup.sh >/dev/null
 tests/coredns/setup.sh >/dev/null
 # The prometheus-operator's CRDs and helm (tests/integration/monitoring.rs).
 tests/monitoring/setup.sh >/dev/null
+# The MCS controller, the MCS CRDs and the export syncer, and metrics-server (tests/integration/clusterset.rs).
+tests/mcs/setup.sh >/dev/null
+tests/metrics-server/setup.sh >/dev/null
 
 exec cargo test --locked "$@"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds, once, what the two-cluster test (tests/integration/clusterset.rs) adds to a cluster,
+# from the pinned module in tests/mcs/infra (Go module proxy; no other downloads), and prints the
+# directory that holds them:
+#   bin/servicecontroller  sigs.k8s.io/mcs-api/controllers' cmd/servicecontroller (its master, on
+#                          v1alpha1, served only as the pseudo-version in go.mod)
+#   bin/syncer             the test's export syncer (tests/mcs/infra/syncer)
+#   crds/                  the MCS CRDs of sigs.k8s.io/mcs-api v0.5.2 (config/crd: both versions,
+#                          v1beta1 stored)
+#   rbac/role.yaml         the controller's ClusterRole (config/rbac/role.yaml of the same module)
+# Cached by this script and the module's files.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+key=$(cat "$0" "$here/infra/go.mod" "$here/infra/go.sum" "$here/infra/tools.go" "$here/infra/syncer/main.go" | sha256sum | cut -c1-16)
+dir=${CLUSTERSET_DNS_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterset-dns-tests}/mcs-$key
+if ! [ -x "$dir/bin/syncer" ] || ! [ -x "$dir/bin/servicecontroller" ] || ! [ -f "$dir/rbac/role.yaml" ]; then
+  command -v go >/dev/null || { echo "tests/mcs/setup.sh: Go is needed to build the MCS controller" >&2; exit 1; }
+  echo "tests/mcs/setup.sh: building the MCS controller and the export syncer into $dir (once; a few minutes)" >&2
+  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp/bin" "$dir.tmp/crds" "$dir.tmp/rbac"
+  (
+    cd "$here/infra"
+    go build -o "$dir.tmp/bin/servicecontroller" sigs.k8s.io/mcs-api/controllers/cmd/servicecontroller
+    go build -o "$dir.tmp/bin/syncer" ./syncer
+    go mod download sigs.k8s.io/mcs-api
+    mcs=$(go list -m -f '{{.Dir}}' sigs.k8s.io/mcs-api)
+    cp "$mcs"/config/crd/*.yaml "$dir.tmp/crds/"
+    cp "$mcs/config/rbac/role.yaml" "$dir.tmp/rbac/role.yaml"
+  ) >&2
+  rm -rf "$dir" && mv "$dir.tmp" "$dir"
+fi
+echo "$dir"
