@@ -11,6 +11,7 @@ mod abuse;
 mod behaviour;
 mod binary;
 mod cluster;
+mod clusterset;
 mod compat;
 mod deploy;
 mod differential;
