@@ -410,18 +410,101 @@ async fn failures(dns: std::net::SocketAddr, cases: &[Case]) -> Vec<String> {
     failures
 }
 
-#[tokio::test]
-async fn every_behaviour_row_over_udp_and_tcp() {
-    let _module = common::module(module_path!());
-    let server = start(&fixture("behaviour.yaml")).await;
-    let failures = failures(server.dns, CASES).await;
+/// Serves `fixture` and asks every case over UDP and TCP; fails naming each wrong answer.
+async fn assert_cases(fixture_name: &str, cases: &[Case]) {
+    let server = start(&fixture(fixture_name)).await;
+    let failures = failures(server.dns, cases).await;
     assert!(
         failures.is_empty(),
         "{} of {} cases failed:\n{}",
         failures.len(),
-        CASES.len() * 2,
+        cases.len() * 2,
         failures.join("\n")
     );
+}
+
+#[tokio::test]
+async fn every_behaviour_row_over_udp_and_tcp() {
+    let _module = common::module(module_path!());
+    assert_cases("behaviour.yaml", CASES).await;
+}
+
+/// What the implementations users run leave in a cluster (tests/fixtures/implementations.yaml):
+/// the mcs-api controller's derived Service and relabelled slices, Cilium's own `spec.ips`
+/// without remote slices, its mirrored local slices and its mesh slices with not-ready
+/// endpoints. The derived Services are plain Services and never served.
+const IMPLEMENTATION_CASES: &[Case] = &[
+    ok(
+        "web.mcsapi.svc.clusterset.local.",
+        A,
+        &["A 198.19.140.17"],
+        &[],
+    ),
+    ok(
+        "_http._tcp.web.mcsapi.svc.clusterset.local.",
+        SRV,
+        &["SRV 0 100 80 web.mcsapi.svc.clusterset.local."],
+        &["web.mcsapi.svc.clusterset.local. A 198.19.140.17"],
+    ),
+    ok(
+        "198-18-64-7.east.web.mcsapi.svc.clusterset.local.",
+        A,
+        &["A 198.18.64.7"],
+        &[],
+    ),
+    nx("derived-gbn1t3iv2r.mcsapi.svc.clusterset.local.", A),
+    ok(
+        "api.cilium.svc.clusterset.local.",
+        A,
+        &["A 198.19.141.9"],
+        &[],
+    ),
+    nodata("api.cilium.svc.clusterset.local.", AAAA),
+    ok(
+        "_grpc._tcp.api.cilium.svc.clusterset.local.",
+        SRV,
+        &["SRV 0 100 9090 api.cilium.svc.clusterset.local."],
+        &["api.cilium.svc.clusterset.local. A 198.19.141.9"],
+    ),
+    ok(
+        "198-18-65-21.west.api.cilium.svc.clusterset.local.",
+        A,
+        &["A 198.18.65.21"],
+        &[],
+    ),
+    nx("derived-5u0ql2c1f8.cilium.svc.clusterset.local.", A),
+    ok(
+        "kv.cilium.svc.clusterset.local.",
+        A,
+        &["A 198.18.64.31", "A 198.18.65.31"],
+        &[],
+    ),
+    ok(
+        "kv.cilium.svc.clusterset.local.",
+        SRV,
+        &[
+            "SRV 0 50 2379 kv-0.east.kv.cilium.svc.clusterset.local.",
+            "SRV 0 50 2379 kv-0.west.kv.cilium.svc.clusterset.local.",
+        ],
+        &[
+            "kv-0.east.kv.cilium.svc.clusterset.local. A 198.18.64.31",
+            "kv-0.west.kv.cilium.svc.clusterset.local. A 198.18.65.31",
+        ],
+    ),
+    ok(
+        "kv-0.west.kv.cilium.svc.clusterset.local.",
+        A,
+        &["A 198.18.65.31"],
+        &[],
+    ),
+    // Not ready in Cilium's mesh slice: not served.
+    nx("kv-1.east.kv.cilium.svc.clusterset.local.", A),
+];
+
+#[tokio::test]
+async fn every_implementations_shape_answers_over_udp_and_tcp() {
+    let _module = common::module(module_path!());
+    assert_cases("implementations.yaml", IMPLEMENTATION_CASES).await;
 }
 
 /// The UDP fast path and the TCP path must answer alike to the byte, over every row (none of
