@@ -861,10 +861,60 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     let mut both: Vec<String> = east_db.iter().chain(&west_db).cloned().collect();
     both.sort();
     assert_eq!(addresses(&their_db), both, "CoreDNS: both clusters'");
+
+    steps.next("7. an export changed keeps west's spec.ips; an export withdrawn goes");
+    // A port added to web's Service in east: the syncer updates every cluster's import, and
+    // west's keeps the spec.ips its controller wrote.
+    east.node.k(&[
+        "-n",
+        "demo",
+        "patch",
+        "service",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/spec/ports/-","value":{"name":"admin","port":8080,"protocol":"TCP","targetPort":80}}]"#,
+    ]);
+    let admin = "_admin._tcp.web.demo.svc.clusterset.local";
+    wait_until("our SRV of the new port", Duration::from_secs(30), || {
+        ours(admin, "SRV").1.iter().any(|l| l.contains("8080"))
+    });
+    assert_eq!(
+        west.get(&[
+            "-n",
+            "demo",
+            "get",
+            "serviceimport",
+            "web",
+            "-o",
+            "jsonpath={.spec.ips[0]}"
+        ]),
+        ip,
+        "west's spec.ips kept through the syncer's update"
+    );
+    assert_eq!(ours(name, "A").1.len(), 1);
+    // The export of the last extra service withdrawn in east: its import goes from every cluster.
+    let last = format!("s{}", EXTRA - 1);
+    east.node
+        .k(&["-n", "demo", "delete", "serviceexport", &last]);
+    wait_until(
+        "the withdrawn export's name gone from west",
+        Duration::from_secs(30),
+        || ours(&format!("{last}.demo.svc.clusterset.local"), "A").0 == "NXDOMAIN",
+    );
+    wait_until("its import gone from west", Duration::from_secs(30), || {
+        !west
+            .node
+            .kubectl(&["-n", "demo", "get", "serviceimport", &last])
+            .status
+            .success()
+    });
+
     west.node.kill("coredns-multicluster");
 
-    steps.next("7. a cluster leaves: west drops east's addresses");
-    let names = extra;
+    steps.next("8. a cluster leaves: west drops east's addresses");
+    let mut names = extra;
+    names.pop();
     let watch = Watch::start(&west, names.clone());
     std::thread::sleep(Duration::from_millis(500));
     east.node.kill("syncer");
@@ -933,7 +983,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
             .is_some_and(|a| a[0].is_empty())
     });
 
-    steps.next("8. scale-out: metrics-server and the chart's HPA take west's server from 2 replicas to 3 and back, losing no lookup");
+    steps.next("9. scale-out: metrics-server and the chart's HPA take west's server from 2 replicas to 3 and back, losing no lookup");
     scale_out(&west);
 }
 
