@@ -95,6 +95,19 @@ impl Member {
             .filter(|s| !s.is_empty())
     }
 
+    /// The first of import `name`'s spec.ips in demo (empty while it has none).
+    fn first_ip(&self, name: &str) -> String {
+        self.get(&[
+            "-n",
+            "demo",
+            "get",
+            "serviceimport",
+            name,
+            "-o",
+            "jsonpath={.spec.ips[0]}",
+        ])
+    }
+
     fn get(&self, args: &[&str]) -> String {
         self.node.k(args)
     }
@@ -497,23 +510,12 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     let connected = exported.elapsed();
     // The import's address is west's own, written by west's controller from the derived
     // Service it made: the test never writes spec.ips.
-    let ip = || {
-        west.get(&[
-            "-n",
-            "demo",
-            "get",
-            "serviceimport",
-            "web",
-            "-o",
-            "jsonpath={.spec.ips[0]}",
-        ])
-    };
     wait_until(
         "west's controller writes spec.ips",
         Duration::from_secs(60),
-        || !ip().is_empty(),
+        || !west.first_ip("web").is_empty(),
     );
-    let ip = ip();
+    let ip = west.first_ip("web");
     let derived = west.get(&[
         "-n",
         "demo",
@@ -880,15 +882,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
         ours(admin, "SRV").1.iter().any(|l| l.contains("8080"))
     });
     assert_eq!(
-        west.get(&[
-            "-n",
-            "demo",
-            "get",
-            "serviceimport",
-            "web",
-            "-o",
-            "jsonpath={.spec.ips[0]}"
-        ]),
+        west.first_ip("web"),
         ip,
         "west's spec.ips kept through the syncer's update"
     );
