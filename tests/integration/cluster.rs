@@ -24,14 +24,10 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     let mut steps = Steps::default();
     steps.next("0. a single-node cluster from real components");
     let mut node = Node::start(&SINGLE);
-    let crds = repo().join("tests/k8s/crds/serviceimports-v1alpha1.yaml");
-    node.k(&["apply", "-f", crds.to_str().unwrap()]);
-    node.k(&[
-        "wait",
-        "--for=condition=established",
-        "crd/serviceimports.multicluster.x-k8s.io",
-        "--timeout=60s",
-    ]);
+    node.install_crds(
+        &[repo().join("tests/k8s/crds/serviceimports-v1alpha1.yaml")],
+        &["serviceimports.multicluster.x-k8s.io"],
+    );
 
     steps.next("1. deploy/base: both replicas Ready");
     // 1. kubectl apply -k deploy/base; both replicas Ready through the kubelet's own probes.

@@ -339,22 +339,18 @@ fn export(m: &Member, name: &str) {
 fn member_setup(m: &mut Member, mcs: &std::path::Path) {
     let node = &m.node;
     let name = node.net.name;
-    for crd in [
-        "multicluster.x-k8s.io_serviceimports.yaml",
-        "multicluster.x-k8s.io_serviceexports.yaml",
-    ] {
-        node.k(&["apply", "-f", mcs.join("crds").join(crd).to_str().unwrap()]);
-    }
-    let property_crd = repo().join("deploy/crds/clusterproperty.yaml");
-    node.k(&["apply", "-f", property_crd.to_str().unwrap()]);
-    node.k(&[
-        "wait",
-        "--for=condition=established",
-        "crd/serviceimports.multicluster.x-k8s.io",
-        "crd/serviceexports.multicluster.x-k8s.io",
-        "crd/clusterproperties.about.k8s.io",
-        "--timeout=60s",
-    ]);
+    node.install_crds(
+        &[
+            mcs.join("crds/multicluster.x-k8s.io_serviceimports.yaml"),
+            mcs.join("crds/multicluster.x-k8s.io_serviceexports.yaml"),
+            repo().join("deploy/crds/clusterproperty.yaml"),
+        ],
+        &[
+            "serviceimports.multicluster.x-k8s.io",
+            "serviceexports.multicluster.x-k8s.io",
+            "clusterproperties.about.k8s.io",
+        ],
+    );
     m.apply(&format!(
         "apiVersion: about.k8s.io/v1alpha1\nkind: ClusterProperty\nmetadata: {{name: cluster.clusterset.k8s.io}}\nspec: {{value: {name}}}\n\
          ---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: demo}}\n"

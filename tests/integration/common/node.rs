@@ -260,6 +260,17 @@ impl Node {
         start.elapsed()
     }
 
+    /// Applies the CRD manifests `files` and waits until each CRD of `names` is established.
+    pub fn install_crds(&self, files: &[PathBuf], names: &[&str]) {
+        for f in files {
+            self.k(&["apply", "-f", f.to_str().unwrap()]);
+        }
+        let mut args = vec!["wait", "--for=condition=established", "--timeout=60s"];
+        let crds: Vec<String> = names.iter().map(|n| format!("crd/{n}")).collect();
+        args.extend(crds.iter().map(String::as_str));
+        self.k(&args);
+    }
+
     /// `kubectl apply --server-side` of `yaml`, which must succeed.
     pub fn apply(&self, yaml: &str) {
         let out = super::output_with_input(
