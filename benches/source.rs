@@ -16,7 +16,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::k8s::{Cluster, admin_client, crd, dynamic_api, import, linkerd_rbac, rbac};
-use common::{Running, http_get, metric_value, query_a, ready, short, spawn_binary, until};
+use common::{
+    Running, http_get, metric_value, percentile, query_a, ready, short, spawn_binary, until,
+};
 use hickory_proto::rr::RecordType;
 
 const MEASUREMENTS: [(&str, fn()); 3] = [
@@ -169,10 +171,6 @@ fn time_changes(
     {
         println!("{l}");
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
 /// `flood`: one exporting cluster floods a million endpoints (1,000 headless services of

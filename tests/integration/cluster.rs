@@ -129,14 +129,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     // 4. Imported services, and a client pod with the resolv.conf the kubelet gives it.
     let objects = repo().join("tests/cluster/objects.yaml");
     node.k(&["apply", "-f", objects.to_str().unwrap()]);
-    node.k(&[
-        "-n",
-        "demo",
-        "wait",
-        "pod/client",
-        "--for=condition=Ready",
-        "--timeout=120s",
-    ]);
+    node.wait_ready("client");
     let resolv =
         String::from_utf8_lossy(&node.exec(&["cat", "/etc/resolv.conf"]).stdout).to_string();
     assert!(

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::docker::IMAGE;
 use common::node::{Net, Node, Steps, join, lookups, repo, setup, wait_until};
+use common::percentile;
 
 const EAST: Net = Net {
     name: "east",
@@ -60,10 +61,6 @@ impl Member {
         self.node.net.name
     }
 
-    fn apply(&self, yaml: &str) {
-        self.node.apply(yaml);
-    }
-
     /// Runs `script` with bash in the client pod; its output, or None if it failed.
     fn client(&self, script: &str) -> Option<String> {
         let out = self
@@ -97,7 +94,7 @@ impl Member {
 
     /// The first of import `name`'s spec.ips in demo (empty while it has none).
     fn first_ip(&self, name: &str) -> String {
-        self.get(&[
+        self.node.k(&[
             "-n",
             "demo",
             "get",
@@ -108,13 +105,9 @@ impl Member {
         ])
     }
 
-    fn get(&self, args: &[&str]) -> String {
-        self.node.k(args)
-    }
-
     /// The pods' IPs of `selector` in demo, sorted.
     fn pod_ips(&self, selector: &str) -> Vec<String> {
-        let out = self.get(&[
+        let out = self.node.k(&[
             "-n",
             "demo",
             "get",
@@ -283,10 +276,6 @@ fn signed_ms(from: SystemTime, to: SystemTime) -> f64 {
     }
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
 fn start_syncer(east: &mut Member, clusters: &[(&str, String)]) {
     let bin = setup("tests/mcs/setup.sh").join("bin/syncer");
     let mut args = Vec::new();
@@ -325,11 +314,11 @@ fn workloads(m: &Member, web: bool) {
             );
         }
     }
-    m.apply(&yaml);
+    m.node.apply(&yaml);
 }
 
 fn export(m: &Member, name: &str) {
-    m.apply(&format!(
+    m.node.apply(&format!(
         "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata: {{name: {name}, namespace: demo}}\n"
     ));
 }
@@ -351,14 +340,14 @@ fn member_setup(m: &mut Member, mcs: &std::path::Path) {
             "clusterproperties.about.k8s.io",
         ],
     );
-    m.apply(&format!(
+    m.node.apply(&format!(
         "apiVersion: about.k8s.io/v1alpha1\nkind: ClusterProperty\nmetadata: {{name: cluster.clusterset.k8s.io}}\nspec: {{value: {name}}}\n\
          ---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: demo}}\n"
     ));
     // The MCS controller, as the controller-manager runs: its own ClusterRole
     // (config/rbac/role.yaml), bound to the user of its own kubeconfig.
     node.k(&["apply", "-f", mcs.join("rbac/role.yaml").to_str().unwrap()]);
-    m.apply(
+    m.node.apply(
         "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: mcs-derived-service-manager}\n\
          roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: mcs-derived-service-manager}\n\
          subjects:\n- {kind: User, name: mcs-controller, apiGroup: rbac.authorization.k8s.io}\n",
@@ -461,14 +450,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     workloads(&west, false);
     for m in [&east, &west] {
         m.node.rollout("demo", "statefulset/db");
-        m.node.k(&[
-            "-n",
-            "demo",
-            "wait",
-            "pod/client",
-            "--for=condition=Ready",
-            "--timeout=120s",
-        ]);
+        m.node.wait_ready("client");
     }
     east.node.rollout("demo", "deployment/web");
     let east_web = east.pod_ips("app=web");
@@ -512,7 +494,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
         || !west.first_ip("web").is_empty(),
     );
     let ip = west.first_ip("web");
-    let derived = west.get(&[
+    let derived = west.node.k(&[
         "-n",
         "demo",
         "get",
@@ -523,7 +505,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     ]);
     assert!(derived.starts_with("derived-"), "{derived:?}");
     assert_eq!(
-        west.get(&[
+        west.node.k(&[
             "-n",
             "demo",
             "get",
@@ -548,7 +530,8 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
         || west.resolve(name) == [ip.clone()],
     );
     let east_pods: BTreeSet<String> = east
-        .get(&[
+        .node
+        .k(&[
             "-n",
             "demo",
             "get",
@@ -1063,20 +1046,7 @@ fn scale_out(west: &Member) {
         replicas() == (2, 2)
     });
     // A pod for the load, asking our Service straight (no CoreDNS between).
-    west.apply(&format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: load, namespace: demo}}\nspec:\n  terminationGracePeriodSeconds: 0\n  \
-         dnsPolicy: None\n  dnsConfig: {{nameservers: [{}]}}\n  containers:\n  \
-         - {{name: load, image: clusterset-dns-test/client:1, imagePullPolicy: Never, command: [sleep, infinity]}}\n",
-        our_ip(node.net)
-    ));
-    node.k(&[
-        "-n",
-        "demo",
-        "wait",
-        "pod/load",
-        "--for=condition=Ready",
-        "--timeout=120s",
-    ]);
+    node.client_pod("load", our_ip(node.net));
     let db = "db.demo.svc.clusterset.local";
     let (stop_client, stop_load) = ("/tmp/stop-scale", "/tmp/stop-load");
     let client = node.lookup_loop(

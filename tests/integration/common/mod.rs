@@ -509,6 +509,11 @@ pub fn query_a(
     a_records(&m).first().copied()
 }
 
+/// The `p` quantile (0 to 1) of `sorted`, the nearest rank.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
 /// A loopback port free for both UDP and TCP.
 pub fn free_udp_tcp_port() -> u16 {
     loop {

@@ -693,6 +693,11 @@ healthzBindAddress: 127.0.0.1:10256
         )
         .unwrap();
         self.k(&["apply", "-f", file.to_str().unwrap()]);
+        self.wait_ready(name);
+    }
+
+    /// Waits (120 s at most) until pod `name` in namespace demo is Ready.
+    pub fn wait_ready(&self, name: &str) {
         self.k(&[
             "-n",
             "demo",
