@@ -24,9 +24,28 @@ const MAX_QUERY: usize = 4096;
 /// How often an idle worker looks at the stop flag.
 const IDLE_CHECK: Duration = Duration::from_millis(100);
 
-/// Binds `count` UDP sockets to `addr` with SO_REUSEPORT. With port 0 the first picks the port
-/// and the others join it.
+/// Binds `count` UDP sockets to `addr` with SO_REUSEPORT.
+///
+/// With port 0, a plain socket picks the port first: the kernel's port-0 search does not count
+/// a port held by another SO_REUSEPORT group of the same user as taken, so a group bound
+/// straight to port 0 can join another server's and receive part of its queries. That leaves
+/// the instant between the probe's close and the group's bind, where only a bind to exactly
+/// that port can come in between.
 pub fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::UdpSocket>> {
+    if addr.port() != 0 {
+        return bind_group(addr, count);
+    }
+    let mut tries = 0;
+    loop {
+        let at = std::net::UdpSocket::bind(addr)?.local_addr()?;
+        match bind_group(at, count) {
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse && tries < 20 => tries += 1,
+            bound => return bound,
+        }
+    }
+}
+
+fn bind_group(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::UdpSocket>> {
     let mut out: Vec<std::net::UdpSocket> = Vec::with_capacity(count);
     for _ in 0..count.max(1) {
         let at = out.first().map_or(Ok(addr), |s| s.local_addr())?;
@@ -264,5 +283,52 @@ fn socket_addr(addr: &libc::sockaddr_storage) -> Option<SocketAddr> {
             }
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Other SO_REUSEPORT groups of this user, each on a port the kernel picked (as other
+    /// servers started with port 0 in the same test run are).
+    fn other_groups(n: usize) -> (Vec<std::net::UdpSocket>, std::collections::HashSet<u16>) {
+        let socks: Vec<std::net::UdpSocket> = (0..n)
+            .map(|_| {
+                let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+                s.set_reuse_port(true).unwrap();
+                s.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+                    .unwrap();
+                s.into()
+            })
+            .collect();
+        let ports = socks
+            .iter()
+            .map(|s| s.local_addr().unwrap().port())
+            .collect();
+        (socks, ports)
+    }
+
+    #[test]
+    fn port_zero_never_joins_another_servers_socket_group() {
+        // The kernel's port-0 search does not count a port held by a SO_REUSEPORT socket of
+        // the same user as taken, so a server asking for port 0 could share one with another
+        // and receive half of its queries.
+        let (_others, taken) = other_groups(1000);
+        for _ in 0..300 {
+            let ours = bind(SocketAddr::from(([127, 0, 0, 1], 0)), 2).unwrap();
+            let port = ours[0].local_addr().unwrap().port();
+            assert!(!taken.contains(&port), "port {port} is another group's");
+            assert_eq!(ours[1].local_addr().unwrap().port(), port);
+        }
+    }
+
+    #[test]
+    fn a_fixed_port_is_joined_by_every_worker_socket() {
+        let first = bind(SocketAddr::from(([127, 0, 0, 1], 0)), 1).unwrap();
+        let at = first[0].local_addr().unwrap();
+        drop(first);
+        let ours = bind(at, 3).unwrap();
+        assert!(ours.iter().all(|s| s.local_addr().unwrap() == at));
     }
 }
