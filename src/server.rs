@@ -61,7 +61,19 @@ impl Listeners {
         let err = |what, addr, error| BindError { what, addr, error };
         let mut tries = 0;
         let (udp, tcp) = loop {
-            let udp = udp::bind(dns, udp_workers).map_err(|e| err("UDP", dns, e))?;
+            let udp = match udp::bind(dns, udp_workers) {
+                Ok(udp) => udp,
+                // Port 0 picked a port that was taken before the UDP group bound it: again.
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::AddrInUse
+                        && dns.port() == 0
+                        && tries < 20 =>
+                {
+                    tries += 1;
+                    continue;
+                }
+                Err(e) => return Err(err("UDP", dns, e)),
+            };
             let at = udp[0].local_addr().map_err(|e| err("UDP", dns, e))?;
             match std::net::TcpListener::bind(at) {
                 Ok(tcp) => break (udp, tcp),

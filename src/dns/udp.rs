@@ -30,19 +30,13 @@ const IDLE_CHECK: Duration = Duration::from_millis(100);
 /// a port held by another SO_REUSEPORT group of the same user as taken, so a group bound
 /// straight to port 0 can join another server's and receive part of its queries. That leaves
 /// the instant between the probe's close and the group's bind, where only a bind to exactly
-/// that port can come in between.
+/// that port can come in between (then AddrInUse: the caller picks again).
 pub fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::UdpSocket>> {
     if addr.port() != 0 {
         return bind_group(addr, count);
     }
-    let mut tries = 0;
-    loop {
-        let at = std::net::UdpSocket::bind(addr)?.local_addr()?;
-        match bind_group(at, count) {
-            Err(e) if e.kind() == io::ErrorKind::AddrInUse && tries < 20 => tries += 1,
-            bound => return bound,
-        }
-    }
+    let at = std::net::UdpSocket::bind(addr)?.local_addr()?;
+    bind_group(at, count)
 }
 
 fn bind_group(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::UdpSocket>> {
