@@ -39,12 +39,64 @@ fn endpoint_count(service: &Service) -> usize {
 }
 
 /// What the builder remembers of a service: enough to tell whether an update changes it and to
-/// remove its names, not a copy of it (the entries it rendered already hold the names).
+/// remove its names, not a copy of it or of its answers (the zone holds those).
 struct Served {
     /// Hash of the whole `Service` value; equal hashes are taken as "unchanged".
     fingerprint: u64,
     endpoints: usize,
-    entries: Vec<Entry>,
+    names: Names,
+}
+
+/// A service's names, each kept as the bytes it does not share with the end of the name before
+/// it: all of a service's names end in the service's own name, so a per-pod name costs its few
+/// bytes of `<host>.<cluster>` labels and two bytes of lengths, not a 40-odd-byte copy.
+struct Names {
+    count: usize,
+    /// Per name: how many bytes it shares with the end of the one before, how many it does
+    /// not, and those.
+    coded: Box<[u8]>,
+}
+
+impl Names {
+    fn new<'a>(names: impl Iterator<Item = &'a [u8]>) -> Self {
+        let (mut coded, mut count, mut before): (Vec<u8>, usize, &[u8]) = (Vec::new(), 0, &[]);
+        for name in names {
+            let shared = name
+                .iter()
+                .rev()
+                .zip(before.iter().rev())
+                .take_while(|(a, b)| a == b)
+                .count();
+            let own = &name[..name.len() - shared];
+            // Wire names are at most 255 octets.
+            coded.extend([shared as u8, own.len() as u8]);
+            coded.extend_from_slice(own);
+            (before, count) = (name, count + 1);
+        }
+        Names {
+            count,
+            coded: coded.into_boxed_slice(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Calls `f` with each name, in the order given to [`Names::new`].
+    fn for_each(&self, mut f: impl FnMut(&[u8])) {
+        let (mut name, mut next) = (Vec::with_capacity(255), Vec::with_capacity(255));
+        let mut at = 0;
+        while at < self.coded.len() {
+            let (shared, own) = (self.coded[at] as usize, self.coded[at + 1] as usize);
+            next.clear();
+            next.extend_from_slice(&self.coded[at + 2..at + 2 + own]);
+            next.extend_from_slice(&name[name.len() - shared..]);
+            std::mem::swap(&mut name, &mut next);
+            f(&name);
+            at += 2 + own;
+        }
+    }
 }
 
 /// A service's answers depend on it and on the own cluster id.
@@ -61,7 +113,7 @@ impl Builder {
     pub fn new(zone: Arc<Zone>, ns_addresses: &[IpAddr], metrics: Arc<Metrics>) -> Self {
         for apex in zone.apexes() {
             for entry in render_apex(apex, zone.ttl(), ns_addresses) {
-                zone.insert(entry);
+                zone.insert(&entry);
             }
         }
         zone.publish();
@@ -167,7 +219,7 @@ impl Builder {
         let mut changed = false;
         loop {
             let services = &self.services;
-            let owned = |key: &ServiceKey| services.get(key).map_or(0, |o| o.entries.len());
+            let owned = |key: &ServiceKey| services.get(key).map_or(0, |o| o.names.len());
             let Some((key, w)) = self.budget.next_admitted(owned, self.namespace_names()) else {
                 return changed;
             };
@@ -208,10 +260,7 @@ impl Builder {
             ));
         }
         let names = rendered.len() + self.new_namespace_names(&service.key);
-        let owned = self
-            .services
-            .get(&service.key)
-            .map_or(0, |o| o.entries.len());
+        let owned = self.services.get(&service.key).map_or(0, |o| o.names.len());
         if !self.budget.fits(owned, names, self.namespace_names()) {
             let waiting = Waiting::new(&service, names);
             self.budget
@@ -220,37 +269,34 @@ impl Builder {
         }
         self.budget.release(&service.key);
         let old = self.services.remove(&service.key);
-        let old_entries: HashMap<&[u8], &Entry> = old
-            .iter()
-            .flat_map(|o| &o.entries)
-            .map(|e| (e.name(), e))
-            .collect();
-        let new_names: HashSet<&[u8]> = rendered.iter().map(Entry::name).collect();
-        for (name, _) in old_entries.iter().filter(|(n, _)| !new_names.contains(*n)) {
-            self.zone.remove(name);
+        if let Some(old) = &old {
+            let new_names: HashSet<&[u8]> = rendered.iter().map(Entry::name).collect();
+            old.names.for_each(|name| {
+                if !new_names.contains(name) {
+                    self.zone.remove(name);
+                }
+            });
         }
+        // The zone skips the entries that are unchanged.
         for entry in &rendered {
-            if old_entries.get(entry.name()).is_none_or(|e| *e != entry) {
-                self.zone.insert(entry.clone());
-            }
+            self.zone.insert(entry);
         }
         match &old {
             Some(o) => {
                 self.endpoints -= o.endpoints;
-                self.budget.drop_served(o.endpoints, o.entries.len());
+                self.budget.drop_served(o.endpoints, o.names.len());
             }
             None => self.add_namespace(&service.key.namespace),
         }
         self.endpoints += endpoints;
         self.budget.take(endpoints, rendered.len());
         debug!(service = %service.key, names = rendered.len(), "service rendered");
-        rendered.shrink_to_fit();
         self.services.insert(
             service.key,
             Served {
                 fingerprint: print,
                 endpoints,
-                entries: rendered,
+                names: Names::new(rendered.iter().map(Entry::name)),
             },
         );
         true
@@ -290,11 +336,9 @@ impl Builder {
         let Some(old) = self.services.remove(key) else {
             return false;
         };
-        for entry in &old.entries {
-            self.zone.remove(entry.name());
-        }
+        old.names.for_each(|name| self.zone.remove(name));
         self.endpoints -= old.endpoints;
-        self.budget.drop_served(old.endpoints, old.entries.len());
+        self.budget.drop_served(old.endpoints, old.names.len());
         let ns = &key.namespace;
         let count = self
             .namespaces
@@ -321,7 +365,7 @@ impl Builder {
             let zone = self.zone.clone();
             for apex in zone.apexes() {
                 if let Some(name) = child(&format!("{ns}.svc"), apex) {
-                    self.zone.insert(Entry::empty(&name));
+                    self.zone.insert(&Entry::empty(&name));
                 }
             }
         }
@@ -332,6 +376,31 @@ impl Builder {
 mod tests {
     use super::*;
     use crate::model::{Endpoint, Slice};
+
+    /// A service's names come back exactly, in order, however much they share: nothing,
+    /// a tail, the whole name, or a name that is the tail of the one before.
+    #[test]
+    fn names_come_back_as_given() {
+        let apex = crate::wire::wire_name("clusterset.local").unwrap();
+        let svc = child("web.shop.svc", &apex).unwrap();
+        let mut given: Vec<Vec<u8>> = vec![svc.clone(), child("_http._tcp", &svc).unwrap()];
+        given.extend((0..300).map(|i| child(&format!("pod-{i}.c{}", i % 3), &svc).unwrap()));
+        given.push(svc.clone());
+        given.push(crate::wire::wire_name("other.example").unwrap());
+        given.push(child("a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z", &svc).unwrap());
+        given.push(apex.clone());
+        let names = Names::new(given.iter().map(Vec::as_slice));
+        let mut back = Vec::new();
+        names.for_each(|n| back.push(n.to_vec()));
+        assert_eq!(back, given);
+        assert_eq!(names.len(), given.len());
+        let plain: usize = given.iter().map(Vec::len).sum();
+        assert!(
+            names.coded.len() * 3 < plain,
+            "{} of {plain}",
+            names.coded.len()
+        );
+    }
 
     /// A headless service `name` in `shop` with `n` named endpoints in cluster `east`.
     fn headless(name: &str, n: usize, first: u8) -> Service {
@@ -379,7 +448,7 @@ mod tests {
         let mut v: Vec<String> = zone.view().lookup(&wire, |l| match l {
             crate::zone::Lookup::Inside {
                 entry: Some(entry), ..
-            } => crate::zone::testing::records(entry, crate::wire::TYPE_A),
+            } => crate::zone::testing::records(&entry, crate::wire::TYPE_A),
             _ => Vec::new(),
         });
         for r in &mut v {

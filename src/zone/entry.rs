@@ -1,9 +1,8 @@
 //! One name's answers as the table stores them: every query type's precompiled body in one
-//! allocation, with SRV targets kept compressed, written back byte for byte as rendered.
-
-use std::sync::Arc;
+//! run of bytes, with SRV targets kept compressed, written back byte for byte as rendered.
 
 use super::render::Answer;
+use crate::wire::{TYPE_A, TYPE_AAAA};
 
 /// An answer as stored in an [`Entry`]. SRV targets are kept compressed (a target repeats the
 /// question name or one of its suffixes, so an endpoint name's SRV answer would otherwise hold its
@@ -24,6 +23,9 @@ pub struct AnswerRef<'a> {
     expand: &'a [u8],
     /// The owner name (lower-case wire form), which the question spells.
     name: &'a [u8],
+    /// What the additional section is when it is not stored in `stored`: the entry's own A
+    /// and AAAA answers (as an endpoint name's SRV answer gives its target's addresses).
+    glue: [&'a [u8]; 2],
 }
 
 impl AnswerRef<'_> {
@@ -59,6 +61,10 @@ impl AnswerRef<'_> {
             cursor = i + 2;
         }
         out.extend_from_slice(&self.stored[cursor.min(end)..end]);
+        if additional {
+            out.extend_from_slice(self.glue[0]);
+            out.extend_from_slice(self.glue[1]);
+        }
     }
 }
 
@@ -93,25 +99,66 @@ fn spell_out(out: &mut Vec<u8>, mut at: usize, qname: &[u8]) {
     }
 }
 
-/// Everything one name answers, in one allocation so that matching the name and copying the
+/// Everything one name answers, in one run of bytes so that matching the name and copying the
 /// answer touch the same few cache lines:
 ///
 /// ```text
 /// flags(1) types(1) name_len(1)
 /// per type: qtype(2) ancount(2) arcount(2) additional_at(2) len(2)
-///           stored_additional_at(2) stored_len(2) compressed_targets(2)
+///           stored_additional_at(2) stored_len(2) glue(2 bits) compressed_targets(14 bits)
 /// name
 /// per type: compressed target offsets (2 each), stored bytes
 /// ```
 ///
 /// Bodies follow the name in descriptor order, so each starts where the one before ended. A body
-/// is at most 64 KiB (it must fit in a message), so 16-bit lengths and offsets suffice.
+/// is at most 64 KiB (it must fit in a message), so 16-bit lengths and offsets suffice. An
+/// additional section that is byte for byte the entry's own A answer, AAAA answer or both
+/// (glue bits 1, 2, 3) is not stored twice.
 /// A type without an answer gets NODATA.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Entry(pub(super) Arc<[u8]>);
+///
+/// The builder renders owned entries (`Entry`, its own allocation); the table copies their bytes
+/// into its segments and hands readers an [`EntryRef`] into them, so a served name costs no
+/// allocation of its own.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Entry<B = Box<[u8]>>(pub(super) B);
+
+/// An entry as the table holds it: borrowed from a published segment.
+pub type EntryRef<'a> = Entry<&'a [u8]>;
 
 const DESCRIPTOR: usize = 16;
 const APEX: u8 = 1;
+/// The glue bits of a descriptor's last field: the additional section is the A answer (1), the
+/// AAAA answer (2) or both, A first (3).
+const GLUE_SHIFT: u32 = 14;
+const TARGETS_MASK: usize = (1 << GLUE_SHIFT) - 1;
+
+/// Which of the entry's own address answers `a`'s additional section repeats exactly (see
+/// [`Entry`]'s glue bits), if any.
+fn glue_of(a: &Answer, answers: &[(u16, Answer)]) -> u16 {
+    let additional = &a.bytes[a.additional_at as usize..];
+    if additional.is_empty() {
+        return 0;
+    }
+    // An address answer has no additional section and no compressed targets, so its bytes are
+    // written as they are stored.
+    let plain = |qtype: u16| {
+        answers
+            .iter()
+            .find(|(t, b)| {
+                *t == qtype && b.targets.is_empty() && b.additional_at as usize == b.bytes.len()
+            })
+            .map_or(&[][..], |(_, b)| &b.bytes[..])
+    };
+    let (v4, v6) = (plain(TYPE_A), plain(TYPE_AAAA));
+    if additional.len() != v4.len() + v6.len() {
+        return 0;
+    }
+    let (first, second) = additional.split_at(v4.len());
+    if first != v4 || second != v6 {
+        return 0;
+    }
+    u16::from(!v4.is_empty()) | u16::from(!v6.is_empty()) << 1
+}
 
 /// The stored form of `a`: each SRV target the writer found a known tail for becomes its
 /// leading labels and a pointer to that tail. Returns the bytes, the offsets of the compressed
@@ -142,7 +189,18 @@ impl Entry {
     /// `name` in lower-case wire form; `apex` marks the zone apex, which answers SOA from the
     /// zone's current serial.
     pub fn new(name: &[u8], apex: bool, answers: &[(u16, Answer)]) -> Self {
-        let stored: Vec<_> = answers.iter().map(|(_, a)| compress_targets(a)).collect();
+        let glue: Vec<u16> = answers.iter().map(|(_, a)| glue_of(a, answers)).collect();
+        let stored: Vec<_> = answers
+            .iter()
+            .zip(&glue)
+            .map(|((_, a), &g)| {
+                let (mut bytes, expand, additional_at) = compress_targets(a);
+                if g != 0 {
+                    bytes.truncate(additional_at);
+                }
+                (bytes, expand, additional_at)
+            })
+            .collect();
         let head = 3 + answers.len() * DESCRIPTOR;
         let body_len: usize = stored.iter().map(|(b, e, _)| b.len() + 2 * e.len()).sum();
         let mut blob = Vec::with_capacity(head + name.len() + body_len);
@@ -151,7 +209,8 @@ impl Entry {
             answers.len() as u8,
             name.len() as u8,
         ]);
-        for ((qtype, a), (bytes, expand, stored_add)) in answers.iter().zip(&stored) {
+        for (((qtype, a), (bytes, expand, stored_add)), g) in answers.iter().zip(&stored).zip(&glue)
+        {
             let len = u16::try_from(a.bytes.len()).expect("an answer body fits in a message");
             for field in [
                 *qtype,
@@ -161,7 +220,11 @@ impl Entry {
                 len,
                 *stored_add as u16,
                 bytes.len() as u16,
-                expand.len() as u16,
+                u16::try_from(expand.len())
+                    .ok()
+                    .filter(|&n| n as usize <= TARGETS_MASK)
+                    .expect("a body of 64 KiB has fewer than 16,384 SRV targets")
+                    | g << GLUE_SHIFT,
             ] {
                 blob.extend_from_slice(&field.to_be_bytes());
             }
@@ -173,7 +236,7 @@ impl Entry {
             }
             blob.extend_from_slice(bytes);
         }
-        Entry(blob.into())
+        Entry(blob.into_boxed_slice())
     }
 
     /// An empty non-terminal: the name exists, every type is NODATA.
@@ -181,51 +244,93 @@ impl Entry {
         Entry::new(name, false, &[])
     }
 
+    /// This entry as the table would hand it out.
+    pub fn as_ref(&self) -> EntryRef<'_> {
+        Entry(&self.0)
+    }
+}
+
+impl EntryRef<'_> {
+    /// An owned copy.
+    pub fn to_owned(self) -> Entry {
+        Entry(self.0.into())
+    }
+}
+
+impl<B: AsRef<[u8]>> Entry<B> {
+    /// The stored bytes, as laid out above.
+    pub fn bytes(&self) -> &[u8] {
+        self.0.as_ref()
+    }
+
     pub fn name(&self) -> &[u8] {
-        let types = self.0[1] as usize;
+        let b = self.bytes();
+        let types = b[1] as usize;
         let at = 3 + types * DESCRIPTOR;
-        &self.0[at..at + self.0[2] as usize]
+        &b[at..at + b[2] as usize]
     }
 
     pub fn apex(&self) -> bool {
-        self.0[0] & APEX != 0
+        self.bytes()[0] & APEX != 0
     }
 
     pub fn answer(&self, qtype: u16) -> Option<AnswerRef<'_>> {
-        let b = &self.0[..];
+        let b = self.bytes();
         let u16_at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]) as usize;
         let types = b[1] as usize;
         let name_at = 3 + types * DESCRIPTOR;
         let mut start = name_at + b[2] as usize;
+        // The answer asked for, and the stored A and AAAA answers for glue.
+        let (mut found, mut bits, mut glue): (Option<AnswerRef<'_>>, usize, [&[u8]; 2]) =
+            (None, 0, [&[], &[]]);
         for d in (0..types).map(|t| 3 + t * DESCRIPTOR) {
-            let (stored_len, expand) = (u16_at(d + 12), 2 * u16_at(d + 14));
-            if u16_at(d) == qtype as usize {
-                let bytes = start + expand;
-                return Some(AnswerRef {
+            let (stored_len, last) = (u16_at(d + 12), u16_at(d + 14));
+            let expand = 2 * (last & TARGETS_MASK);
+            let bytes = start + expand;
+            let stored = &b[bytes..bytes + stored_len];
+            let t = u16_at(d) as u16;
+            if t == qtype {
+                found = Some(AnswerRef {
                     ancount: u16_at(d + 2) as u16,
                     arcount: u16_at(d + 4) as u16,
                     additional_at: u16_at(d + 6),
                     len: u16_at(d + 8),
-                    stored: &b[bytes..bytes + stored_len],
+                    stored,
                     stored_additional_at: u16_at(d + 10),
                     expand: &b[start..bytes],
                     name: &b[name_at..name_at + b[2] as usize],
+                    glue: [&[], &[]],
                 });
+                bits = last >> GLUE_SHIFT;
+                if bits == 0 {
+                    return found;
+                }
+            }
+            if t == TYPE_A {
+                glue[0] = stored;
+            } else if t == TYPE_AAAA {
+                glue[1] = stored;
             }
             start += expand + stored_len;
         }
-        None
+        let mut found = found?;
+        for (k, g) in glue.iter().enumerate() {
+            if bits & (1 << k) != 0 {
+                found.glue[k] = g;
+            }
+        }
+        Some(found)
     }
 
     /// The query types this name has answers for.
     pub fn types(&self) -> impl Iterator<Item = u16> + '_ {
-        (0..self.0[1] as usize).map(move |t| {
-            u16::from_be_bytes([self.0[3 + t * DESCRIPTOR], self.0[4 + t * DESCRIPTOR]])
-        })
+        let b = self.bytes();
+        (0..b[1] as usize)
+            .map(move |t| u16::from_be_bytes([b[3 + t * DESCRIPTOR], b[4 + t * DESCRIPTOR]]))
     }
 }
 
-impl std::fmt::Debug for Entry {
+impl<B: AsRef<[u8]>> std::fmt::Debug for Entry<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Entry")
             .field("name", &crate::wire::name_text(self.name()))
@@ -240,7 +345,7 @@ mod tests {
     use std::net::IpAddr;
 
     use super::*;
-    use crate::wire::{TYPE_A, TYPE_SRV, child, wire_name};
+    use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_SRV, child, wire_name};
     use crate::zone::render::BodyWriter;
 
     /// The message as a client gets it: header, question (in the client's case), then the
@@ -338,5 +443,79 @@ mod tests {
             entry.0.len(),
             3 + DESCRIPTOR + ep.len() + 2 + srv.bytes.len() - ep.len() + 2
         );
+    }
+
+    /// An endpoint name's SRV answer gives its own addresses as glue: they are stored once, in
+    /// its A and AAAA answers, and the SRV answer is still written byte for byte as rendered.
+    /// Glue that differs from the name's own answers is stored as it is.
+    #[test]
+    fn glue_that_repeats_the_names_own_addresses_is_stored_once() {
+        let apex = wire_name("clusterset.local").unwrap();
+        let ep = child("pod-0.east.web.shop.svc", &apex).unwrap();
+        let v4: IpAddr = [10, 0, 0, 1].into();
+        let v6: IpAddr = "fd00::1".parse().unwrap();
+        for (addrs, shared) in [
+            (vec![v4], true),
+            (vec![v6], true),
+            (vec![v4, v6], true),
+            (vec![v4, v4], true),
+            (vec![v4], false),
+        ] {
+            let answer_of = |v6: bool, ips: &[IpAddr]| {
+                let mut w = BodyWriter::new(&ep);
+                for ip in ips.iter().filter(|ip| ip.is_ipv6() == v6) {
+                    assert!(w.addr(&ep, *ip, 5));
+                }
+                w.finish()
+            };
+            let mut srv = BodyWriter::new(&ep);
+            assert!(srv.srv(&ep, 0, 10, 80, &ep, 5));
+            srv.additional();
+            // Unshared: the glue gives an address the name itself does not answer.
+            let glue: Vec<IpAddr> = if shared {
+                addrs.clone()
+            } else {
+                vec![[10, 9, 9, 9].into()]
+            };
+            for v6 in [false, true] {
+                for ip in glue.iter().filter(|ip| ip.is_ipv6() == v6) {
+                    assert!(srv.addr(&ep, *ip, 5));
+                }
+            }
+            let srv = srv.finish();
+            let mut answers = Vec::new();
+            for v6 in [false, true] {
+                if addrs.iter().any(|ip| ip.is_ipv6() == v6) {
+                    answers.push((if v6 { TYPE_AAAA } else { TYPE_A }, answer_of(v6, &addrs)));
+                }
+            }
+            answers.push((TYPE_SRV, srv.clone()));
+            let entry = Entry::new(&ep, false, &answers);
+            assert_eq!(written(&entry, TYPE_SRV, true), &srv.bytes[..], "{addrs:?}");
+            assert_eq!(
+                written(&entry, TYPE_SRV, false),
+                &srv.bytes[..srv.additional_at as usize]
+            );
+            for (t, a) in &answers[..answers.len() - 1] {
+                assert_eq!(written(&entry, *t, true), &a.bytes[..]);
+            }
+            let r = entry.answer(TYPE_SRV).unwrap();
+            assert_eq!((r.len, r.arcount), (srv.bytes.len(), srv.arcount));
+            let glue_len = srv.bytes.len() - srv.additional_at as usize;
+            let unshared: usize = 3
+                + answers.len() * DESCRIPTOR
+                + ep.len()
+                + answers.iter().map(|(_, a)| a.bytes.len()).sum::<usize>()
+                // The SRV target, stored as a pointer, and its offset.
+                - ep.len()
+                + 2
+                + 2;
+            let expect = if shared {
+                unshared - glue_len
+            } else {
+                unshared
+            };
+            assert_eq!(entry.0.len(), expect, "{addrs:?}, shared: {shared}");
+        }
     }
 }

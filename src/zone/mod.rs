@@ -9,7 +9,7 @@ pub mod render;
 pub mod schema;
 mod table;
 
-pub use entry::{AnswerRef, Entry};
+pub use entry::{AnswerRef, Entry, EntryRef};
 pub use render::Answer;
 
 /// Starts loading the cache line at `p` (a hint only).
@@ -92,7 +92,7 @@ pub enum Lookup<'a> {
     /// In zone `apex` (index into [`Zone::apexes`]); `None` when the name does not exist.
     Inside {
         apex: usize,
-        entry: Option<&'a Entry>,
+        entry: Option<EntryRef<'a>>,
     },
 }
 
@@ -116,7 +116,7 @@ pub struct Zone {
 #[derive(Clone, Copy)]
 pub struct Candidate<'v> {
     hash: u64,
-    entry: Option<&'v Entry>,
+    entry: Option<EntryRef<'v>>,
 }
 
 /// A reader's hold on one published generation of the zone: everything it looks up comes from
@@ -143,7 +143,7 @@ impl<'z> View<'z> {
 
     /// Every entry of this generation, sorted by name.
     pub fn snapshot(&self) -> Vec<Entry> {
-        let mut all: Vec<Entry> = self.root.entries().cloned().collect();
+        let mut all: Vec<Entry> = self.root.entries().map(EntryRef::to_owned).collect();
         all.sort_by(|a, b| a.name().cmp(b.name()));
         all
     }
@@ -297,7 +297,8 @@ impl Zone {
 
     /// Inserts or replaces the entry for its name; readers see it from the next
     /// [`publish`](Zone::publish).
-    fn insert(&self, entry: Entry) {
+    /// An entry equal to the one the zone holds changes nothing.
+    fn insert(&self, entry: &Entry) {
         locked(&self.writer).insert(self.hash(entry.name()), entry);
     }
 
@@ -339,12 +340,12 @@ impl Zone {
 pub(crate) mod testing {
     use hickory_proto::op::Message;
 
-    use super::Entry;
+    use super::entry::Entry;
     use crate::wire::CLASS_IN;
 
     /// The records of type `qtype` that `entry` answers, as hickory-proto reads them back:
     /// `TYPE data` for each, the answer section then the additional section.
-    pub(crate) fn records(entry: &Entry, qtype: u16) -> Vec<String> {
+    pub(crate) fn records<B: AsRef<[u8]>>(entry: &Entry<B>, qtype: u16) -> Vec<String> {
         let Some(answer) = entry.answer(qtype) else {
             return Vec::new();
         };
