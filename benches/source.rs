@@ -5,7 +5,10 @@
 //! cargo bench --bench source -- programming   # 10,000 imports / 100,000 endpoints: memory, 1,000 changes timed
 //! cargo bench --bench source -- flood         # a million endpoints against the default caps
 //! cargo bench --bench source -- linkerd       # 2,100 of Linkerd's Services: memory, 1,000 changes timed
+//! cargo bench --bench source -- capacity      # memory and start-up at 10k, 100k and 1M endpoints
 //! ```
+//!
+//! `capacity` runs each build named in `BINS` (`name=path ...`; default: this build) side by side.
 //!
 //! With no name it lists them and runs nothing, so `cargo bench` alone stays the lookup
 //! benchmark. They use the integration tests' harness (tests/integration/common).
@@ -17,14 +20,16 @@ use std::time::{Duration, Instant};
 
 use common::k8s::{Cluster, admin_client, crd, dynamic_api, import, linkerd_rbac, rbac};
 use common::{
-    Running, http_get, metric_value, percentile, query_a, ready, short, spawn_binary, until,
+    Running, http_get, metric_value, percentile, query_a, ready, short, spawn_binary,
+    spawn_program, until,
 };
 use hickory_proto::rr::RecordType;
 
-const MEASUREMENTS: [(&str, fn()); 3] = [
+const MEASUREMENTS: [(&str, fn()); 4] = [
     ("programming", programming),
     ("flood", flood),
     ("linkerd", linkerd),
+    ("capacity", capacity),
 ];
 
 fn main() {
@@ -444,4 +449,141 @@ fn linkerd() {
         },
         |n| srv_port(&sock) == Some(port(n)),
     );
+}
+
+/// `capacity`: what a capacity planner sizes a deployment with, through the Kubernetes source.
+/// One API server grows through three workloads: 1,000 ServiceImports (half ClusterSetIP, half
+/// headless) with one EndpointSlice of 10 endpoints each (10,000 endpoints), 10,000 such imports
+/// (100,000), then the same 10,000 with 100 endpoints a slice (1,000,000). At each, every build
+/// in `BINS` (`name=path ...`) is started ROUNDS times (default 3), fresh and without caps, in
+/// turn: the seconds from start to ready, then VmRSS and VmHWM 3 s later; the median and
+/// [min-max] of each.
+fn capacity() {
+    let bins: Vec<(String, String)> = std::env::var("BINS")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .map(|b| {
+            b.split_whitespace()
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=').expect("BINS: name=path ...");
+                    (k.to_string(), v.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_else(|| vec![("this".into(), common::BIN.into())]);
+    let rounds: usize = std::env::var("ROUNDS").map_or(3, |r| r.parse().expect("ROUNDS: a count"));
+    let k = Cluster::start();
+    k.apply(&crd("v1beta1"));
+    k.apply(&rbac());
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: scale}\n");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(admin_client(&k));
+    let imports = dynamic_api(&client, "scale", "ServiceImport");
+    let slices = dynamic_api(&client, "scale", "EndpointSlice");
+    let kubeconfig = k.kubeconfig("dns");
+    let slice = |i: u32, n: u32| -> kube::api::DynamicObject {
+        let endpoints: Vec<serde_json::Value> = (0..n)
+            .map(|e| serde_json::json!({"addresses": [format!("10.{}.{}.{}", 128 + e % 128, (i / 256) % 256, i % 256)], "hostname": format!("pod-{e}"), "conditions": {"ready": true}}))
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": format!("svc{i}-east"), "namespace": "scale",
+                         "labels": {"multicluster.kubernetes.io/service-name": format!("svc{i}"), "multicluster.kubernetes.io/source-cluster": "east"}},
+            "addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "endpoints": endpoints
+        }))
+        .unwrap()
+    };
+    // (imports, endpoints per import): each stage adds imports or replaces the slices.
+    let stages: [(u32, u32); 3] = [(1_000, 10), (10_000, 10), (10_000, 100)];
+    let mut have = (0u32, 10u32);
+    for (count, per) in stages {
+        let started = Instant::now();
+        rt.block_on(async {
+            use futures::StreamExt;
+            futures::stream::iter(0..count)
+                .for_each_concurrent(16, |i| {
+                    let (imports, slices) = (imports.clone(), slices.clone());
+                    let fresh = i >= have.0;
+                    let object = slice(i, per);
+                    async move {
+                        if fresh {
+                            let headless = i % 2 == 1;
+                            let import: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                                "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+                                "metadata": {"name": format!("svc{i}"), "namespace": "scale"},
+                                "spec": if headless { serde_json::json!({"type": "Headless", "ports": [{"name": "http", "port": 80}]}) }
+                                        else { serde_json::json!({"type": "ClusterSetIP", "ips": [format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)], "ports": [{"name": "http", "port": 80}]}) }
+                            })).unwrap();
+                            imports.create(&Default::default(), &import).await.unwrap();
+                            slices.create(&Default::default(), &object).await.unwrap();
+                        } else {
+                            let patch = serde_json::json!({"endpoints": object.data["endpoints"]});
+                            slices
+                                .patch(&format!("svc{i}-east"), &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+                                .await
+                                .unwrap();
+                        }
+                    }
+                })
+                .await;
+        });
+        if have != (count, per) {
+            println!(
+                "{count} imports of {per} endpoints ({} endpoints) written in {:.1?}",
+                count * per,
+                started.elapsed()
+            );
+        }
+        have = (count, per);
+        for (name, bin) in &bins {
+            let mut runs: Vec<(f64, f64, f64)> = Vec::new();
+            for _ in 0..rounds {
+                let start = Instant::now();
+                let s = spawn_program(
+                    bin,
+                    &[
+                        "--kubeconfig",
+                        &kubeconfig,
+                        "--max-zone-names",
+                        "0",
+                        "--max-endpoints-per-service",
+                        "0",
+                    ],
+                );
+                until("ready", 900, || ready(&s));
+                let to_ready = start.elapsed().as_secs_f64();
+                std::thread::sleep(Duration::from_secs(3));
+                assert_eq!(
+                    metric_value(&s, "clusterset_dns_endpoints"),
+                    f64::from(count * per),
+                    "every endpoint is served"
+                );
+                let (rss, hwm) = memory_kb(&s);
+                runs.push((to_ready, rss / 1000.0, hwm / 1000.0));
+            }
+            let spread = |f: fn(&(f64, f64, f64)) -> f64| {
+                let mut v: Vec<f64> = runs.iter().map(f).collect();
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                (v[v.len() / 2], v[0], v[v.len() - 1])
+            };
+            let (t, rss, hwm) = (spread(|r| r.0), spread(|r| r.1), spread(|r| r.2));
+            println!(
+                "{count} imports x {per} endpoints, {name}: ready {:.2} s [{:.2}-{:.2}], VmRSS {:.1} MB [{:.1}-{:.1}], VmHWM {:.1} MB [{:.1}-{:.1}]",
+                t.0, t.1, t.2, rss.0, rss.1, rss.2, hwm.0, hwm.1, hwm.2
+            );
+        }
+    }
+}
+
+/// The server's VmRSS and VmHWM in kB.
+fn memory_kb(s: &Running) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+    let kb = |key: &str| -> f64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap()
+    };
+    (kb("VmRSS:"), kb("VmHWM:"))
 }

@@ -103,17 +103,19 @@ fn spell_out(out: &mut Vec<u8>, mut at: usize, qname: &[u8]) {
 /// answer touch the same few cache lines:
 ///
 /// ```text
-/// flags(1) types(1) name_len(1)
-/// per type: qtype(2) ancount(2) arcount(2) additional_at(2) len(2)
-///           stored_additional_at(2) stored_len(2) glue(2 bits) compressed_targets(14 bits)
+/// flags(1) types(1) name_len(1) descriptors_len(1)
+/// per type, short: qtype(2) ancount(2) len(2)
+///        or full:  qtype|0x8000(2) ancount(2) arcount(2) additional_at(2) len(2)
+///                  stored_additional_at(2) stored_len(2) glue(2 bits) compressed_targets(14 bits)
 /// name
 /// per type: compressed target offsets (2 each), stored bytes
 /// ```
 ///
-/// Bodies follow the name in descriptor order, so each starts where the one before ended. A body
-/// is at most 64 KiB (it must fit in a message), so 16-bit lengths and offsets suffice. An
-/// additional section that is byte for byte the entry's own A answer, AAAA answer or both
-/// (glue bits 1, 2, 3) is not stored twice.
+/// The short form is for an answer with no additional section and no compressed target (every
+/// A and AAAA answer): stored as written. Bodies follow the name in descriptor order, so each
+/// starts where the one before ended. A body is at most 64 KiB (it must fit in a message), so
+/// 16-bit lengths and offsets suffice. An additional section that is byte for byte the entry's
+/// own A answer, AAAA answer or both (glue bits 1, 2, 3) is not stored twice.
 /// A type without an answer gets NODATA.
 ///
 /// The builder renders owned entries (`Entry`, its own allocation); the table copies their bytes
@@ -125,12 +127,68 @@ pub struct Entry<B = Box<[u8]>>(pub(super) B);
 /// An entry as the table holds it: borrowed from a published segment.
 pub type EntryRef<'a> = Entry<&'a [u8]>;
 
-const DESCRIPTOR: usize = 16;
+const HEAD: usize = 4;
+const SHORT: usize = 6;
+const FULL: usize = 16;
+/// Set in a descriptor's qtype field: the full form.
+const FULL_FORM: u16 = 0x8000;
 const APEX: u8 = 1;
 /// The glue bits of a descriptor's last field: the additional section is the A answer (1), the
 /// AAAA answer (2) or both, A first (3).
 const GLUE_SHIFT: u32 = 14;
 const TARGETS_MASK: usize = (1 << GLUE_SHIFT) - 1;
+
+/// One descriptor, read.
+struct Descriptor {
+    qtype: u16,
+    ancount: u16,
+    arcount: u16,
+    additional_at: usize,
+    len: usize,
+    stored_additional_at: usize,
+    stored_len: usize,
+    /// Compressed targets.
+    targets: usize,
+    glue: usize,
+    /// Its bytes.
+    size: usize,
+}
+
+impl Descriptor {
+    #[inline]
+    fn read(b: &[u8], d: usize) -> Descriptor {
+        let u16_at = |i: usize| u16::from_be_bytes([b[d + i], b[d + i + 1]]);
+        let (qtype, ancount) = (u16_at(0), u16_at(2));
+        if qtype & FULL_FORM == 0 {
+            let len = u16_at(4) as usize;
+            return Descriptor {
+                qtype,
+                ancount,
+                arcount: 0,
+                additional_at: len,
+                len,
+                stored_additional_at: len,
+                stored_len: len,
+                targets: 0,
+                glue: 0,
+                size: SHORT,
+            };
+        }
+        let last = u16_at(14) as usize;
+        Descriptor {
+            qtype: qtype & !FULL_FORM,
+            ancount,
+            arcount: u16_at(4),
+            additional_at: u16_at(6) as usize,
+            len: u16_at(8) as usize,
+            stored_additional_at: u16_at(10) as usize,
+            stored_len: u16_at(12) as usize,
+            targets: last & TARGETS_MASK,
+            glue: last >> GLUE_SHIFT,
+            size: FULL,
+        }
+    }
+}
 
 /// Which of the entry's own address answers `a`'s additional section repeats exactly (see
 /// [`Entry`]'s glue bits), if any.
@@ -201,31 +259,47 @@ impl Entry {
                 (bytes, expand, additional_at)
             })
             .collect();
-        let head = 3 + answers.len() * DESCRIPTOR;
+        // Short where the answer is stored as written, with no additional section.
+        let short: Vec<bool> = answers
+            .iter()
+            .zip(&stored)
+            .map(|((_, a), (bytes, expand, _))| {
+                a.arcount == 0 && expand.is_empty() && bytes.len() == a.bytes.len()
+            })
+            .collect();
+        let descriptors: usize = short.iter().map(|&s| if s { SHORT } else { FULL }).sum();
         let body_len: usize = stored.iter().map(|(b, e, _)| b.len() + 2 * e.len()).sum();
-        let mut blob = Vec::with_capacity(head + name.len() + body_len);
+        let mut blob = Vec::with_capacity(HEAD + descriptors + name.len() + body_len);
         blob.extend_from_slice(&[
             if apex { APEX } else { 0 },
             answers.len() as u8,
             name.len() as u8,
+            u8::try_from(descriptors).expect("an entry has at most 15 types"),
         ]);
-        for (((qtype, a), (bytes, expand, stored_add)), g) in answers.iter().zip(&stored).zip(&glue)
+        for ((((qtype, a), (bytes, expand, stored_add)), g), short) in
+            answers.iter().zip(&stored).zip(&glue).zip(&short)
         {
+            assert!(qtype & FULL_FORM == 0, "query types stay under 32768 here");
             let len = u16::try_from(a.bytes.len()).expect("an answer body fits in a message");
-            for field in [
-                *qtype,
-                a.ancount,
-                a.arcount,
-                a.additional_at as u16,
-                len,
-                *stored_add as u16,
-                bytes.len() as u16,
-                u16::try_from(expand.len())
-                    .ok()
-                    .filter(|&n| n as usize <= TARGETS_MASK)
-                    .expect("a body of 64 KiB has fewer than 16,384 SRV targets")
-                    | g << GLUE_SHIFT,
-            ] {
+            let fields: &[u16] = if *short {
+                &[*qtype, a.ancount, len]
+            } else {
+                &[
+                    *qtype | FULL_FORM,
+                    a.ancount,
+                    a.arcount,
+                    a.additional_at as u16,
+                    len,
+                    *stored_add as u16,
+                    bytes.len() as u16,
+                    u16::try_from(expand.len())
+                        .ok()
+                        .filter(|&n| n as usize <= TARGETS_MASK)
+                        .expect("a body of 64 KiB has fewer than 16,384 SRV targets")
+                        | g << GLUE_SHIFT,
+                ]
+            };
+            for field in fields {
                 blob.extend_from_slice(&field.to_be_bytes());
             }
         }
@@ -265,8 +339,7 @@ impl<B: AsRef<[u8]>> Entry<B> {
 
     pub fn name(&self) -> &[u8] {
         let b = self.bytes();
-        let types = b[1] as usize;
-        let at = 3 + types * DESCRIPTOR;
+        let at = HEAD + b[3] as usize;
         &b[at..at + b[2] as usize]
     }
 
@@ -276,42 +349,41 @@ impl<B: AsRef<[u8]>> Entry<B> {
 
     pub fn answer(&self, qtype: u16) -> Option<AnswerRef<'_>> {
         let b = self.bytes();
-        let u16_at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]) as usize;
-        let types = b[1] as usize;
-        let name_at = 3 + types * DESCRIPTOR;
+        let name_at = HEAD + b[3] as usize;
+        let name = &b[name_at..name_at + b[2] as usize];
         let mut start = name_at + b[2] as usize;
         // The answer asked for, and the stored A and AAAA answers for glue.
         let (mut found, mut bits, mut glue): (Option<AnswerRef<'_>>, usize, [&[u8]; 2]) =
             (None, 0, [&[], &[]]);
-        for d in (0..types).map(|t| 3 + t * DESCRIPTOR) {
-            let (stored_len, last) = (u16_at(d + 12), u16_at(d + 14));
-            let expand = 2 * (last & TARGETS_MASK);
-            let bytes = start + expand;
-            let stored = &b[bytes..bytes + stored_len];
-            let t = u16_at(d) as u16;
-            if t == qtype {
+        let mut d = HEAD;
+        while d < name_at {
+            let desc = Descriptor::read(b, d);
+            let bytes = start + 2 * desc.targets;
+            let stored = &b[bytes..bytes + desc.stored_len];
+            if desc.qtype == qtype {
                 found = Some(AnswerRef {
-                    ancount: u16_at(d + 2) as u16,
-                    arcount: u16_at(d + 4) as u16,
-                    additional_at: u16_at(d + 6),
-                    len: u16_at(d + 8),
+                    ancount: desc.ancount,
+                    arcount: desc.arcount,
+                    additional_at: desc.additional_at,
+                    len: desc.len,
                     stored,
-                    stored_additional_at: u16_at(d + 10),
+                    stored_additional_at: desc.stored_additional_at,
                     expand: &b[start..bytes],
-                    name: &b[name_at..name_at + b[2] as usize],
+                    name,
                     glue: [&[], &[]],
                 });
-                bits = last >> GLUE_SHIFT;
+                bits = desc.glue;
                 if bits == 0 {
                     return found;
                 }
             }
-            if t == TYPE_A {
+            if desc.qtype == TYPE_A {
                 glue[0] = stored;
-            } else if t == TYPE_AAAA {
+            } else if desc.qtype == TYPE_AAAA {
                 glue[1] = stored;
             }
-            start += expand + stored_len;
+            start = bytes + desc.stored_len;
+            d += desc.size;
         }
         let mut found = found?;
         for (k, g) in glue.iter().enumerate() {
@@ -325,8 +397,14 @@ impl<B: AsRef<[u8]>> Entry<B> {
     /// The query types this name has answers for.
     pub fn types(&self) -> impl Iterator<Item = u16> + '_ {
         let b = self.bytes();
-        (0..b[1] as usize)
-            .map(move |t| u16::from_be_bytes([b[3 + t * DESCRIPTOR], b[4 + t * DESCRIPTOR]]))
+        let mut d = HEAD;
+        std::iter::from_fn(move || {
+            (d < HEAD + b[3] as usize).then(|| {
+                let desc = Descriptor::read(b, d);
+                d += desc.size;
+                desc.qtype
+            })
+        })
     }
 }
 
@@ -441,7 +519,7 @@ mod tests {
         // Header, descriptor, name, one target offset, and the body with the target as a pointer.
         assert_eq!(
             entry.0.len(),
-            3 + DESCRIPTOR + ep.len() + 2 + srv.bytes.len() - ep.len() + 2
+            HEAD + FULL + ep.len() + 2 + srv.bytes.len() - ep.len() + 2
         );
     }
 
@@ -501,9 +579,14 @@ mod tests {
             }
             let r = entry.answer(TYPE_SRV).unwrap();
             assert_eq!((r.len, r.arcount), (srv.bytes.len(), srv.arcount));
+            let types: Vec<u16> = answers.iter().map(|(t, _)| *t).collect();
+            assert_eq!(entry.types().collect::<Vec<_>>(), types);
+            assert!(entry.answer(crate::wire::TYPE_TXT).is_none());
             let glue_len = srv.bytes.len() - srv.additional_at as usize;
-            let unshared: usize = 3
-                + answers.len() * DESCRIPTOR
+            // Address answers take the short descriptor, the SRV answer the full one.
+            let unshared: usize = HEAD
+                + (answers.len() - 1) * SHORT
+                + FULL
                 + ep.len()
                 + answers.iter().map(|(_, a)| a.bytes.len()).sum::<usize>()
                 // The SRV target, stored as a pointer, and its offset.

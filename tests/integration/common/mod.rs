@@ -391,10 +391,15 @@ impl Running {
 /// Starts the binary with `args` on loopback port 0 and reads the bound addresses from its JSON
 /// log (kept in `log`).
 pub fn spawn_binary(args: &[&str]) -> Running {
+    spawn_program(BIN, args)
+}
+
+/// [`spawn_binary`] for the build at `bin` (a benchmark's side-by-side runs).
+pub fn spawn_program(bin: &str, args: &[&str]) -> Running {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     use std::time::Instant;
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(bin)
         .args([
             "--listen",
             "127.0.0.1:0",
