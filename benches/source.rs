@@ -457,7 +457,9 @@ fn linkerd() {
 /// (100,000), then the same 10,000 with 100 endpoints a slice (1,000,000). At each, every build
 /// in `BINS` (`name=path ...`) is started ROUNDS times (default 3), fresh and without caps, in
 /// turn: the seconds from start to ready, then VmRSS and VmHWM 3 s later; the median and
-/// [min-max] of each.
+/// [min-max] of each; at the largest, each build once more with the default caps. `STAGES=N` stops after the first N workloads; `HOLD=1` then keeps the API
+/// server up (printing the kubeconfig to use) until the file it names exists, or for an hour,
+/// for measurements by hand (a heap profiler, `malloc_stats`).
 fn capacity() {
     let bins: Vec<(String, String)> = std::env::var("BINS")
         .ok()
@@ -495,8 +497,9 @@ fn capacity() {
     };
     // (imports, endpoints per import): each stage adds imports or replaces the slices.
     let stages: [(u32, u32); 3] = [(1_000, 10), (10_000, 10), (10_000, 100)];
+    let upto: usize = std::env::var("STAGES").map_or(3, |n| n.parse().expect("STAGES: a count"));
     let mut have = (0u32, 10u32);
-    for (count, per) in stages {
+    for (count, per) in stages.into_iter().take(upto) {
         let started = Instant::now();
         rt.block_on(async {
             use futures::StreamExt;
@@ -571,6 +574,34 @@ fn capacity() {
                 "{count} imports x {per} endpoints, {name}: ready {:.2} s [{:.2}-{:.2}], VmRSS {:.1} MB [{:.1}-{:.1}], VmHWM {:.1} MB [{:.1}-{:.1}]",
                 t.0, t.1, t.2, rss.0, rss.1, rss.2, hwm.0, hwm.1, hwm.2
             );
+        }
+    }
+    // At the largest workload, the default caps: the most a server holds unless told otherwise.
+    if upto >= stages.len() {
+        for (name, bin) in &bins {
+            let s = spawn_program(bin, &["--kubeconfig", &kubeconfig]);
+            until("ready", 900, || ready(&s));
+            std::thread::sleep(Duration::from_secs(3));
+            let (rss, hwm) = memory_kb(&s);
+            println!(
+                "default caps, {name}: {} names and {} endpoints served, {} services held back: VmRSS {:.1} MB, VmHWM {:.1} MB",
+                metric_value(&s, "clusterset_dns_names"),
+                metric_value(&s, "clusterset_dns_endpoints"),
+                metric_value(&s, "clusterset_dns_refused_services{limit=\"zone_names\"}"),
+                rss / 1000.0,
+                hwm / 1000.0
+            );
+        }
+    }
+    if std::env::var("HOLD").is_ok_and(|h| h == "1") {
+        let done = std::env::temp_dir().join(format!("capacity-done-{}", std::process::id()));
+        println!(
+            "holding the API server: --kubeconfig {kubeconfig}; touch {} to end",
+            done.display()
+        );
+        let until = Instant::now() + Duration::from_secs(3600);
+        while !done.exists() && Instant::now() < until {
+            std::thread::sleep(Duration::from_secs(1));
         }
     }
 }

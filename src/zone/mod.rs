@@ -221,10 +221,15 @@ impl Zone {
     pub fn new(apexes: Vec<Vec<u8>>, ttl: u32) -> Self {
         let now = crate::clock::unix_now();
         let root = Arc::new(Root::empty());
+        let hasher = foldhash::fast::RandomState::default();
+        let rehash = hasher.clone();
         Zone {
-            writer: Mutex::new(Writer::new(root.clone())),
+            writer: Mutex::new(Writer::new(
+                root.clone(),
+                Arc::new(move |name| rehash.hash_one(name)),
+            )),
             root: ArcSwap::new(root),
-            hasher: foldhash::fast::RandomState::default(),
+            hasher,
             apexes: apexes.into_iter().map(Vec::into_boxed_slice).collect(),
             ttl,
             // Seconds since the epoch, so a restarted server's serial still moves forward.

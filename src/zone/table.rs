@@ -1,9 +1,9 @@
 //! The zone's name table, built for readers that never write shared memory.
 //!
 //! A published [`Root`] is immutable: a power-of-two array of segments, each one allocation that
-//! holds an open-addressing array of slots and, after it, the entries' bytes. A slot is the
-//! name's full hash beside where its entry is, so a probe that does not match costs no second
-//! cache line, and a name costs its entry's bytes and a 16-byte slot: no allocation, header or
+//! holds an open-addressing array of slots and, after it, the entries' bytes. A slot is 32 bits
+//! of the name's hash beside where its entry is, so a probe that does not match costs no second
+//! cache line, and a name costs its entry's bytes and a 12-byte slot: no allocation, header or
 //! pointer of its own. A reader holds an `Arc` of the root it looked at, so nothing it can see is
 //! freed under it, and it takes no lock and makes no atomic read-modify-write per lookup.
 //!
@@ -21,9 +21,13 @@ const TARGET: usize = 64;
 const MOST: usize = 128;
 /// Most segments: indexes come from hash bits 40 and up.
 const MAX_SEGMENTS: usize = 1 << 24;
-/// A slot's bytes: the hash (8), where the entry starts in the segment (4) and its length (4;
-/// zero for an empty slot, as no entry is empty).
-const SLOT: usize = 16;
+/// A slot's bytes: the hash's low 32 bits (4), where the entry starts in the segment (4) and its
+/// length (4; zero for an empty slot, as no entry is empty).
+const SLOT: usize = 12;
+
+/// The table's hash of a name (lower-case wire form). The writer hashes names again when it
+/// copies a segment, as the slots keep only part of each hash.
+pub type NameHash = Arc<dyn Fn(&[u8]) -> u64 + Send + Sync>;
 
 /// One published segment: `cap` slots, then the entries they point at.
 #[derive(Clone)]
@@ -32,10 +36,10 @@ struct Segment {
     cap: u32,
 }
 
-/// A slot as read: the hash, and where its entry's bytes are.
+/// A slot as read: the hash's low 32 bits, and where its entry's bytes are.
 #[derive(Clone, Copy)]
 struct Slot {
-    hash: u64,
+    tag: u32,
     at: u32,
     len: u32,
 }
@@ -45,9 +49,9 @@ impl Segment {
     fn slot(&self, i: usize) -> Slot {
         let s = &self.data[i * SLOT..(i + 1) * SLOT];
         Slot {
-            hash: u64::from_ne_bytes(s[..8].try_into().expect("8 bytes")),
-            at: u32::from_ne_bytes(s[8..12].try_into().expect("4 bytes")),
-            len: u32::from_ne_bytes(s[12..].try_into().expect("4 bytes")),
+            tag: u32::from_ne_bytes(s[..4].try_into().expect("4 bytes")),
+            at: u32::from_ne_bytes(s[4..8].try_into().expect("4 bytes")),
+            len: u32::from_ne_bytes(s[8..].try_into().expect("4 bytes")),
         }
     }
 
@@ -60,12 +64,17 @@ impl Segment {
         self.cap as usize
     }
 
-    /// Every entry with its hash, in slot order.
-    fn items(&self) -> impl Iterator<Item = (u64, EntryRef<'_>)> {
+    /// Every entry, in slot order.
+    fn entries(&self) -> impl Iterator<Item = EntryRef<'_>> {
         (0..self.cap())
             .map(|i| self.slot(i))
             .filter(|s| s.len != 0)
-            .map(|s| (s.hash, self.entry(s)))
+            .map(|s| self.entry(s))
+    }
+
+    /// Every entry with its full hash.
+    fn items<'s>(&'s self, hash: &'s NameHash) -> impl Iterator<Item = (u64, EntryRef<'s>)> {
+        self.entries().map(move |e| (hash(e.name()), e))
     }
 
     /// The entry named `name` whose hash is `hash`.
@@ -84,7 +93,7 @@ impl Segment {
             if slot.len == 0 {
                 return None;
             }
-            if slot.hash == hash {
+            if slot.tag == hash as u32 {
                 let e = self.entry(slot);
                 if accept(e) {
                     return Some(e);
@@ -122,15 +131,15 @@ fn build_segment<'a>(items: impl Iterator<Item = (u64, &'a [u8])> + Clone) -> Se
     data.reserve_exact(bytes);
     for (hash, entry) in items {
         let mut i = home(hash, cap);
-        while data[i * SLOT + 12..(i + 1) * SLOT] != [0; 4] {
+        while data[i * SLOT + 8..(i + 1) * SLOT] != [0; 4] {
             i = next(i, cap);
         }
         let at = u32::try_from(data.len()).expect("a segment holds under 4 GiB");
         let len = u32::try_from(entry.len()).expect("an entry is under 4 GiB");
         let slot = &mut data[i * SLOT..(i + 1) * SLOT];
-        slot[..8].copy_from_slice(&hash.to_ne_bytes());
-        slot[8..12].copy_from_slice(&at.to_ne_bytes());
-        slot[12..].copy_from_slice(&len.to_ne_bytes());
+        slot[..4].copy_from_slice(&(hash as u32).to_ne_bytes());
+        slot[4..8].copy_from_slice(&at.to_ne_bytes());
+        slot[8..].copy_from_slice(&len.to_ne_bytes());
         data.extend_from_slice(entry);
     }
     Segment {
@@ -208,14 +217,14 @@ impl Root {
         name: &[u8],
     ) -> Option<EntryRef<'r>> {
         match candidate {
-            // Another name with all 64 bits of the hash: look further.
+            // Another name with the same 32 bits of hash: look further.
             Some(e) if e.name() != name => self.get(hash, name),
             found => found,
         }
     }
 
     pub fn entries(&self) -> impl Iterator<Item = EntryRef<'_>> {
-        self.segments.iter().flat_map(|s| s.items().map(|(_, e)| e))
+        self.segments.iter().flat_map(Segment::entries)
     }
 }
 
@@ -245,13 +254,13 @@ impl Working {
         }
     }
 
-    fn of(segment: &Segment) -> Self {
+    fn of(segment: &Segment, hash: &NameHash) -> Self {
         let (count, bytes) = segment
-            .items()
-            .fold((0, 0), |(n, b), (_, e)| (n + 1, b + e.0.len()));
+            .entries()
+            .fold((0, 0), |(n, b), e| (n + 1, b + e.0.len()));
         let mut w = Working::with_capacity(count + count / 4 + 1, bytes + bytes / 4);
-        for (hash, e) in segment.items() {
-            w.push(hash, e.0);
+        for (h, e) in segment.items(hash) {
+            w.push(h, e.0);
         }
         w
     }
@@ -333,22 +342,25 @@ pub struct Writer {
     /// segment count the next root will have.
     changed: Vec<Option<Working>>,
     len: usize,
+    hash: NameHash,
 }
 
 impl Writer {
-    pub fn new(base: Arc<Root>) -> Self {
+    /// A writer of the names `base` holds, which `hash` hashed.
+    pub fn new(base: Arc<Root>, hash: NameHash) -> Self {
         let segments = base.segments.len();
         Writer {
             len: base.len,
             base,
             changed: (0..segments).map(|_| None).collect(),
+            hash,
         }
     }
 
     /// Segment `k`'s working copy, made from the base on first use.
     fn working(&mut self, k: usize) -> &mut Working {
-        let base = &self.base;
-        self.changed[k].get_or_insert_with(|| Working::of(&base.segments[k]))
+        let (base, hash) = (&self.base, &self.hash);
+        self.changed[k].get_or_insert_with(|| Working::of(&base.segments[k], hash))
     }
 
     /// The entry named `name` as the next publish would have it.
@@ -429,7 +441,7 @@ impl Writer {
                 match &self.changed[k] {
                     Some(w) => w.iter().for_each(|(h, e)| tally(h, e.len())),
                     None => self.base.segments[k]
-                        .items()
+                        .items(&self.hash)
                         .for_each(|(h, e)| tally(h, e.0.len())),
                 }
             }
@@ -443,7 +455,7 @@ impl Writer {
                 match self.changed[k].take() {
                     Some(w) => w.iter().for_each(|(h, e)| spread(h, e)),
                     None => self.base.segments[k]
-                        .items()
+                        .items(&self.hash)
                         .for_each(|(h, e)| spread(h, e.0)),
                 }
             }
@@ -483,7 +495,7 @@ impl Writer {
             segments,
             len: self.len,
         });
-        *self = Writer::new(root.clone());
+        *self = Writer::new(root.clone(), self.hash.clone());
         Some(root)
     }
 }
@@ -513,7 +525,10 @@ mod tests {
     fn matches_a_map_through_growth_and_shrinking() {
         let hasher = foldhash::fast::RandomState::default();
         let h = |n: &[u8]| hasher.hash_one(n);
-        let mut w = Writer::new(Arc::new(Root::empty()));
+        let mut w = Writer::new(Arc::new(Root::empty()), {
+            let hasher = hasher.clone();
+            Arc::new(move |n| hasher.hash_one(n))
+        });
         type Model = HashMap<Vec<u8>, Entry>;
         let mut model = Model::new();
         let mut roots: Vec<(Arc<Root>, Model)> = Vec::new();
@@ -570,10 +585,10 @@ mod tests {
                 assert_eq!(root.confirm(h(&name), found, &name), expected);
             }
             for s in root.segments.iter() {
-                let used = s.items().count();
+                let used = s.entries().count();
                 assert!(used * 4 <= s.cap() * 3, "{used} of {}", s.cap());
                 // A published segment holds its slots and its live entries' bytes, no more.
-                let bytes: usize = s.items().map(|(_, e)| e.0.len()).sum();
+                let bytes: usize = s.entries().map(|e| e.0.len()).sum();
                 assert_eq!(s.data.len(), s.cap() * SLOT + bytes);
             }
         }
@@ -582,7 +597,9 @@ mod tests {
     /// A name whose hash equals another's is still told apart by its name.
     #[test]
     fn equal_hashes_are_told_apart_by_name() {
-        let mut w = Writer::new(Arc::new(Root::empty()));
+        // Every name hashes to 7 but c., which would be 8.
+        let seven: NameHash = Arc::new(|n| if n[0] == 1 && n[1] == b'c' { 8 } else { 7 });
+        let mut w = Writer::new(Arc::new(Root::empty()), seven);
         let (a, b) = (
             entry("a.clusterset.local", 1),
             entry("b.clusterset.local", 2),
@@ -620,7 +637,10 @@ mod tests {
             .map(|i| format!("s{i}.clusterset.local"))
             .collect();
         let entries: Vec<Entry> = names.iter().map(|n| entry(n, 4)).collect();
-        let mut w = Writer::new(Arc::new(Root::empty()));
+        let mut w = Writer::new(Arc::new(Root::empty()), {
+            let hasher = hasher.clone();
+            Arc::new(move |n| hasher.hash_one(n))
+        });
         for e in &entries {
             w.insert(hasher.hash_one(e.name()), e);
         }
@@ -655,7 +675,14 @@ mod tests {
     /// its live entries, whatever the replacements' lengths.
     #[test]
     fn a_segment_changed_many_times_stays_compact() {
-        let mut w = Writer::new(Arc::new(Root::empty()));
+        // Name n<i> hashes to i.
+        let index: NameHash = Arc::new(|n| {
+            std::str::from_utf8(&n[2..1 + n[0] as usize])
+                .unwrap()
+                .parse()
+                .unwrap()
+        });
+        let mut w = Writer::new(Arc::new(Root::empty()), index);
         let names: Vec<String> = (0..20).map(|i| format!("n{i}.clusterset.local")).collect();
         for round in 0..1_000u32 {
             let i = round as usize % names.len();
