@@ -30,8 +30,8 @@ impl Limits {
         zone_names: usize::MAX,
     };
 
-    /// The budget by default: docs/operations.md ("Bounded growth") says how it was chosen
-    /// against deploy/base's 256 MiB memory limit.
+    /// The budget by default: docs/operations.md ("Bounded growth") says how it was chosen, and
+    /// how deploy/base's memory request and limit follow from it.
     pub const DEFAULT: Limits = Limits {
         endpoints_per_service: 5_000,
         zone_names: 200_000,
