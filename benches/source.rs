@@ -25,6 +25,9 @@ use common::{
 };
 use hickory_proto::rr::RecordType;
 
+/// The flags that turn the zone's caps off.
+const NO_CAPS: [&str; 4] = ["--max-zone-names", "0", "--max-endpoints-per-service", "0"];
+
 const MEASUREMENTS: [(&str, fn()); 4] = [
     ("programming", programming),
     ("flood", flood),
@@ -59,14 +62,7 @@ fn main() {
 /// `programming`: prints the programming latency over 1,000 changes (API write -> our answer changed) and the
 /// server's memory holding 10,000 ServiceImports with 100,000 endpoints.
 fn programming() {
-    let k = Cluster::start();
-    k.apply(&crd("v1beta1"));
-    k.apply(&rbac());
-    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: scale}\n");
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let client = rt.block_on(admin_client(&k));
-    let imports = dynamic_api(&client, "scale", "ServiceImport");
-    let slices = dynamic_api(&client, "scale", "EndpointSlice");
+    let (k, rt, imports, slices) = scale_cluster();
     // 10,000 imports (half ClusterSetIP, half headless), each with one slice of 10 endpoints.
     let started = Instant::now();
     rt.block_on(async {
@@ -75,24 +71,14 @@ fn programming() {
             .for_each_concurrent(16, |i| {
                 let (imports, slices) = (imports.clone(), slices.clone());
                 async move {
-                    let headless = i % 2 == 1;
-                    let import: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
-                        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-                        "metadata": {"name": format!("svc{i}"), "namespace": "scale"},
-                        "spec": if headless { serde_json::json!({"type": "Headless", "ports": [{"name": "http", "port": 80}]}) }
-                                else { serde_json::json!({"type": "ClusterSetIP", "ips": [format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)], "ports": [{"name": "http", "port": 80}]}) }
-                    })).unwrap();
-                    let endpoints: Vec<serde_json::Value> = (0..10u32)
-                        .map(|e| serde_json::json!({"addresses": [format!("10.{}.{}.{}", 200 + e, (i / 256) % 256, i % 256)], "hostname": format!("pod-{e}"), "conditions": {"ready": true}}))
-                        .collect();
-                    let slice: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
-                        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                        "metadata": {"name": format!("svc{i}-east"), "namespace": "scale",
-                                     "labels": {"multicluster.kubernetes.io/service-name": format!("svc{i}"), "multicluster.kubernetes.io/source-cluster": "east"}},
-                        "addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "endpoints": endpoints
-                    })).unwrap();
-                    imports.create(&Default::default(), &import).await.unwrap();
-                    slices.create(&Default::default(), &slice).await.unwrap();
+                    imports
+                        .create(&Default::default(), &scale_import(i))
+                        .await
+                        .unwrap();
+                    slices
+                        .create(&Default::default(), &scale_slice(i, 10))
+                        .await
+                        .unwrap();
                 }
             })
             .await;
@@ -130,6 +116,54 @@ fn programming() {
         },
         |n| query_a(s.dns, &sock, "svc0.scale.svc.clusterset.local") == Some(ip(n)),
     );
+}
+
+/// A real API server with the MCS CRDs, the server's RBAC and namespace `scale`, a runtime, and
+/// its ServiceImports and EndpointSlices there.
+fn scale_cluster() -> (
+    Cluster,
+    tokio::runtime::Runtime,
+    kube::Api<kube::api::DynamicObject>,
+    kube::Api<kube::api::DynamicObject>,
+) {
+    let k = Cluster::start();
+    k.apply(&crd("v1beta1"));
+    k.apply(&rbac());
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: scale}\n");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(admin_client(&k));
+    let imports = dynamic_api(&client, "scale", "ServiceImport");
+    let slices = dynamic_api(&client, "scale", "EndpointSlice");
+    (k, rt, imports, slices)
+}
+
+/// ServiceImport `scale/svc<i>`: headless for odd `i`, else ClusterSetIP; one named port.
+fn scale_import(i: u32) -> kube::api::DynamicObject {
+    let spec = if i % 2 == 1 {
+        serde_json::json!({"type": "Headless", "ports": [{"name": "http", "port": 80}]})
+    } else {
+        serde_json::json!({"type": "ClusterSetIP", "ips": [format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)], "ports": [{"name": "http", "port": 80}]})
+    };
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+        "metadata": {"name": format!("svc{i}"), "namespace": "scale"},
+        "spec": spec
+    }))
+    .unwrap()
+}
+
+/// `svc<i>`'s EndpointSlice from cluster `east`: `n` ready endpoints `pod-<e>` (at most 256).
+fn scale_slice(i: u32, n: u32) -> kube::api::DynamicObject {
+    let endpoints: Vec<serde_json::Value> = (0..n)
+        .map(|e| serde_json::json!({"addresses": [format!("10.{}.{}.{}", (200 + e) % 256, (i / 256) % 256, i % 256)], "hostname": format!("pod-{e}"), "conditions": {"ready": true}}))
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("svc{i}-east"), "namespace": "scale",
+                     "labels": {"multicluster.kubernetes.io/service-name": format!("svc{i}"), "multicluster.kubernetes.io/source-cluster": "east"}},
+        "addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "endpoints": endpoints
+    }))
+    .unwrap()
 }
 
 /// The server's VmRSS and VmHWM, printed as `what` says.
@@ -196,29 +230,11 @@ fn flood() {
     ));
     let kubeconfig = k.kubeconfig("dns");
     let capped = spawn_binary(&["--kubeconfig", &kubeconfig]);
-    let uncapped = spawn_binary(&[
-        "--kubeconfig",
-        &kubeconfig,
-        "--max-zone-names",
-        "0",
-        "--max-endpoints-per-service",
-        "0",
-    ]);
+    let uncapped = spawn_binary(&[&["--kubeconfig", &kubeconfig][..], &NO_CAPS].concat());
     until("ready", 30, || ready(&capped) && ready(&uncapped));
     let mem = |s: &Running| {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
-        let kb = |key: &str| -> f64 {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(key))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-                .unwrap()
-        };
-        format!(
-            "VmRSS {:.1} MB, VmHWM {:.1} MB",
-            kb("VmRSS:") / 1000.0,
-            kb("VmHWM:") / 1000.0
-        )
+        let (rss, hwm) = memory_kb(s);
+        format!("VmRSS {:.1} MB, VmHWM {:.1} MB", rss / 1000.0, hwm / 1000.0)
     };
     println!(
         "before the flood: capped {}; uncapped {}",
@@ -474,27 +490,8 @@ fn capacity() {
         })
         .unwrap_or_else(|| vec![("this".into(), common::BIN.into())]);
     let rounds: usize = std::env::var("ROUNDS").map_or(3, |r| r.parse().expect("ROUNDS: a count"));
-    let k = Cluster::start();
-    k.apply(&crd("v1beta1"));
-    k.apply(&rbac());
-    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: scale}\n");
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let client = rt.block_on(admin_client(&k));
-    let imports = dynamic_api(&client, "scale", "ServiceImport");
-    let slices = dynamic_api(&client, "scale", "EndpointSlice");
+    let (k, rt, imports, slices) = scale_cluster();
     let kubeconfig = k.kubeconfig("dns");
-    let slice = |i: u32, n: u32| -> kube::api::DynamicObject {
-        let endpoints: Vec<serde_json::Value> = (0..n)
-            .map(|e| serde_json::json!({"addresses": [format!("10.{}.{}.{}", 128 + e % 128, (i / 256) % 256, i % 256)], "hostname": format!("pod-{e}"), "conditions": {"ready": true}}))
-            .collect();
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": format!("svc{i}-east"), "namespace": "scale",
-                         "labels": {"multicluster.kubernetes.io/service-name": format!("svc{i}"), "multicluster.kubernetes.io/source-cluster": "east"}},
-            "addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "endpoints": endpoints
-        }))
-        .unwrap()
-    };
     // (imports, endpoints per import): each stage adds imports or replaces the slices.
     let stages: [(u32, u32); 3] = [(1_000, 10), (10_000, 10), (10_000, 100)];
     let upto: usize = std::env::var("STAGES").map_or(3, |n| n.parse().expect("STAGES: a count"));
@@ -507,22 +504,22 @@ fn capacity() {
                 .for_each_concurrent(16, |i| {
                     let (imports, slices) = (imports.clone(), slices.clone());
                     let fresh = i >= have.0;
-                    let object = slice(i, per);
+                    let object = scale_slice(i, per);
                     async move {
                         if fresh {
-                            let headless = i % 2 == 1;
-                            let import: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
-                                "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-                                "metadata": {"name": format!("svc{i}"), "namespace": "scale"},
-                                "spec": if headless { serde_json::json!({"type": "Headless", "ports": [{"name": "http", "port": 80}]}) }
-                                        else { serde_json::json!({"type": "ClusterSetIP", "ips": [format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256)], "ports": [{"name": "http", "port": 80}]}) }
-                            })).unwrap();
-                            imports.create(&Default::default(), &import).await.unwrap();
+                            imports
+                                .create(&Default::default(), &scale_import(i))
+                                .await
+                                .unwrap();
                             slices.create(&Default::default(), &object).await.unwrap();
                         } else {
                             let patch = serde_json::json!({"endpoints": object.data["endpoints"]});
                             slices
-                                .patch(&format!("svc{i}-east"), &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+                                .patch(
+                                    &format!("svc{i}-east"),
+                                    &kube::api::PatchParams::default(),
+                                    &kube::api::Patch::Merge(&patch),
+                                )
                                 .await
                                 .unwrap();
                         }
@@ -544,14 +541,7 @@ fn capacity() {
                 let start = Instant::now();
                 let s = spawn_program(
                     bin,
-                    &[
-                        "--kubeconfig",
-                        &kubeconfig,
-                        "--max-zone-names",
-                        "0",
-                        "--max-endpoints-per-service",
-                        "0",
-                    ],
+                    &[&["--kubeconfig", &kubeconfig][..], &NO_CAPS].concat(),
                 );
                 until("ready", 900, || ready(&s));
                 let to_ready = start.elapsed().as_secs_f64();
