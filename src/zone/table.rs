@@ -434,15 +434,10 @@ impl Writer {
             // Where in this group's targets a hash goes.
             let slot = |hash: u64| segment_index(hash, segments) / groups;
             for k in sources.clone() {
-                let mut tally = |hash: u64, len: usize| {
+                // A segment as published is copied (its names hashed once) to be spread.
+                for (hash, e) in self.working(k).iter() {
                     count[slot(hash)] += 1;
-                    bytes[slot(hash)] += len;
-                };
-                match &self.changed[k] {
-                    Some(w) => w.iter().for_each(|(h, e)| tally(h, e.len())),
-                    None => self.base.segments[k]
-                        .items(&self.hash)
-                        .for_each(|(h, e)| tally(h, e.0.len())),
+                    bytes[slot(hash)] += e.len();
                 }
             }
             let mut fresh: Vec<Working> = (0..segments / groups)
@@ -451,12 +446,9 @@ impl Writer {
                 })
                 .collect();
             for k in sources {
-                let mut spread = |hash: u64, e: &[u8]| fresh[slot(hash)].push(hash, e);
-                match self.changed[k].take() {
-                    Some(w) => w.iter().for_each(|(h, e)| spread(h, e)),
-                    None => self.base.segments[k]
-                        .items(&self.hash)
-                        .for_each(|(h, e)| spread(h, e.0)),
+                let w = self.changed[k].take().expect("copied above");
+                for (hash, e) in w.iter() {
+                    fresh[slot(hash)].push(hash, e);
                 }
             }
             for (t, w) in targets.zip(fresh) {
