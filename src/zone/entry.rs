@@ -2,12 +2,13 @@
 //! run of bytes, with SRV targets kept compressed, written back byte for byte as rendered.
 
 use super::render::Answer;
-use crate::wire::{TYPE_A, TYPE_AAAA};
+use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_SRV};
 
 /// An answer as stored in an [`Entry`]. SRV targets are kept compressed (a target repeats the
 /// question name or one of its suffixes, so an endpoint name's SRV answer would otherwise hold its
-/// own 40-odd-octet name twice); [`AnswerRef::write`] spells them out again, giving exactly the
-/// bytes the builder rendered.
+/// own 40-odd-octet name twice), and records whose only varying part is their data are kept as
+/// that data; [`AnswerRef::write`] spells them out again, giving exactly the bytes the builder
+/// rendered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AnswerRef<'a> {
     pub ancount: u16,
@@ -16,16 +17,103 @@ pub struct AnswerRef<'a> {
     pub additional_at: usize,
     /// Length of the answer as written.
     pub len: usize,
-    /// The stored bytes, SRV targets compressed.
-    stored: &'a [u8],
-    stored_additional_at: usize,
-    /// Big-endian offsets in `stored` of the compressed targets, ascending.
-    expand: &'a [u8],
+    body: Body<'a>,
     /// The owner name (lower-case wire form), which the question spells.
     name: &'a [u8],
-    /// What the additional section is when it is not stored in `stored`: the entry's own A
+    /// What the additional section is when it is not stored with the body: the entry's own A
     /// and AAAA answers (as an endpoint name's SRV answer gives its target's addresses).
-    glue: [&'a [u8]; 2],
+    glue: [Plain<'a>; 2],
+}
+
+/// How an answer's bytes are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Body<'a> {
+    /// As rendered, but for the compressed targets.
+    Stored {
+        /// The stored bytes, SRV targets compressed.
+        stored: &'a [u8],
+        stored_additional_at: usize,
+        /// Big-endian offsets in `stored` of the compressed targets, ascending.
+        expand: &'a [u8],
+    },
+    /// An address answer: its records' data.
+    Plain(Plain<'a>),
+    /// SRV records whose target is the owner itself (an endpoint name's), each
+    /// `C00C SRV IN ttl rdlen` then priority, weight and port, which is all that is kept of it,
+    /// then the owner's name.
+    SelfSrv { ttl: [u8; 4], rdata: &'a [u8] },
+    /// SRV records with their targets' addresses as the additional section, one TTL (a
+    /// service's): see [`srv_records_form`] for the layout.
+    SrvRecords {
+        stored: &'a [u8],
+        stored_additional_at: usize,
+        ancount: u16,
+    },
+}
+
+/// An A or AAAA answer with no additional section: stored as written, or, as
+/// [`Plain::Addresses`], as the addresses alone when every record is `C00C type IN ttl rdlen`
+/// with one TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Plain<'a> {
+    #[default]
+    None,
+    Written(&'a [u8]),
+    Addresses {
+        qtype: u16,
+        ttl: [u8; 4],
+        rdata: &'a [u8],
+    },
+}
+
+/// A record's owner, type, class IN, TTL and data length: the 12 bytes before its data. `owner`
+/// is a message offset (0x0C, the question, for the owner's own records).
+#[inline]
+fn record_head(owner: u16, qtype: u16, ttl: &[u8], rdlen: u16) -> [u8; 12] {
+    let ([o0, o1], [t0, t1], [r0, r1]) = (
+        (0xC000 | owner).to_be_bytes(),
+        qtype.to_be_bytes(),
+        rdlen.to_be_bytes(),
+    );
+    [o0, o1, t0, t1, 0, 1, ttl[0], ttl[1], ttl[2], ttl[3], r0, r1]
+}
+
+/// The question's offset in a message, which the owner's own records point at.
+const QUESTION: u16 = 12;
+
+/// The data length of an address record of `qtype` (A or AAAA).
+fn address_len(qtype: u16) -> usize {
+    if qtype == TYPE_AAAA { 16 } else { 4 }
+}
+
+impl Plain<'_> {
+    fn written_len(&self) -> usize {
+        match *self {
+            Plain::None => 0,
+            Plain::Written(b) => b.len(),
+            Plain::Addresses { qtype, rdata, .. } => {
+                let n = address_len(qtype);
+                rdata.len() / n * (12 + n)
+            }
+        }
+    }
+
+    #[inline]
+    fn write(&self, out: &mut Vec<u8>) {
+        match *self {
+            Plain::None => {}
+            Plain::Written(b) => out.extend_from_slice(b),
+            Plain::Addresses { qtype, ttl, rdata } => {
+                let n = address_len(qtype);
+                let head = record_head(QUESTION, qtype, &ttl, n as u16);
+                out.reserve(rdata.len() / n * (12 + n));
+                for r in rdata.chunks_exact(n) {
+                    out.extend_from_slice(&head);
+                    out.extend_from_slice(r);
+                }
+            }
+        }
+    }
 }
 
 impl AnswerRef<'_> {
@@ -33,39 +121,136 @@ impl AnswerRef<'_> {
     /// with `additional`, the additional section. `out` must hold the message from its first
     /// byte: header, then the question for [`AnswerRef::name`].
     pub fn write(&self, out: &mut Vec<u8>, additional: bool) {
-        let end = if additional {
-            self.stored.len()
-        } else {
-            self.stored_additional_at
-        };
-        let mut cursor = 0;
-        for e in self.expand.chunks_exact(2) {
-            let e = u16::from_be_bytes([e[0], e[1]]) as usize;
-            if e >= end {
-                break;
+        match self.body {
+            Body::Plain(p) => p.write(out),
+            Body::SelfSrv { ttl, rdata } => {
+                let rdlen = (SRV_FIXED + self.name.len()) as u16;
+                let head = record_head(QUESTION, TYPE_SRV, &ttl, rdlen);
+                out.reserve(self.len);
+                for r in rdata.chunks_exact(6) {
+                    out.extend_from_slice(&head);
+                    out.extend_from_slice(r);
+                    out.extend_from_slice(self.name);
+                }
             }
-            out.extend_from_slice(&self.stored[cursor..e]);
-            // Labels, then the pointer that ends the compressed name.
-            let mut i = e;
-            while i < self.stored.len() && self.stored[i] & 0xC0 != 0xC0 && self.stored[i] != 0 {
-                i += 1 + self.stored[i] as usize;
-            }
-            out.extend_from_slice(&self.stored[e..i]);
-            if i + 1 >= self.stored.len() || self.stored[i] == 0 {
-                // Not compressed after all (cannot happen for what Entry::new stores).
-                cursor = i;
-                continue;
-            }
-            let at = (u16::from_be_bytes([self.stored[i], self.stored[i + 1]]) & 0x3FFF) as usize;
-            spell_out(out, at, self.name);
-            cursor = i + 2;
+            Body::Stored {
+                stored,
+                stored_additional_at,
+                expand,
+            } => write_stored(
+                out,
+                additional,
+                stored,
+                stored_additional_at,
+                expand,
+                self.name,
+            ),
+            Body::SrvRecords {
+                stored,
+                stored_additional_at,
+                ancount,
+            } => write_srv_records(
+                out,
+                additional,
+                stored,
+                stored_additional_at,
+                ancount,
+                self.name,
+            ),
         }
-        out.extend_from_slice(&self.stored[cursor.min(end)..end]);
         if additional {
-            out.extend_from_slice(self.glue[0]);
-            out.extend_from_slice(self.glue[1]);
+            self.glue[0].write(out);
+            self.glue[1].write(out);
         }
     }
+}
+
+/// Appends an SRV answer kept in the SRV-records form (see [`srv_records_form`]), through its
+/// additional section with `additional`.
+fn write_srv_records(
+    out: &mut Vec<u8>,
+    additional: bool,
+    stored: &[u8],
+    stored_additional_at: usize,
+    ancount: u16,
+    name: &[u8],
+) {
+    let ttl = &stored[..4];
+    // The data length is patched in once the target is spelled out.
+    let head = record_head(QUESTION, TYPE_SRV, ttl, 0);
+    let mut i = 4;
+    for _ in 0..ancount {
+        out.extend_from_slice(&head);
+        let rdata = out.len();
+        out.extend_from_slice(&stored[i..i + SRV_FIXED]);
+        i += SRV_FIXED;
+        let prefix = i;
+        while i < stored_additional_at && stored[i] & 0xC0 != 0xC0 {
+            i += 1 + stored[i] as usize;
+        }
+        out.extend_from_slice(&stored[prefix..i]);
+        let at = (u16::from_be_bytes([stored[i], stored[i + 1]]) & 0x3FFF) as usize;
+        i += 2;
+        spell_out(out, at, name);
+        let rdlen = (out.len() - rdata) as u16;
+        out[rdata - 2..rdata].copy_from_slice(&rdlen.to_be_bytes());
+    }
+    if !additional {
+        return;
+    }
+    let mut i = stored_additional_at;
+    while i + 2 <= stored.len() {
+        let owner = u16::from_be_bytes([stored[i], stored[i + 1]]);
+        let qtype = if owner & V6_OWNER != 0 {
+            TYPE_AAAA
+        } else {
+            TYPE_A
+        };
+        let n = address_len(qtype);
+        out.extend_from_slice(&record_head(owner & 0x3FFF, qtype, ttl, n as u16));
+        out.extend_from_slice(&stored[i + 2..i + 2 + n]);
+        i += 2 + n;
+    }
+}
+
+/// Appends a stored body (through its additional section with `additional`), spelling out
+/// its compressed targets.
+fn write_stored(
+    out: &mut Vec<u8>,
+    additional: bool,
+    stored: &[u8],
+    stored_additional_at: usize,
+    expand: &[u8],
+    name: &[u8],
+) {
+    let end = if additional {
+        stored.len()
+    } else {
+        stored_additional_at
+    };
+    let mut cursor = 0;
+    for e in expand.chunks_exact(2) {
+        let e = u16::from_be_bytes([e[0], e[1]]) as usize;
+        if e >= end {
+            break;
+        }
+        out.extend_from_slice(&stored[cursor..e]);
+        // Labels, then the pointer that ends the compressed name.
+        let mut i = e;
+        while i < stored.len() && stored[i] & 0xC0 != 0xC0 && stored[i] != 0 {
+            i += 1 + stored[i] as usize;
+        }
+        out.extend_from_slice(&stored[e..i]);
+        if i + 1 >= stored.len() || stored[i] == 0 {
+            // Not compressed after all (cannot happen for what Entry::new stores).
+            cursor = i;
+            continue;
+        }
+        let at = (u16::from_be_bytes([stored[i], stored[i + 1]]) & 0x3FFF) as usize;
+        spell_out(out, at, name);
+        cursor = i + 2;
+    }
+    out.extend_from_slice(&stored[cursor.min(end)..end]);
 }
 
 /// Appends the name at message offset `at` in full: from the question's lower-case spelling
@@ -104,19 +289,26 @@ fn spell_out(out: &mut Vec<u8>, mut at: usize, qname: &[u8]) {
 ///
 /// ```text
 /// flags(1) types(1) name_len(1) descriptors_len(1)
-/// per type, short: qtype(2) ancount(2) len(2)
-///        or full:  qtype|0x8000(2) ancount(2) arcount(2) additional_at(2) len(2)
-///                  stored_additional_at(2) stored_len(2) glue(2 bits) compressed_targets(14 bits)
+/// per type, short:     qtype(2) ancount(2) len(2)
+///        or addresses: qtype|0x4000(2) ancount(2) ttl(4)
+///        or self-SRV:  qtype|0xC000(2) glue(2 bits) ancount(14 bits) ttl(4)
+///        or full:      qtype|0x8000(2) ancount(2) arcount(2) additional_at(2) len(2)
+///                      stored_additional_at(2) stored_len(2) glue(2 bits) compressed_targets(14 bits)
 /// name
 /// per type: compressed target offsets (2 each), stored bytes
 /// ```
 ///
-/// The short form is for an answer with no additional section and no compressed target (every
-/// A and AAAA answer): stored as written. Bodies follow the name in descriptor order, so each
-/// starts where the one before ended. A body is at most 64 KiB (it must fit in a message), so
-/// 16-bit lengths and offsets suffice. An additional section that is byte for byte the entry's
-/// own A answer, AAAA answer or both (glue bits 1, 2, 3) is not stored twice.
-/// A type without an answer gets NODATA.
+/// The short form is for an answer with no additional section and no compressed target: stored
+/// as written. The address form is for an A or AAAA answer whose records are all
+/// `C00C type IN ttl rdlen` with one TTL (every address answer the zone renders): stored as the
+/// addresses alone, 4 or 16 bytes a record instead of 16 or 28. The self-SRV form is for an SRV
+/// answer whose records all point at the owner itself with one TTL, and whose additional section
+/// is the glue or nothing (an endpoint name's): stored as each record's priority, weight and
+/// port. Bodies follow the name in descriptor order, so each starts where the one before ended.
+/// A body is at most 64 KiB (it must fit in a message), so 16-bit lengths and offsets suffice.
+/// An additional section that is byte for byte the entry's own A answer, AAAA answer or both
+/// (glue bits 1, 2, 3) is not stored twice. Every compact form is kept only when writing it back
+/// gives the rendered bytes exactly. A type without an answer gets NODATA.
 ///
 /// The builder renders owned entries (`Entry`, its own allocation); the table copies their bytes
 /// into its segments and hands readers an [`EntryRef`] into them, so a served name costs no
@@ -129,17 +321,37 @@ pub type EntryRef<'a> = Entry<&'a [u8]>;
 
 const HEAD: usize = 4;
 const SHORT: usize = 6;
+const COMPACT: usize = 8;
 const FULL: usize = 16;
-/// Set in a descriptor's qtype field: the full form.
+/// The form bits of a descriptor's qtype field.
+const FORM_MASK: u16 = 0xC000;
 const FULL_FORM: u16 = 0x8000;
+const ADDRESS_FORM: u16 = 0x4000;
+const SELF_SRV_FORM: u16 = 0xC000;
 const APEX: u8 = 1;
-/// The glue bits of a descriptor's last field: the additional section is the A answer (1), the
-/// AAAA answer (2) or both, A first (3).
+/// The glue bits of a full descriptor's last field and a self-SRV descriptor's count: the
+/// additional section is the A answer (1), the AAAA answer (2) or both, A first (3).
 const GLUE_SHIFT: u32 = 14;
 const TARGETS_MASK: usize = (1 << GLUE_SHIFT) - 1;
+/// An SRV record's priority, weight and port.
+const SRV_FIXED: usize = 6;
+/// Set in a full descriptor's ancount: the SRV-records form.
+const SRV_RECORDS: u16 = 0x8000;
+/// Set in a stored additional record's owner offset (SRV-records form): an AAAA record.
+const V6_OWNER: u16 = 0x8000;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Short,
+    Addresses,
+    SelfSrv,
+    Full,
+    SrvRecords,
+}
 
 /// One descriptor, read.
 struct Descriptor {
+    form: Form,
     qtype: u16,
     ancount: u16,
     arcount: u16,
@@ -150,6 +362,7 @@ struct Descriptor {
     /// Compressed targets.
     targets: usize,
     glue: usize,
+    ttl: [u8; 4],
     /// Its bytes.
     size: usize,
 }
@@ -158,34 +371,78 @@ impl Descriptor {
     #[inline]
     fn read(b: &[u8], d: usize) -> Descriptor {
         let u16_at = |i: usize| u16::from_be_bytes([b[d + i], b[d + i + 1]]);
-        let (qtype, ancount) = (u16_at(0), u16_at(2));
-        if qtype & FULL_FORM == 0 {
-            let len = u16_at(4) as usize;
-            return Descriptor {
-                qtype,
-                ancount,
-                arcount: 0,
-                additional_at: len,
-                len,
-                stored_additional_at: len,
-                stored_len: len,
-                targets: 0,
-                glue: 0,
-                size: SHORT,
-            };
-        }
-        let last = u16_at(14) as usize;
-        Descriptor {
-            qtype: qtype & !FULL_FORM,
+        let (field, ancount) = (u16_at(0), u16_at(2));
+        let qtype = field & !FORM_MASK;
+        let short = |form, ancount, stored_len, len, glue, ttl, size| Descriptor {
+            form,
+            qtype,
             ancount,
-            arcount: u16_at(4),
-            additional_at: u16_at(6) as usize,
-            len: u16_at(8) as usize,
-            stored_additional_at: u16_at(10) as usize,
-            stored_len: u16_at(12) as usize,
-            targets: last & TARGETS_MASK,
-            glue: last >> GLUE_SHIFT,
-            size: FULL,
+            arcount: 0,
+            additional_at: len,
+            len,
+            stored_additional_at: stored_len,
+            stored_len,
+            targets: 0,
+            glue,
+            ttl,
+            size,
+        };
+        match field & FORM_MASK {
+            0 => {
+                let len = u16_at(4) as usize;
+                short(Form::Short, ancount, len, len, 0, [0; 4], SHORT)
+            }
+            ADDRESS_FORM => {
+                let n = address_len(qtype);
+                let ttl = [b[d + 4], b[d + 5], b[d + 6], b[d + 7]];
+                let count = ancount as usize;
+                short(
+                    Form::Addresses,
+                    ancount,
+                    count * n,
+                    count * (12 + n),
+                    0,
+                    ttl,
+                    COMPACT,
+                )
+            }
+            SELF_SRV_FORM => {
+                let ttl = [b[d + 4], b[d + 5], b[d + 6], b[d + 7]];
+                let count = ancount as usize & TARGETS_MASK;
+                // The written length is the caller's: it depends on the name and the glue.
+                let mut s = short(
+                    Form::SelfSrv,
+                    count as u16,
+                    count * SRV_FIXED,
+                    0,
+                    ancount as usize >> GLUE_SHIFT,
+                    ttl,
+                    COMPACT,
+                );
+                s.additional_at = 0;
+                s
+            }
+            _ => {
+                let last = u16_at(14) as usize;
+                Descriptor {
+                    form: if ancount & SRV_RECORDS != 0 {
+                        Form::SrvRecords
+                    } else {
+                        Form::Full
+                    },
+                    qtype,
+                    ancount: ancount & !SRV_RECORDS,
+                    arcount: u16_at(4),
+                    additional_at: u16_at(6) as usize,
+                    len: u16_at(8) as usize,
+                    stored_additional_at: u16_at(10) as usize,
+                    stored_len: u16_at(12) as usize,
+                    targets: last & TARGETS_MASK,
+                    glue: last >> GLUE_SHIFT,
+                    ttl: [0; 4],
+                    size: FULL,
+                }
+            }
         }
     }
 }
@@ -243,32 +500,218 @@ fn compress_targets(a: &Answer) -> (Vec<u8>, Vec<u16>, usize) {
     )
 }
 
+/// The address form of `a`, an answer to `qtype`: the TTL and the records' addresses, when
+/// writing them back gives `a` exactly.
+fn address_form(qtype: u16, a: &Answer) -> Option<([u8; 4], Vec<u8>)> {
+    let n = address_len(qtype);
+    if !(qtype == TYPE_A || qtype == TYPE_AAAA)
+        || a.arcount != 0
+        || !a.targets.is_empty()
+        || a.bytes.len() < 12 + n
+        || a.bytes.len() % (12 + n) != 0
+        || a.bytes.len() / (12 + n) != a.ancount as usize
+    {
+        return None;
+    }
+    let ttl: [u8; 4] = a.bytes[6..10].try_into().expect("4 bytes");
+    let rdata: Vec<u8> = a
+        .bytes
+        .chunks_exact(12 + n)
+        .flat_map(|r| &r[12..])
+        .copied()
+        .collect();
+    let mut written = Vec::with_capacity(a.bytes.len());
+    Plain::Addresses {
+        qtype,
+        ttl,
+        rdata: &rdata,
+    }
+    .write(&mut written);
+    (written[..] == a.bytes[..]).then_some((ttl, rdata))
+}
+
+/// The self-SRV form of `a`, an SRV answer at `name` whose additional section is the glue
+/// `glue` (or nothing): the TTL and each record's priority, weight and port, when writing them
+/// back gives `a` exactly.
+fn self_srv_form(
+    name: &[u8],
+    a: &Answer,
+    glue: u16,
+    glue_count: u16,
+) -> Option<([u8; 4], Vec<u8>)> {
+    let record = 12 + SRV_FIXED + name.len();
+    let answers = &a.bytes[..a.additional_at as usize];
+    let no_additional = a.arcount == 0 && answers.len() == a.bytes.len();
+    if a.ancount == 0
+        || a.ancount as usize > TARGETS_MASK
+        || !(no_additional || glue != 0 && a.arcount == glue_count)
+        || answers.len() != a.ancount as usize * record
+    {
+        return None;
+    }
+    let ttl: [u8; 4] = answers[6..10].try_into().expect("4 bytes");
+    let rdata: Vec<u8> = answers
+        .chunks_exact(record)
+        .flat_map(|r| &r[12..12 + SRV_FIXED])
+        .copied()
+        .collect();
+    let mut written = Vec::with_capacity(answers.len());
+    AnswerRef {
+        ancount: a.ancount,
+        arcount: 0,
+        additional_at: answers.len(),
+        len: answers.len(),
+        body: Body::SelfSrv { ttl, rdata: &rdata },
+        name,
+        glue: [Plain::None; 2],
+    }
+    .write(&mut written, false);
+    (written[..] == answers[..]).then_some((ttl, rdata))
+}
+
+/// The SRV-records form of `a`, an SRV answer at `name` whose records share one TTL, each
+/// target has a known tail, and whose additional section is A and AAAA records of the same TTL
+/// with compressed owners (a service's SRV answer): when writing it back gives `a` exactly, the
+/// stored bytes and where their additional part starts. Stored: the TTL, then per SRV record
+/// its priority, weight and port, its target's leading labels and the pointer to its tail; then
+/// per additional record its owner's offset (with [`V6_OWNER`] for AAAA) and its address.
+fn srv_records_form(name: &[u8], a: &Answer) -> Option<(Vec<u8>, usize)> {
+    let b = &a.bytes[..];
+    if a.ancount == 0 || a.ancount & SRV_RECORDS != 0 || b.len() < 12 {
+        return None;
+    }
+    let ttl: [u8; 4] = b[6..10].try_into().expect("4 bytes");
+    let mut stored = ttl.to_vec();
+    let head = &record_head(QUESTION, TYPE_SRV, &ttl, 0)[..10];
+    let (mut pos, mut targets) = (0, a.targets.iter());
+    for _ in 0..a.ancount {
+        let t = targets.next()?;
+        let (at, len, prefix) = (t.at as usize, t.len as usize, t.prefix as usize);
+        if b.get(pos..pos + 10)? != head || at != pos + 12 + SRV_FIXED || b.len() < at + len {
+            return None;
+        }
+        stored.extend_from_slice(&b[pos + 12..at]);
+        stored.extend_from_slice(&b[at..at + prefix]);
+        stored.extend_from_slice(&(0xC000 | t.pointer).to_be_bytes());
+        pos = at + len;
+    }
+    if targets.next().is_some() || pos != a.additional_at as usize {
+        return None;
+    }
+    let stored_additional_at = stored.len();
+    for _ in 0..a.arcount {
+        let r = b.get(pos..pos + 12)?;
+        let qtype = u16::from_be_bytes([r[2], r[3]]);
+        let n = address_len(qtype);
+        if r[0] & 0xC0 != 0xC0 || !(qtype == TYPE_A || qtype == TYPE_AAAA) {
+            return None;
+        }
+        let owner = u16::from_be_bytes([r[0], r[1]]) & 0x3FFF;
+        let flag = if qtype == TYPE_AAAA { V6_OWNER } else { 0 };
+        stored.extend_from_slice(&(owner | flag).to_be_bytes());
+        stored.extend_from_slice(b.get(pos + 12..pos + 12 + n)?);
+        pos += 12 + n;
+    }
+    if pos != b.len() {
+        return None;
+    }
+    // Written after a question for `name`, as a client gets it.
+    let mut out = vec![0; 12];
+    out.extend_from_slice(name);
+    out.extend_from_slice(&[0, TYPE_SRV as u8, 0, 1]);
+    let base = out.len();
+    write_srv_records(
+        &mut out,
+        true,
+        &stored,
+        stored_additional_at,
+        a.ancount,
+        name,
+    );
+    (out[base..] == *b).then_some((stored, stored_additional_at))
+}
+
+/// How `Entry::new` keeps one answer.
+enum Kept {
+    Short(Vec<u8>),
+    Addresses([u8; 4], Vec<u8>),
+    SelfSrv([u8; 4], Vec<u8>, u16),
+    Full {
+        bytes: Vec<u8>,
+        expand: Vec<u16>,
+        stored_additional_at: usize,
+        glue: u16,
+    },
+    SrvRecords(Vec<u8>, usize),
+}
+
+impl Kept {
+    fn descriptor_len(&self) -> usize {
+        match self {
+            Kept::Short(_) => SHORT,
+            Kept::Addresses(..) | Kept::SelfSrv(..) => COMPACT,
+            Kept::Full { .. } | Kept::SrvRecords(..) => FULL,
+        }
+    }
+
+    fn body_len(&self) -> usize {
+        match self {
+            Kept::Short(b)
+            | Kept::Addresses(_, b)
+            | Kept::SelfSrv(_, b, _)
+            | Kept::SrvRecords(b, _) => b.len(),
+            Kept::Full { bytes, expand, .. } => bytes.len() + 2 * expand.len(),
+        }
+    }
+}
+
 impl Entry {
     /// `name` in lower-case wire form; `apex` marks the zone apex, which answers SOA from the
     /// zone's current serial.
     pub fn new(name: &[u8], apex: bool, answers: &[(u16, Answer)]) -> Self {
-        let glue: Vec<u16> = answers.iter().map(|(_, a)| glue_of(a, answers)).collect();
-        let stored: Vec<_> = answers
+        let count_of = |qtype: u16| {
+            answers
+                .iter()
+                .find(|(t, _)| *t == qtype)
+                .map_or(0, |(_, a)| a.ancount)
+        };
+        let kept: Vec<Kept> = answers
             .iter()
-            .zip(&glue)
-            .map(|((_, a), &g)| {
-                let (mut bytes, expand, additional_at) = compress_targets(a);
-                if g != 0 {
-                    bytes.truncate(additional_at);
+            .map(|(qtype, a)| {
+                assert!(qtype & FORM_MASK == 0, "query types stay under 16384 here");
+                let g = glue_of(a, answers);
+                if let Some((ttl, rdata)) = address_form(*qtype, a) {
+                    return Kept::Addresses(ttl, rdata);
                 }
-                (bytes, expand, additional_at)
+                if *qtype == TYPE_SRV {
+                    let glue_count = (g & 1) * count_of(TYPE_A) + (g >> 1) * count_of(TYPE_AAAA);
+                    if let Some((ttl, rdata)) = self_srv_form(name, a, g, glue_count) {
+                        return Kept::SelfSrv(ttl, rdata, g);
+                    }
+                    if g == 0
+                        && let Some((bytes, at)) = srv_records_form(name, a)
+                    {
+                        return Kept::SrvRecords(bytes, at);
+                    }
+                }
+                let (mut bytes, expand, stored_additional_at) = compress_targets(a);
+                if g != 0 {
+                    bytes.truncate(stored_additional_at);
+                }
+                if a.arcount == 0 && expand.is_empty() && bytes.len() == a.bytes.len() {
+                    Kept::Short(bytes)
+                } else {
+                    Kept::Full {
+                        bytes,
+                        expand,
+                        stored_additional_at,
+                        glue: g,
+                    }
+                }
             })
             .collect();
-        // Short where the answer is stored as written, with no additional section.
-        let short: Vec<bool> = answers
-            .iter()
-            .zip(&stored)
-            .map(|((_, a), (bytes, expand, _))| {
-                a.arcount == 0 && expand.is_empty() && bytes.len() == a.bytes.len()
-            })
-            .collect();
-        let descriptors: usize = short.iter().map(|&s| if s { SHORT } else { FULL }).sum();
-        let body_len: usize = stored.iter().map(|(b, e, _)| b.len() + 2 * e.len()).sum();
+        let descriptors: usize = kept.iter().map(Kept::descriptor_len).sum();
+        let body_len: usize = kept.iter().map(Kept::body_len).sum();
         let mut blob = Vec::with_capacity(HEAD + descriptors + name.len() + body_len);
         blob.extend_from_slice(&[
             if apex { APEX } else { 0 },
@@ -276,39 +719,72 @@ impl Entry {
             name.len() as u8,
             u8::try_from(descriptors).expect("an entry has at most 15 types"),
         ]);
-        for ((((qtype, a), (bytes, expand, stored_add)), g), short) in
-            answers.iter().zip(&stored).zip(&glue).zip(&short)
-        {
-            assert!(qtype & FULL_FORM == 0, "query types stay under 32768 here");
+        for ((qtype, a), kept) in answers.iter().zip(&kept) {
             let len = u16::try_from(a.bytes.len()).expect("an answer body fits in a message");
-            let fields: &[u16] = if *short {
-                &[*qtype, a.ancount, len]
-            } else {
-                &[
-                    *qtype | FULL_FORM,
-                    a.ancount,
-                    a.arcount,
-                    a.additional_at as u16,
-                    len,
-                    *stored_add as u16,
-                    bytes.len() as u16,
-                    u16::try_from(expand.len())
-                        .ok()
-                        .filter(|&n| n as usize <= TARGETS_MASK)
-                        .expect("a body of 64 KiB has fewer than 16,384 SRV targets")
-                        | g << GLUE_SHIFT,
-                ]
+            let (fields, ttl): (&[u16], _) = match kept {
+                Kept::Short(_) => (&[*qtype, a.ancount, len], None),
+                Kept::Addresses(ttl, _) => (&[*qtype | ADDRESS_FORM, a.ancount], Some(ttl)),
+                Kept::SelfSrv(ttl, _, g) => (
+                    &[*qtype | SELF_SRV_FORM, a.ancount | g << GLUE_SHIFT],
+                    Some(ttl),
+                ),
+                Kept::Full {
+                    bytes,
+                    expand,
+                    stored_additional_at,
+                    glue,
+                } => (
+                    &[
+                        *qtype | FULL_FORM,
+                        a.ancount,
+                        a.arcount,
+                        a.additional_at as u16,
+                        len,
+                        *stored_additional_at as u16,
+                        bytes.len() as u16,
+                        u16::try_from(expand.len())
+                            .ok()
+                            .filter(|&n| n as usize <= TARGETS_MASK)
+                            .expect("a body of 64 KiB has fewer than 16,384 SRV targets")
+                            | glue << GLUE_SHIFT,
+                    ],
+                    None,
+                ),
+                Kept::SrvRecords(bytes, stored_additional_at) => (
+                    &[
+                        *qtype | FULL_FORM,
+                        a.ancount | SRV_RECORDS,
+                        a.arcount,
+                        a.additional_at as u16,
+                        len,
+                        *stored_additional_at as u16,
+                        bytes.len() as u16,
+                        0,
+                    ],
+                    None,
+                ),
             };
             for field in fields {
                 blob.extend_from_slice(&field.to_be_bytes());
             }
+            if let Some(ttl) = ttl {
+                blob.extend_from_slice(ttl);
+            }
         }
         blob.extend_from_slice(name);
-        for (bytes, expand, _) in &stored {
-            for e in expand {
-                blob.extend_from_slice(&e.to_be_bytes());
+        for kept in &kept {
+            match kept {
+                Kept::Short(b)
+                | Kept::Addresses(_, b)
+                | Kept::SelfSrv(_, b, _)
+                | Kept::SrvRecords(b, _) => blob.extend_from_slice(b),
+                Kept::Full { bytes, expand, .. } => {
+                    for e in expand {
+                        blob.extend_from_slice(&e.to_be_bytes());
+                    }
+                    blob.extend_from_slice(bytes);
+                }
             }
-            blob.extend_from_slice(bytes);
         }
         Entry(blob.into_boxed_slice())
     }
@@ -352,43 +828,78 @@ impl<B: AsRef<[u8]>> Entry<B> {
         let name_at = HEAD + b[3] as usize;
         let name = &b[name_at..name_at + b[2] as usize];
         let mut start = name_at + b[2] as usize;
-        // The answer asked for, and the stored A and AAAA answers for glue.
-        let (mut found, mut bits, mut glue): (Option<AnswerRef<'_>>, usize, [&[u8]; 2]) =
-            (None, 0, [&[], &[]]);
+        // The answer asked for, and the stored A and AAAA answers (and their counts) for glue.
+        let mut found: Option<(AnswerRef<'_>, Form)> = None;
+        let mut bits = 0;
+        let mut glue: [(Plain<'_>, u16); 2] = [(Plain::None, 0); 2];
         let mut d = HEAD;
         while d < name_at {
             let desc = Descriptor::read(b, d);
             let bytes = start + 2 * desc.targets;
             let stored = &b[bytes..bytes + desc.stored_len];
+            let plain = match desc.form {
+                Form::Short => Plain::Written(stored),
+                Form::Addresses => Plain::Addresses {
+                    qtype: desc.qtype,
+                    ttl: desc.ttl,
+                    rdata: stored,
+                },
+                _ => Plain::None,
+            };
             if desc.qtype == qtype {
-                found = Some(AnswerRef {
+                let body = match desc.form {
+                    Form::Short | Form::Addresses => Body::Plain(plain),
+                    Form::SelfSrv => Body::SelfSrv {
+                        ttl: desc.ttl,
+                        rdata: stored,
+                    },
+                    Form::Full => Body::Stored {
+                        stored,
+                        stored_additional_at: desc.stored_additional_at,
+                        expand: &b[start..bytes],
+                    },
+                    Form::SrvRecords => Body::SrvRecords {
+                        stored,
+                        stored_additional_at: desc.stored_additional_at,
+                        ancount: desc.ancount,
+                    },
+                };
+                let additional_at = if desc.form == Form::SelfSrv {
+                    desc.ancount as usize * (12 + SRV_FIXED + name.len())
+                } else {
+                    desc.additional_at
+                };
+                let answer = AnswerRef {
                     ancount: desc.ancount,
                     arcount: desc.arcount,
-                    additional_at: desc.additional_at,
-                    len: desc.len,
-                    stored,
-                    stored_additional_at: desc.stored_additional_at,
-                    expand: &b[start..bytes],
+                    additional_at,
+                    len: desc.len.max(additional_at),
+                    body,
                     name,
-                    glue: [&[], &[]],
-                });
+                    glue: [Plain::None; 2],
+                };
                 bits = desc.glue;
                 if bits == 0 {
-                    return found;
+                    return Some(answer);
                 }
+                found = Some((answer, desc.form));
             }
             if desc.qtype == TYPE_A {
-                glue[0] = stored;
+                glue[0] = (plain, desc.ancount);
             } else if desc.qtype == TYPE_AAAA {
-                glue[1] = stored;
+                glue[1] = (plain, desc.ancount);
             }
             start = bytes + desc.stored_len;
             d += desc.size;
         }
-        let mut found = found?;
-        for (k, g) in glue.iter().enumerate() {
+        let (mut found, form) = found?;
+        for (k, (g, count)) in glue.iter().enumerate() {
             if bits & (1 << k) != 0 {
-                found.glue[k] = g;
+                found.glue[k] = *g;
+                if form == Form::SelfSrv {
+                    found.arcount += count;
+                    found.len += g.written_len();
+                }
             }
         }
         Some(found)
@@ -516,11 +1027,10 @@ mod tests {
         // An endpoint's SRV answer no longer holds its own name twice.
         let srv = srv_answer(&ep, std::slice::from_ref(&ep), true);
         let entry = Entry::new(&ep, false, &[(TYPE_SRV, srv.clone())]);
-        // Header, descriptor, name, one target offset, and the body with the target as a pointer.
-        assert_eq!(
-            entry.0.len(),
-            HEAD + FULL + ep.len() + 2 + srv.bytes.len() - ep.len() + 2
-        );
+        // Header, descriptor, name, and the SRV-records form: the TTL, priority, weight and
+        // port, the target as a pointer, and the glue record's owner offset and address.
+        assert_eq!(entry.0.len(), HEAD + FULL + ep.len() + 4 + 8 + 6);
+        assert_eq!(written(&entry, TYPE_SRV, true), &srv.bytes[..]);
     }
 
     /// An endpoint name's SRV answer gives its own addresses as glue: they are stored once, in
@@ -582,23 +1092,114 @@ mod tests {
             let types: Vec<u16> = answers.iter().map(|(t, _)| *t).collect();
             assert_eq!(entry.types().collect::<Vec<_>>(), types);
             assert!(entry.answer(crate::wire::TYPE_TXT).is_none());
-            let glue_len = srv.bytes.len() - srv.additional_at as usize;
-            // Address answers take the short descriptor, the SRV answer the full one.
-            let unshared: usize = HEAD
-                + (answers.len() - 1) * SHORT
-                + FULL
-                + ep.len()
-                + answers.iter().map(|(_, a)| a.bytes.len()).sum::<usize>()
-                // The SRV target, stored as a pointer, and its offset.
-                - ep.len()
-                + 2
-                + 2;
-            let expect = if shared {
-                unshared - glue_len
+            // Address answers keep their addresses; the SRV answer with shared glue keeps its
+            // priority, weight and port, and otherwise its bytes, the target as a pointer.
+            let addresses: usize = addrs
+                .iter()
+                .map(|ip| if ip.is_ipv6() { 16 } else { 4 })
+                .sum();
+            let srv_kept = if shared {
+                COMPACT + SRV_FIXED
             } else {
-                unshared
+                // The SRV-records form: TTL, the record with its target as a pointer, the
+                // one glue record as its owner's offset and address.
+                FULL + 4 + SRV_FIXED + 2 + 2 + 4
             };
+            let expect = HEAD + (answers.len() - 1) * COMPACT + ep.len() + addresses + srv_kept;
             assert_eq!(entry.0.len(), expect, "{addrs:?}, shared: {shared}");
+        }
+    }
+
+    /// Address answers and SRV answers to the owner itself are kept as their data alone, but
+    /// only when that writes back exactly: records with differing TTLs, or SRV records to
+    /// another name, keep their bytes, and every answer is written as rendered either way.
+    #[test]
+    fn compact_forms_write_back_exactly_and_only_when_they_can() {
+        let apex = wire_name("clusterset.local").unwrap();
+        let ep = child("pod-0.east.web.shop.svc", &apex).unwrap();
+        let svc = child("web.shop.svc", &apex).unwrap();
+        let v6: IpAddr = "fd00::1".parse().unwrap();
+        let addresses = |ips: &[(IpAddr, u32)]| {
+            let mut w = BodyWriter::new(&ep);
+            for (ip, ttl) in ips {
+                assert!(w.addr(&ep, *ip, *ttl));
+            }
+            w.finish()
+        };
+        let srv = |ports: &[(u16, u32)], target: &[u8], glue: &[IpAddr]| {
+            let mut w = BodyWriter::new(&ep);
+            for (port, ttl) in ports {
+                assert!(w.srv(&ep, 0, 50, *port, target, *ttl));
+            }
+            w.additional();
+            for ip in glue {
+                assert!(w.addr(target, *ip, 5));
+            }
+            w.finish()
+        };
+        let v4s: Vec<(IpAddr, u32)> = (0..100u8).map(|i| ([10, 0, 0, i].into(), 5)).collect();
+        let mut mixed = v4s.clone();
+        mixed[7].1 = 6;
+        let cases: Vec<(Vec<(u16, Answer)>, usize)> = vec![
+            // 100 addresses: 4 bytes each, the TTL once.
+            (vec![(TYPE_A, addresses(&v4s))], COMPACT + 400),
+            (vec![(TYPE_A, addresses(&mixed))], SHORT + 1600),
+            (
+                vec![(TYPE_AAAA, addresses(&[(v6, 5), (v6, 5)]))],
+                COMPACT + 32,
+            ),
+            // Two ports to the owner itself, its address as glue.
+            (
+                vec![
+                    (TYPE_A, addresses(&v4s[..1])),
+                    (TYPE_SRV, srv(&[(80, 5), (443, 5)], &ep, &[v4s[0].0])),
+                ],
+                COMPACT + 4 + COMPACT + 12,
+            ),
+            (
+                vec![(TYPE_SRV, srv(&[(80, 5), (443, 6)], &ep, &[]))],
+                // Each record: owner pointer and fixed fields (18), the target as a pointer, its
+                // offset.
+                FULL + 2 * (18 + 2 + 2),
+            ),
+            // To another name, with its addresses as the additional section: the TTL, each
+            // record's fixed fields and target pointer, each address with its owner's offset.
+            (
+                vec![(TYPE_SRV, srv(&[(80, 5), (81, 5)], &svc, &[v4s[1].0, v6]))],
+                FULL + 4 + 2 * (SRV_FIXED + 2) + (2 + 4) + (2 + 16),
+            ),
+            // An additional record whose TTL differs keeps the bytes.
+            (
+                vec![(TYPE_SRV, {
+                    let mut w = BodyWriter::new(&ep);
+                    assert!(w.srv(&ep, 0, 50, 80, &svc, 5));
+                    w.additional();
+                    assert!(w.addr(&svc, v6, 6));
+                    w.finish()
+                })],
+                FULL + 18 + 2 + 2 + 28,
+            ),
+        ];
+        for (answers, kept) in cases {
+            let entry = Entry::new(&ep, false, &answers);
+            assert_eq!(entry.0.len(), HEAD + ep.len() + kept, "{entry:?}");
+            for (t, a) in &answers {
+                assert_eq!(written(&entry, *t, true), &a.bytes[..], "{t}");
+                assert_eq!(
+                    written(&entry, *t, false),
+                    &a.bytes[..a.additional_at as usize]
+                );
+                let r = entry.answer(*t).unwrap();
+                assert_eq!(
+                    (r.ancount, r.arcount, r.additional_at, r.len),
+                    (
+                        a.ancount,
+                        a.arcount,
+                        a.additional_at as usize,
+                        a.bytes.len()
+                    )
+                );
+            }
         }
     }
 }
