@@ -627,4 +627,94 @@ mod tests {
             "0"
         );
     }
+
+    /// What the zone keeps per name, by shape, at the capacity planner's workload (half
+    /// ClusterSetIP, half headless, 10 named endpoints each): a per-pod name's entry stays under
+    /// 80 bytes and a headless service's names under 32 bytes an endpoint, so the figures of
+    /// docs/performance.md hold. `cargo test --lib entry_bytes -- --nocapture` prints the table.
+    #[test]
+    fn entry_bytes_per_name_stay_within_the_documented_budget() {
+        use crate::model::{Locality, ObjectKind, Port, Protocol};
+        let (zone, _, mut b) = builder(Limits::NONE);
+        let port = Port {
+            name: Some("http".into()),
+            protocol: Protocol::Tcp,
+            port: 80,
+        };
+        let services: Vec<Service> = (0..1000usize)
+            .map(|i| Service {
+                locality: Locality::Any,
+                slices_absent: false,
+                origin: ObjectKind::ServiceImport,
+                key: ServiceKey {
+                    namespace: "scale".into(),
+                    name: format!("svc{}", 1000 + i),
+                },
+                kind: if i % 2 == 1 {
+                    ServiceType::Headless
+                } else {
+                    ServiceType::ClusterSetIp
+                },
+                ips: if i % 2 == 1 {
+                    vec![]
+                } else {
+                    vec![IpAddr::from([10, 100, (i / 256) as u8, i as u8])]
+                },
+                ports: vec![port.clone()],
+                slices: vec![Slice {
+                    name: format!("svc{i}-east"),
+                    cluster: Some("east".into()),
+                    ports: vec![port.clone()],
+                    endpoints: (0..10u8)
+                        .map(|k| Endpoint {
+                            addresses: vec![IpAddr::from([10, 200 + k, (i / 256) as u8, i as u8])],
+                            hostname: Some(format!("pod-{k}")),
+                        })
+                        .collect(),
+                }],
+            })
+            .collect();
+        b.apply(Update::Reset(services.into()));
+        // Per shape: names and entry bytes.
+        let mut by: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+        for e in zone.snapshot() {
+            let text = crate::wire::name_text(e.name());
+            let labels = text.trim_end_matches('.').split('.').count();
+            let headless = text
+                .split('.')
+                .find_map(|l| l.strip_prefix("svc")?.parse::<usize>().ok())
+                .is_some_and(|n| n % 2 == 1);
+            let shape = match (labels, e.types().count()) {
+                (7, 2) => "per-pod name <host>.<cluster>.<svc>",
+                (5, 2) => "service name <svc>",
+                (7, 1) => "port name _<port>._<proto>.<svc>",
+                _ => "other (apex, namespaces, empty non-terminals)",
+            };
+            let kind = if labels < 5 || shape.starts_with("other") {
+                ""
+            } else if headless {
+                ", headless"
+            } else {
+                ", ClusterSetIP"
+            };
+            let v = by.entry(format!("{shape}{kind}")).or_default();
+            v.0 += 1;
+            v.1 += e.bytes().len();
+        }
+        for (shape, (names, bytes)) in &by {
+            eprintln!(
+                "{shape}: {names} names, {bytes} bytes, {} each",
+                bytes / names
+            );
+        }
+        let each = |shape: &str| {
+            let (names, bytes) = by[shape];
+            bytes / names
+        };
+        assert!(each("per-pod name <host>.<cluster>.<svc>, headless") < 80);
+        assert!(each("per-pod name <host>.<cluster>.<svc>, ClusterSetIP") < 80);
+        assert!(each("service name <svc>, headless") < 32 * 10);
+        assert!(each("port name _<port>._<proto>.<svc>, headless") < 32 * 10);
+        assert_eq!(by["per-pod name <host>.<cluster>.<svc>, headless"].0, 5000);
+    }
 }

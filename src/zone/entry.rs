@@ -1,5 +1,6 @@
 //! One name's answers as the table stores them: every query type's precompiled body in one
-//! run of bytes, with SRV targets kept compressed, written back byte for byte as rendered.
+//! run of bytes, with SRV targets kept compressed and the record headers the writer can derive
+//! left out, written back byte for byte as rendered.
 
 use super::render::Answer;
 use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_SRV};
@@ -36,7 +37,7 @@ enum Body<'a> {
         /// Big-endian offsets in `stored` of the compressed targets, ascending.
         expand: &'a [u8],
     },
-    /// An address answer: its records' data.
+    /// Stored as written, or an address answer's data.
     Plain(Plain<'a>),
     /// SRV records whose target is the owner itself (an endpoint name's), each
     /// `C00C SRV IN ttl rdlen` then priority, weight and port, which is all that is kept of it,
@@ -51,9 +52,10 @@ enum Body<'a> {
     },
 }
 
-/// An A or AAAA answer with no additional section: stored as written, or, as
-/// [`Plain::Addresses`], as the addresses alone when every record is `C00C type IN ttl rdlen`
-/// with one TTL.
+/// An answer with no additional section and no compressed target, stored as written, or, as
+/// [`Plain::Addresses`], an A or AAAA answer kept as its addresses alone (every record
+/// `C00C type IN ttl rdlen`, one TTL). The entry's own A and AAAA answers are one or the other,
+/// which is what glue needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 enum Plain<'a> {
     #[default]
