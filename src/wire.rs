@@ -22,6 +22,21 @@ pub const RCODE_NOTIMP: u16 = 4;
 pub const RCODE_REFUSED: u16 = 5;
 pub const RCODE_BADVERS: u16 = 16;
 
+/// A resource record's owner, type, class IN, TTL and data length: the 12 bytes before its
+/// data, the owner a compression pointer to message offset `owner`.
+#[inline]
+pub fn record_head(owner: u16, rtype: u16, ttl: [u8; 4], rdlen: u16) -> [u8; 12] {
+    let ([o0, o1], [t0, t1], [c0, c1], [r0, r1]) = (
+        (0xC000 | owner).to_be_bytes(),
+        rtype.to_be_bytes(),
+        CLASS_IN.to_be_bytes(),
+        rdlen.to_be_bytes(),
+    );
+    [
+        o0, o1, t0, t1, c0, c1, ttl[0], ttl[1], ttl[2], ttl[3], r0, r1,
+    ]
+}
+
 /// Size of the OPT record we append to answers of EDNS queries; bodies leave room for it.
 pub const OPT_LEN: usize = 11;
 

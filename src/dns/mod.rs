@@ -20,7 +20,7 @@ use query::{Edns, Parsed, Query, parse};
 
 use crate::wire::{
     CLASS_IN, OPT_LEN, RCODE_BADVERS, RCODE_FORMERR, RCODE_NOERROR, RCODE_NOTIMP, RCODE_NXDOMAIN,
-    RCODE_REFUSED, RCODE_SERVFAIL, TYPE_AXFR, TYPE_IXFR, TYPE_OPT, TYPE_SOA,
+    RCODE_REFUSED, RCODE_SERVFAIL, TYPE_AXFR, TYPE_IXFR, TYPE_OPT, TYPE_SOA, record_head,
 };
 use crate::zone::{Candidate, Lookup, View, Zone};
 
@@ -112,21 +112,12 @@ fn soa(out: &mut Vec<u8>, apex_at: usize, serial: u32, ttl: u32) {
     // ns.dns.<ptr> (9) + hostmaster.<ptr> (13) + five 32-bit fields (20).
     const RDLEN: u8 = 9 + 13 + 20;
     let mut rr = [0u8; 12 + RDLEN as usize];
-    rr[..12].copy_from_slice(&[
-        p0,
-        p1,
-        0,
-        TYPE_SOA as u8,
-        0,
-        CLASS_IN as u8,
-        0,
-        0,
-        0,
-        0,
-        0,
-        RDLEN,
-    ]);
-    rr[6..10].copy_from_slice(&ttl.min(300).to_be_bytes());
+    rr[..12].copy_from_slice(&record_head(
+        apex_at as u16,
+        TYPE_SOA,
+        ttl.min(300).to_be_bytes(),
+        RDLEN as u16,
+    ));
     rr[12..21].copy_from_slice(&[2, b'n', b's', 3, b'd', b'n', b's', p0, p1]);
     rr[21..34].copy_from_slice(&[
         10, b'h', b'o', b's', b't', b'm', b'a', b's', b't', b'e', b'r', p0, p1,

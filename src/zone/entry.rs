@@ -3,7 +3,7 @@
 //! left out, written back byte for byte as rendered.
 
 use super::render::Answer;
-use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_SRV};
+use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_SRV, record_head};
 
 /// An answer as stored in an [`Entry`]. SRV targets are kept compressed (a target repeats the
 /// question name or one of its suffixes, so an endpoint name's SRV answer would otherwise hold its
@@ -68,18 +68,6 @@ enum Plain<'a> {
     },
 }
 
-/// A record's owner, type, class IN, TTL and data length: the 12 bytes before its data. `owner`
-/// is a message offset (0x0C, the question, for the owner's own records).
-#[inline]
-fn record_head(owner: u16, qtype: u16, ttl: &[u8], rdlen: u16) -> [u8; 12] {
-    let ([o0, o1], [t0, t1], [r0, r1]) = (
-        (0xC000 | owner).to_be_bytes(),
-        qtype.to_be_bytes(),
-        rdlen.to_be_bytes(),
-    );
-    [o0, o1, t0, t1, 0, 1, ttl[0], ttl[1], ttl[2], ttl[3], r0, r1]
-}
-
 /// The question's offset in a message, which the owner's own records point at.
 const QUESTION: u16 = 12;
 
@@ -107,7 +95,7 @@ impl Plain<'_> {
             Plain::Written(b) => out.extend_from_slice(b),
             Plain::Addresses { qtype, ttl, rdata } => {
                 let n = address_len(qtype);
-                let head = record_head(QUESTION, qtype, &ttl, n as u16);
+                let head = record_head(QUESTION, qtype, ttl, n as u16);
                 out.reserve(rdata.len() / n * (12 + n));
                 for r in rdata.chunks_exact(n) {
                     out.extend_from_slice(&head);
@@ -127,7 +115,7 @@ impl AnswerRef<'_> {
             Body::Plain(p) => p.write(out),
             Body::SelfSrv { ttl, rdata } => {
                 let rdlen = (SRV_FIXED + self.name.len()) as u16;
-                let head = record_head(QUESTION, TYPE_SRV, &ttl, rdlen);
+                let head = record_head(QUESTION, TYPE_SRV, ttl, rdlen);
                 out.reserve(self.len);
                 for r in rdata.chunks_exact(6) {
                     out.extend_from_slice(&head);
@@ -177,7 +165,7 @@ fn write_srv_records(
     ancount: u16,
     name: &[u8],
 ) {
-    let ttl = &stored[..4];
+    let ttl: [u8; 4] = stored[..4].try_into().expect("the stored TTL");
     // The data length is patched in once the target is spelled out.
     let head = record_head(QUESTION, TYPE_SRV, ttl, 0);
     let mut i = 4;
@@ -187,9 +175,7 @@ fn write_srv_records(
         out.extend_from_slice(&stored[i..i + SRV_FIXED]);
         i += SRV_FIXED;
         let prefix = i;
-        while i < stored_additional_at && stored[i] & 0xC0 != 0xC0 {
-            i += 1 + stored[i] as usize;
-        }
+        i = labels_end(stored, i, stored_additional_at);
         out.extend_from_slice(&stored[prefix..i]);
         let at = (u16::from_be_bytes([stored[i], stored[i + 1]]) & 0x3FFF) as usize;
         i += 2;
@@ -238,10 +224,7 @@ fn write_stored(
         }
         out.extend_from_slice(&stored[cursor..e]);
         // Labels, then the pointer that ends the compressed name.
-        let mut i = e;
-        while i < stored.len() && stored[i] & 0xC0 != 0xC0 && stored[i] != 0 {
-            i += 1 + stored[i] as usize;
-        }
+        let i = labels_end(stored, e, stored.len());
         out.extend_from_slice(&stored[e..i]);
         if i + 1 >= stored.len() || stored[i] == 0 {
             // Not compressed after all (cannot happen for what Entry::new stores).
@@ -253,6 +236,14 @@ fn write_stored(
         cursor = i + 2;
     }
     out.extend_from_slice(&stored[cursor.min(end)..end]);
+}
+
+/// Where the labels of the name at `from` in `b` end (at its pointer or root label), or `end`.
+fn labels_end(b: &[u8], mut from: usize, end: usize) -> usize {
+    while from < end && b[from] & 0xC0 != 0xC0 && b[from] != 0 {
+        from += 1 + b[from] as usize;
+    }
+    from.min(end)
 }
 
 /// Appends the name at message offset `at` in full: from the question's lower-case spelling
@@ -412,7 +403,7 @@ impl Descriptor {
                 let ttl = [b[d + 4], b[d + 5], b[d + 6], b[d + 7]];
                 let count = ancount as usize & TARGETS_MASK;
                 // The written length is the caller's: it depends on the name and the glue.
-                let mut s = short(
+                short(
                     Form::SelfSrv,
                     count as u16,
                     count * SRV_FIXED,
@@ -420,9 +411,7 @@ impl Descriptor {
                     ancount as usize >> GLUE_SHIFT,
                     ttl,
                     COMPACT,
-                );
-                s.additional_at = 0;
-                s
+                )
             }
             _ => {
                 let last = u16_at(14) as usize;
@@ -584,7 +573,7 @@ fn srv_records_form(name: &[u8], a: &Answer) -> Option<(Vec<u8>, usize)> {
     }
     let ttl: [u8; 4] = b[6..10].try_into().expect("4 bytes");
     let mut stored = ttl.to_vec();
-    let head = &record_head(QUESTION, TYPE_SRV, &ttl, 0)[..10];
+    let head = &record_head(QUESTION, TYPE_SRV, ttl, 0)[..10];
     let (mut pos, mut targets) = (0, a.targets.iter());
     for _ in 0..a.ancount {
         let t = targets.next()?;
@@ -866,16 +855,18 @@ impl<B: AsRef<[u8]>> Entry<B> {
                         ancount: desc.ancount,
                     },
                 };
-                let additional_at = if desc.form == Form::SelfSrv {
-                    desc.ancount as usize * (12 + SRV_FIXED + name.len())
+                // A self-SRV answer's length follows from the name; its glue is added below.
+                let (additional_at, len) = if desc.form == Form::SelfSrv {
+                    let at = desc.ancount as usize * (12 + SRV_FIXED + name.len());
+                    (at, at)
                 } else {
-                    desc.additional_at
+                    (desc.additional_at, desc.len)
                 };
                 let answer = AnswerRef {
                     ancount: desc.ancount,
                     arcount: desc.arcount,
                     additional_at,
-                    len: desc.len.max(additional_at),
+                    len,
                     body,
                     name,
                     glue: [Plain::None; 2],
