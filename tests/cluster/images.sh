@@ -20,7 +20,10 @@ DOCKER_HOST=$("$here/../image/setup.sh")
 export DOCKER_HOST
 coredns=$("$here/../coredns/setup.sh")
 metrics_server=$("$here/../metrics-server/setup.sh")/bin/metrics-server
-kubernetes=$(cd "$here/../k8s/infra" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+# The module's source, fetched again when the Go module cache was emptied after the components
+# were built (`go list` alone prints nothing then).
+kubernetes=$(cd "$here/../k8s/infra" && go mod download k8s.io/kubernetes && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+[ -f "$kubernetes/build/pause/Makefile" ] || { say "no k8s.io/kubernetes source in the Go module cache (got '$kubernetes')"; exit 1; }
 pause_c=$kubernetes/build/pause/linux/pause.c
 pause_tag=$(sed -n 's/^TAG ?= *//p' "$kubernetes/build/pause/Makefile")
 key=$(cat "$0" "$here/lookup.c" "$here/serve.c" "$pause_c" "$coredns" "$metrics_server" | sha256sum | cut -c1-16)
