@@ -684,7 +684,7 @@ fn every_values_combination_validates() {
             (args.contains("--xdp=eth0")
                 && args.contains("--xdp-coalesce=100us")
                 && caps.contains("BPF")
-                && c["resources"]["limits"]["memory"] == "224Mi"
+                && c["resources"]["limits"]["memory"] == "192Mi"
                 && c["resources"]["requests"]["memory"] == "64Mi")
                 .then_some(())
                 .ok_or(format!("{c}"))
