@@ -30,7 +30,6 @@ fn zone_from(text: &str) -> Arc<Zone> {
         5,
     ));
     let mut builder = Builder::new(zone.clone(), &[], metrics);
-    let mut store = Store::default();
     // Every kind a source can read, Linkerd's mirrors too.
     let everything = Selection {
         mcs: true,
@@ -41,14 +40,14 @@ fn zone_from(text: &str) -> Arc<Zone> {
         cluster_id: None,
     };
     let kinds = kinds(&everything, None);
+    let mut store = Store::new(&kinds, None);
     let policy = Policy::default();
     let _ = parse_text(text, &mut |v| {
         if let Classified::Object(o) = classify_with(v, &policy, &kinds) {
             store.insert(o);
         }
     });
-    let own = everything.own_cluster(store.own_cluster());
-    builder.apply(Update::Reset(store.snapshot().with_own_cluster(own)));
+    builder.apply(Update::Reset(store.into_snapshot()));
     zone
 }
 

@@ -20,7 +20,7 @@ pub static PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 
 pub use query::{Answered, QueryCounters, rcode_label, type_label};
 
-use crate::model::{ObjectKind, Refusal, Skip};
+use crate::model::{Limit, ObjectKind, Refusal, Skip, WatchEvent};
 
 /// Version, git revision and compiler of this build, for `coredns_build_info`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -316,38 +316,27 @@ impl Metrics {
         self.changed.set(changed_at as i64);
     }
 
-    /// The configured budget (`usize::MAX`, none, shows as the largest gauge value).
-    pub fn limits(&self, endpoints_per_service: usize, zone_names: usize) {
-        let set = |limit: &str, n: usize| {
-            self.limit
-                .with_label_values(&[limit])
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
-        };
-        set("endpoints_per_service", endpoints_per_service);
-        set("zone_names", zone_names);
+    /// The configured budget of `limit` (`usize::MAX`, none, shows as the largest gauge value).
+    pub fn limit(&self, limit: Limit, n: usize) {
+        self.limit
+            .with_label_values(&[limit.label()])
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
-    /// What the zone uses of its budget, and how many services each limit holds back.
-    pub fn limits_used(
-        &self,
-        largest_service: usize,
-        zone_names: usize,
-        too_big: usize,
-        no_room: usize,
-    ) {
-        for (limit, used, held) in [
-            ("endpoints_per_service", largest_service, too_big),
-            ("zone_names", zone_names, no_room),
-        ] {
-            self.limit_used.with_label_values(&[limit]).set(used as i64);
-            self.refused_services
-                .with_label_values(&[limit])
-                .set(held as i64);
-        }
+    /// What the zone uses of `limit`, and how many services it holds back.
+    pub fn limit_used(&self, limit: Limit, used: usize, held: usize) {
+        self.limit_used
+            .with_label_values(&[limit.label()])
+            .set(used as i64);
+        self.refused_services
+            .with_label_values(&[limit.label()])
+            .set(held as i64);
     }
 
-    pub fn refused_update(&self, limit: &str) {
-        self.refused_updates.with_label_values(&[limit]).inc();
+    pub fn refused_update(&self, limit: Limit) {
+        self.refused_updates
+            .with_label_values(&[limit.label()])
+            .inc();
     }
 
     pub fn skipped(&self, kind: ObjectKind, reason: Skip) {
@@ -368,9 +357,9 @@ impl Metrics {
             .set(n as i64);
     }
 
-    pub fn source_event(&self, kind: ObjectKind, kind_of_event: &str) {
+    pub fn source_event(&self, kind: ObjectKind, event: WatchEvent) {
         self.source_events
-            .with_label_values(&[kind.label(), kind_of_event])
+            .with_label_values(&[kind.label(), event.label()])
             .inc();
         self.source_last_event.set(crate::clock::unix_now() as i64);
     }

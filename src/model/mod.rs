@@ -6,9 +6,9 @@ use std::net::IpAddr;
 pub mod packed;
 mod reason;
 
-pub use self::reason::{ObjectKind, Refusal, Skip};
+pub use self::reason::{Limit, ObjectKind, Refusal, Skip, WatchEvent};
 
-use self::packed::{Packed, PackedImport};
+use self::packed::PackedService;
 
 /// `namespace/name` of a ServiceImport: the identity of a service in the cluster set.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -118,14 +118,14 @@ pub struct Service {
 #[derive(Debug, Clone, Default)]
 pub struct ServiceSet {
     plain: Vec<Service>,
-    packed: Vec<(ServiceKey, PackedImport, Vec<Packed>)>,
+    packed: Vec<PackedService>,
     /// The server's own cluster id, as the source knows it with these services (`--cluster-id`,
     /// else the ClusterProperty `cluster.clusterset.k8s.io`).
     own_cluster: Option<String>,
 }
 
 impl ServiceSet {
-    pub fn packed(services: Vec<(ServiceKey, PackedImport, Vec<Packed>)>) -> Self {
+    pub fn packed(services: Vec<PackedService>) -> Self {
         ServiceSet {
             plain: Vec::new(),
             packed: services,

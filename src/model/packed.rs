@@ -20,6 +20,9 @@ use crate::model::{
     Endpoint, Locality, ObjectKind, Port, Protocol, Service, ServiceKey, ServiceType, Slice,
 };
 
+/// A service packed: its key, what its import (or what stands for one) says, its slices.
+pub type PackedService = (ServiceKey, PackedImport, Vec<Packed>);
+
 /// The service `key` as DNS sees it, from its packed import and slices.
 pub fn service(key: ServiceKey, import: &PackedImport, slices: &[Packed]) -> Service {
     let (head, ips, ports) = import.unpack();
@@ -35,7 +38,7 @@ pub fn service(key: ServiceKey, import: &PackedImport, slices: &[Packed]) -> Ser
     }
 }
 
-/// What an import says besides its addresses and ports: one byte packed.
+/// What an import says besides its addresses and ports: two bytes packed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ImportHead {
     pub origin: ObjectKind,
@@ -55,14 +58,10 @@ impl ImportHead {
         }
     }
 
-    /// Bit 0 the type, bits 1-2 the origin's index in [`ObjectKind::ALL`], bits 3-4 the
-    /// locality, bit 5 `Absent`.
-    fn byte(self) -> u8 {
-        let origin = ObjectKind::ALL
-            .iter()
-            .position(|k| *k == self.origin)
-            .expect("every kind is in ALL");
-        assert!(origin < 4, "two bits hold the origin");
+    /// Byte 0: bit 0 the type, bits 1-2 the locality, bit 3 `Absent`. Byte 1: the origin's
+    /// index in [`ObjectKind::ALL`], a byte of its own so that every kind has room, whether or
+    /// not it gives services (checked when the crate is compiled, below).
+    fn bytes(self) -> [u8; 2] {
         let kind = match self.kind {
             ServiceType::ClusterSetIp => 0,
             ServiceType::Headless => 1,
@@ -72,25 +71,38 @@ impl ImportHead {
             Locality::PreferOwn => 1,
             Locality::OwnOnly => 2,
         };
-        kind | (origin as u8) << 1 | locality << 3 | u8::from(self.slices_absent) << 5
+        let origin = ObjectKind::ALL
+            .iter()
+            .position(|k| *k == self.origin)
+            .unwrap_or(0);
+        [
+            kind | locality << 1 | u8::from(self.slices_absent) << 3,
+            origin as u8,
+        ]
     }
 
-    fn from_byte(b: u8) -> Self {
+    fn from_bytes([b, origin]: [u8; 2]) -> Self {
         ImportHead {
-            origin: ObjectKind::ALL[usize::from((b >> 1) & 3)],
+            origin: ObjectKind::ALL
+                .get(usize::from(origin))
+                .copied()
+                .unwrap_or(ObjectKind::ALL[0]),
             kind: match b & 1 {
                 0 => ServiceType::ClusterSetIp,
                 _ => ServiceType::Headless,
             },
-            locality: match (b >> 3) & 3 {
+            locality: match (b >> 1) & 3 {
                 0 => Locality::Any,
                 1 => Locality::PreferOwn,
                 _ => Locality::OwnOnly,
             },
-            slices_absent: b & 0x20 != 0,
+            slices_absent: b & 0x08 != 0,
         }
     }
 }
+
+// The origin's byte holds the index of any kind.
+const _: () = assert!(ObjectKind::ALL.len() <= 256);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Packed(Box<[u8]>);
@@ -227,7 +239,7 @@ pub struct PackedImport(Box<[u8]>);
 impl PackedImport {
     pub fn new(head: ImportHead, ips: &[IpAddr], ports_: &[Port]) -> Self {
         let mut out = Vec::with_capacity(8 + ips.len() * 5 + ports_.len() * 8);
-        out.push(head.byte());
+        out.extend_from_slice(&head.bytes());
         addresses(&mut out, ips);
         ports(&mut out, ports_);
         PackedImport(out.into_boxed_slice())
@@ -236,7 +248,7 @@ impl PackedImport {
     /// `(head, ips, ports)`.
     pub fn unpack(&self) -> (ImportHead, Vec<IpAddr>, Vec<Port>) {
         let mut r = Reader(&self.0);
-        let head = ImportHead::from_byte(r.byte());
+        let head = ImportHead::from_bytes([r.byte(), r.byte()]);
         let ips = r.addresses();
         (head, ips, r.ports())
     }

@@ -1,5 +1,5 @@
 //! The words the sources and the zone report with: which kind of object, why one was skipped,
-//! why an address is never answered. Each is an enum with the metric label it is counted under
+//! why an address is never answered, what a watch said, which limit held a service back. Each is an enum with the metric label it is counted under
 //! and an `ALL` list, so the metrics start every label set at 0 from the list itself and a new
 //! word cannot be counted without being listed.
 
@@ -100,6 +100,27 @@ labelled! {
     }
 }
 
+labelled! {
+    /// What a watch said of one object (`clusterset_dns_source_events_total`'s `event`).
+    pub enum WatchEvent {
+        /// Listed, in a first list or a relist.
+        List => "list",
+        /// Added or changed.
+        Apply => "apply",
+        Delete => "delete",
+    }
+}
+
+labelled! {
+    /// Which limit of the zone's budget a refused service ran into (the `limit` label).
+    pub enum Limit {
+        /// `--max-endpoints-per-service`.
+        EndpointsPerService => "endpoints_per_service",
+        /// `--max-zone-names`.
+        ZoneNames => "zone_names",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +140,8 @@ mod tests {
         check(ObjectKind::ALL.iter().map(|k| k.label()).collect());
         check(Skip::ALL.iter().map(|k| k.label()).collect());
         check(Refusal::ALL.iter().map(|k| k.label()).collect());
+        check(WatchEvent::ALL.iter().map(|k| k.label()).collect());
+        check(Limit::ALL.iter().map(|k| k.label()).collect());
         assert_eq!(Skip::NameTooLong.to_string(), "name_too_long");
     }
 }

@@ -9,9 +9,9 @@
 
 use serde::Deserialize;
 
-use super::object::{Kind, Meta, Read, Resource, invalid};
+use super::object::{Kind, Meta, ObjectId, Part, Read, Resource, invalid};
 use super::policy::Policy;
-use crate::model::{ObjectKind, Skip};
+use crate::model::{ObjectKind, ServiceKey, Skip};
 use crate::wire::cluster_id;
 
 /// The property whose value is the cluster's id within its cluster set.
@@ -46,6 +46,7 @@ struct PropertySpec {
 impl Kind for ClusterProperties {
     type Shape = ClusterProperty;
     type Output = ClusterId;
+    type Part = Property;
     const KIND: ObjectKind = ObjectKind::ClusterProperty;
     const RESOURCE: Resource = Resource {
         group: "about.k8s.io",
@@ -57,6 +58,14 @@ impl Kind for ClusterProperties {
 
     fn set_meta(shape: &mut ClusterProperty, meta: Meta) {
         shape.metadata = meta;
+    }
+
+    fn object_name(c: &ClusterId) -> String {
+        c.object.clone()
+    }
+
+    fn pack(c: ClusterId) -> ClusterId {
+        c
     }
 
     fn convert(&self, raw: ClusterProperty, _: &Policy) -> Read<ClusterId> {
@@ -90,11 +99,49 @@ impl Kind for ClusterProperties {
     }
 }
 
+/// The ClusterProperty's part of a source's store: the one naming the own cluster. It gives no
+/// service: the id changes every service's answers at once, which the sources send as a full
+/// set when they see it change.
+#[derive(Debug, Default)]
+pub struct Property(Option<ClusterId>);
+
+impl Part for Property {
+    type Object = ClusterId;
+
+    fn apply(&mut self, c: ClusterId) -> Vec<ServiceKey> {
+        self.0 = Some(c);
+        Vec::new()
+    }
+
+    fn delete(&mut self, _: ObjectKind, id: &ObjectId) -> Option<ServiceKey> {
+        if self.0.as_ref().is_some_and(|c| c.object == id.1) {
+            self.0 = None;
+        }
+        None
+    }
+
+    /// Cluster-scoped: no namespace.
+    fn ids(&self, _: ObjectKind, _: Option<&str>) -> Vec<ObjectId> {
+        self.0
+            .iter()
+            .map(|c| (String::new(), c.object.clone()))
+            .collect()
+    }
+
+    fn count(&self, _: ObjectKind) -> usize {
+        usize::from(self.0.is_some())
+    }
+
+    fn own_cluster(&self) -> Option<&str> {
+        self.0.as_ref().map(|c| c.id.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::file::tests::one;
-    use crate::source::{Classified, Object};
+    use crate::source::Classified;
+    use crate::source::file::tests::{one, read};
 
     fn property(name: &str, value: &str) -> Classified {
         one(&format!(
@@ -104,10 +151,13 @@ mod tests {
 
     #[test]
     fn the_cluster_id_property_names_the_cluster_and_others_are_ignored() {
-        let c = property(CLUSTER_ID, "West.Prod");
-        let Classified::Object(Object::ClusterId(id)) = c else {
-            panic!("{c:?}")
-        };
+        let c = read(
+            &ClusterProperties,
+            &format!(
+                "apiVersion: about.k8s.io/v1alpha1\nkind: ClusterProperty\nmetadata: {{name: {CLUSTER_ID}}}\nspec: {{value: West.Prod}}"
+            ),
+        );
+        let Read::Object(id) = c else { panic!("{c:?}") };
         assert_eq!(id.id, "west.prod");
         assert!(matches!(
             property("clusterset.k8s.io", "mine"),

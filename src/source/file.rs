@@ -12,7 +12,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::linkerd::report_conflict;
 use super::object::report_refused;
 use super::policy::Policy;
 use super::store::Store;
@@ -149,10 +148,10 @@ pub fn load(
         path: shown.clone(),
         error,
     })?;
-    let mut store = Store::default();
+    let kinds = kinds(selection, None);
+    let mut store = Store::new(&kinds, selection.cluster_id.clone());
     let mut invalid = Vec::new();
     let mut refused = Vec::new();
-    let kinds = kinds(selection, None);
     parse_text(
         &text,
         &mut |object| match classify_with(object, policy, &kinds) {
@@ -179,22 +178,13 @@ pub fn load(
     for (kind, object, addresses) in &refused {
         report_refused(*kind, object, addresses, metrics);
     }
-    let mut conflicts: Vec<_> = store
-        .linkerd_keys()
-        .into_iter()
-        .filter_map(|k| Some((store.conflict(&k)?, k)))
-        .collect();
-    conflicts.sort();
-    for (objects, key) in &conflicts {
-        report_conflict(key, objects, metrics);
-    }
+    store.settle_all(metrics);
     let skipped = invalid.len();
     metrics.source_synced();
-    let own = selection.own_cluster(store.own_cluster());
     Ok(Loaded {
         seen,
         slices: store.count(ObjectKind::EndpointSlice),
-        services: store.into_snapshot().with_own_cluster(own),
+        services: store.into_snapshot(),
         skipped,
     })
 }
@@ -282,6 +272,16 @@ pub(crate) mod tests {
             &Policy::default(),
             &Selection::default(),
         )
+    }
+
+    /// Reads one YAML object as `kind` reads a file's, under the default policy: what [`one`]
+    /// gives, before it is packed for the store.
+    pub(crate) fn read<K: crate::source::object::Kind>(
+        kind: &K,
+        yaml: &str,
+    ) -> crate::source::object::Read<K::Output> {
+        let shape = serde_yaml_ng::from_str::<K::Shape>(yaml).unwrap();
+        kind.convert(shape, &Policy::default())
     }
 
     fn all(text: &str) -> Result<Vec<Value>, String> {

@@ -16,14 +16,16 @@ pub mod object;
 pub mod policy;
 pub mod store;
 
+use std::any::{Any, TypeId};
 use std::sync::Arc;
 
 use ::kube::api::DynamicObject;
 use serde_yaml_ng::Value;
 
-use self::object::{Kind, ObjectError, Read, Refused, Resource, from_dynamic};
+use self::object::{Kind, ObjectError, ObjectId, Part, Read, Refused, Resource, from_dynamic};
 use self::policy::Policy;
-use crate::model::{ObjectKind, Skip};
+use crate::model::packed::PackedService;
+use crate::model::{ObjectKind, Service, ServiceKey, Skip};
 
 /// What every source is told: what imported data may say, and which objects it reads. Where
 /// they come from (`file::Config` or `kube::Config`) is the crate root's [`crate::Origin`].
@@ -44,14 +46,6 @@ pub struct Selection {
     pub cluster_id: Option<String>,
 }
 
-impl Selection {
-    /// The server's own cluster id: `--cluster-id` when given, else what the ClusterProperty
-    /// `property` says.
-    pub fn own_cluster(&self, property: Option<&str>) -> Option<String> {
-        self.cluster_id.as_deref().or(property).map(str::to_string)
-    }
-}
-
 impl Default for Selection {
     /// The MCS API only, as before `--source` existed; the own cluster from its ClusterProperty.
     fn default() -> Self {
@@ -63,66 +57,56 @@ impl Default for Selection {
     }
 }
 
-/// One object read from a source, already validated: what one of the kinds gives.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Object {
-    Import(mcs::Import),
-    Slice(mcs::SliceObject),
-    /// One of Linkerd's Services (`--source linkerd`).
-    Linkerd(linkerd::Member),
-    /// The ClusterProperty that names the server's own cluster.
-    ClusterId(about::ClusterId),
+/// One object read from a source, already validated and packed by its kind for its part of the
+/// store, with what log lines and counters say of it. Whatever its kind: the sources and the
+/// store never look inside.
+pub struct Object {
+    kind: ObjectKind,
+    /// `namespace/name`, as log lines name it.
+    name: String,
+    refused: Vec<Refused>,
+    packed: Box<dyn Any + Send>,
 }
 
-impl From<about::ClusterId> for Object {
-    fn from(c: about::ClusterId) -> Self {
-        Object::ClusterId(c)
-    }
-}
-
-impl From<mcs::Import> for Object {
-    fn from(i: mcs::Import) -> Self {
-        Object::Import(i)
-    }
-}
-
-impl From<mcs::SliceObject> for Object {
-    fn from(s: mcs::SliceObject) -> Self {
-        Object::Slice(s)
-    }
-}
-
-impl From<linkerd::Member> for Object {
-    fn from(m: linkerd::Member) -> Self {
-        Object::Linkerd(m)
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind, self.name)?;
+        if !self.refused.is_empty() {
+            write!(f, " {:?}", self.refused)?;
+        }
+        Ok(())
     }
 }
 
 impl Object {
+    /// `K`'s object, packed for its part of the store.
+    fn of<K: Kind>(object: K::Output) -> Self {
+        Object {
+            kind: K::KIND,
+            name: K::object_name(&object),
+            refused: K::refused(&object).to_vec(),
+            packed: Box::new(K::pack(object)),
+        }
+    }
+
     /// The object's kind and `namespace/name`, as log lines name it.
     pub fn identity(&self) -> (ObjectKind, String) {
-        match self {
-            Object::Import(i) => (ObjectKind::ServiceImport, i.key.to_string()),
-            Object::Slice(s) => (
-                ObjectKind::EndpointSlice,
-                format!("{}/{}", s.service.namespace, s.slice.name),
-            ),
-            Object::Linkerd(m) => (
-                ObjectKind::Service,
-                format!("{}/{}", m.service.namespace, m.object),
-            ),
-            Object::ClusterId(c) => (ObjectKind::ClusterProperty, c.object.clone()),
-        }
+        (self.kind, self.name.clone())
+    }
+
+    pub fn kind(&self) -> ObjectKind {
+        self.kind
     }
 
     /// The addresses the object gave that are not served.
     pub fn refused(&self) -> &[Refused] {
-        match self {
-            Object::Import(i) => &i.refused,
-            Object::Slice(s) => &s.refused,
-            Object::Linkerd(m) => &m.refused,
-            Object::ClusterId(_) => &[],
-        }
+        &self.refused
+    }
+
+    /// The object as its part keeps it: `P::Object` for the part `P` that keeps its kind, `None`
+    /// for any other (the store hands each object to the part its kind names).
+    pub fn into_packed<P: Part>(self) -> Option<P::Object> {
+        self.packed.downcast::<P::Object>().ok().map(|b| *b)
     }
 }
 
@@ -132,6 +116,10 @@ pub type Classified = Read<Object>;
 /// A kind as the sources use it, whatever its shape: the erased form of [`object::Kind`].
 pub trait AnyKind: Send + Sync {
     fn kind(&self) -> ObjectKind;
+    /// Which part of the store keeps it: kinds that join share one.
+    fn part(&self) -> TypeId;
+    /// A new, empty part of that type.
+    fn new_part(&self) -> Box<dyn AnyPart>;
     fn resource(&self) -> Resource;
     fn selector(&self) -> Option<&'static str>;
     fn page_size(&self) -> Option<u32>;
@@ -146,12 +134,17 @@ pub trait AnyKind: Send + Sync {
     fn read_file(&self, v: Value, object: &str, policy: &Policy) -> Classified;
 }
 
-impl<K: Kind> AnyKind for K
-where
-    Object: From<K::Output>,
-{
+impl<K: Kind> AnyKind for K {
     fn kind(&self) -> ObjectKind {
         K::KIND
+    }
+
+    fn part(&self) -> TypeId {
+        TypeId::of::<K::Part>()
+    }
+
+    fn new_part(&self) -> Box<dyn AnyPart> {
+        Box::new(K::Part::default())
     }
 
     fn resource(&self) -> Resource {
@@ -186,14 +179,14 @@ where
             return ignored;
         }
         match from_dynamic::<K>(o) {
-            Ok(shape) => self.convert(shape, policy).map(Object::from),
+            Ok(shape) => self.convert(shape, policy).map(Object::of::<K>),
             Err(e) => Read::Invalid(e),
         }
     }
 
     fn read_file(&self, v: Value, object: &str, policy: &Policy) -> Classified {
         match serde_yaml_ng::from_value::<K::Shape>(v) {
-            Ok(shape) => self.convert(shape, policy).map(Object::from),
+            Ok(shape) => self.convert(shape, policy).map(Object::of::<K>),
             Err(e) => Read::Invalid(ObjectError::new(
                 K::KIND,
                 object,
@@ -201,6 +194,70 @@ where
                 format!("cannot be read: {e}"),
             )),
         }
+    }
+}
+
+/// A part of the store as the store drives it, whatever it keeps: the erased form of
+/// [`object::Part`] (see there for each method).
+pub trait AnyPart: Send {
+    /// `None` when the object is not of this part's kinds (the store routes each object by its
+    /// kind, so that does not happen).
+    fn apply(&mut self, object: Object) -> Option<Vec<ServiceKey>>;
+    fn delete(&mut self, kind: ObjectKind, id: &ObjectId) -> Option<ServiceKey>;
+    fn ids(&self, kind: ObjectKind, namespace: Option<&str>) -> Vec<ObjectId>;
+    fn count(&self, kind: ObjectKind) -> usize;
+    fn service(&self, key: &ServiceKey) -> Option<Service>;
+    fn gives(&self, key: &ServiceKey) -> bool;
+    fn keys(&self) -> Vec<ServiceKey>;
+    fn packed(&self) -> Vec<PackedService>;
+    fn into_packed(self: Box<Self>) -> Vec<PackedService>;
+    fn objects(&self, key: &ServiceKey) -> Vec<String>;
+    fn own_cluster(&self) -> Option<&str>;
+}
+
+impl<P: Part> AnyPart for P {
+    fn apply(&mut self, object: Object) -> Option<Vec<ServiceKey>> {
+        Some(Part::apply(self, object.into_packed::<P>()?))
+    }
+
+    fn delete(&mut self, kind: ObjectKind, id: &ObjectId) -> Option<ServiceKey> {
+        Part::delete(self, kind, id)
+    }
+
+    fn ids(&self, kind: ObjectKind, namespace: Option<&str>) -> Vec<ObjectId> {
+        Part::ids(self, kind, namespace)
+    }
+
+    fn count(&self, kind: ObjectKind) -> usize {
+        Part::count(self, kind)
+    }
+
+    fn service(&self, key: &ServiceKey) -> Option<Service> {
+        Part::service(self, key)
+    }
+
+    fn gives(&self, key: &ServiceKey) -> bool {
+        Part::gives(self, key)
+    }
+
+    fn keys(&self) -> Vec<ServiceKey> {
+        Part::keys(self)
+    }
+
+    fn packed(&self) -> Vec<PackedService> {
+        Part::packed(self)
+    }
+
+    fn into_packed(self: Box<Self>) -> Vec<PackedService> {
+        Part::into_packed(*self)
+    }
+
+    fn objects(&self, key: &ServiceKey) -> Vec<String> {
+        Part::objects(self, key)
+    }
+
+    fn own_cluster(&self) -> Option<&str> {
+        Part::own_cluster(self)
     }
 }
 
@@ -220,7 +277,9 @@ pub fn excluded(
     })
 }
 
-/// The kinds `selection` reads, in the order they are listed and watched.
+/// The kinds `selection` reads, in the order they are listed and watched, which is also the
+/// precedence of their parts of the store: a service that both the MCS API's objects and
+/// Linkerd's give is answered from the former.
 pub fn kinds(selection: &Selection, import_version: Option<&str>) -> Vec<Arc<dyn AnyKind>> {
     let mut kinds: Vec<Arc<dyn AnyKind>> = Vec::new();
     if selection.mcs {

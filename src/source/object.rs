@@ -1,8 +1,8 @@
 //! What every kind of object shares: the [`Kind`] trait each kind implements in a file of its
-//! own (`mcs.rs`, `linkerd.rs`), what a read gives ([`Read`]), why an object is skipped
-//! ([`ObjectError`]) or an address refused ([`Refused`]), the metadata read ([`Meta`]) and the
-//! readers of the lists several kinds carry (addresses, ports). It names no kind: the kinds
-//! build on it, and [`super`] gathers them.
+//! own, the [`Part`] of a source's store that keeps a kind's objects, what a read gives
+//! ([`Read`]), why an object is skipped ([`ObjectError`]) or an address refused ([`Refused`]),
+//! the metadata read ([`Meta`]) and the readers of the lists several kinds carry (addresses,
+//! ports). It names no kind: the kinds build on it, and [`super::kinds`] lists them.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -13,7 +13,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::policy::{Policy, refusal};
-use crate::model::{ObjectKind, Port, Protocol, Refusal, Skip};
+use crate::model::packed::PackedService;
+use crate::model::{ObjectKind, Port, Protocol, Refusal, Service, ServiceKey, Skip};
 
 /// One kind of object a source reads: where the API serves it, how it is watched, and how one
 /// object of it is read into what the store keeps. The sources loop over the kinds the
@@ -23,6 +24,8 @@ pub trait Kind: Send + Sync + 'static {
     type Shape: DeserializeOwned;
     /// What one usable object gives.
     type Output;
+    /// The part of the store that keeps this kind's objects (kinds it joins with share it).
+    type Part: Part + Default;
 
     /// The kind, as log lines and metric labels name it.
     const KIND: ObjectKind;
@@ -49,6 +52,84 @@ pub trait Kind: Send + Sync + 'static {
 
     /// Validates one object read into its shape.
     fn convert(&self, shape: Self::Shape, policy: &Policy) -> Read<Self::Output>;
+
+    /// `namespace/name` of an object read (`/name` for a cluster-scoped one), as log lines name
+    /// it.
+    fn object_name(object: &Self::Output) -> String;
+
+    /// The addresses the object gave that are not served.
+    fn refused(_object: &Self::Output) -> &[Refused] {
+        &[]
+    }
+
+    /// The object as its part of the store keeps it.
+    fn pack(object: Self::Output) -> <Self::Part as Part>::Object;
+}
+
+/// `(namespace, name)` of an object (the namespace empty for a cluster-scoped one).
+pub type ObjectId = (String, String);
+
+/// One part of a source's store: what it keeps of the objects of its kinds, and the services
+/// they give. The shape of kubert's `IndexNamespacedResource { apply, delete, reset }`: a part
+/// per kind, or one part for kinds that join (ServiceImports and their EndpointSlices), and one
+/// driver ([`super::store::Store`]) for all of them. The store holds the parts in precedence
+/// order: a service that two parts give is answered from the first, and the other's objects
+/// are reported as a conflict.
+pub trait Part: Send + 'static {
+    /// What the part keeps of one object: its kinds' [`Kind::pack`].
+    type Object: Send + 'static;
+
+    /// Adds or replaces an object; returns the services whose answers may have changed.
+    fn apply(&mut self, object: Self::Object) -> Vec<ServiceKey>;
+
+    /// Forgets object `id` of `kind`; returns the service it belonged to if it was known.
+    fn delete(&mut self, kind: ObjectKind, id: &ObjectId) -> Option<ServiceKey>;
+
+    /// Identities of the objects of `kind` it holds (in `namespace`, or all).
+    fn ids(&self, kind: ObjectKind, namespace: Option<&str>) -> Vec<ObjectId>;
+
+    /// How many objects of `kind` it holds.
+    fn count(&self, kind: ObjectKind) -> usize;
+
+    /// The service `key` as this part's objects give it, if they give one.
+    fn service(&self, _key: &ServiceKey) -> Option<Service> {
+        None
+    }
+
+    /// Whether its objects give `key` a service (what [`Part::service`] says, without
+    /// building it where that is cheaper).
+    fn gives(&self, key: &ServiceKey) -> bool {
+        self.service(key).is_some()
+    }
+
+    /// Every service it may give (a superset of those it gives).
+    fn keys(&self) -> Vec<ServiceKey> {
+        Vec::new()
+    }
+
+    /// Every service it gives, packed (a few bytes an endpoint).
+    fn packed(&self) -> Vec<PackedService> {
+        Vec::new()
+    }
+
+    /// As [`Part::packed`], for a part that is done with: its objects move instead of being
+    /// copied, so a full load never holds them twice.
+    fn into_packed(self) -> Vec<PackedService>
+    where
+        Self: Sized,
+    {
+        self.packed()
+    }
+
+    /// The names of its objects that give `key`, as a conflict report names them.
+    fn objects(&self, _key: &ServiceKey) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The server's own cluster id, if its objects name it.
+    fn own_cluster(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Where the API serves a kind.

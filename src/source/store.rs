@@ -1,335 +1,203 @@
-//! The objects a source currently knows, in the packed form (a few bytes an endpoint), joined
-//! into `model::Service`s on demand: a source must hold every object it watches so that a change
-//! to one can be turned back into its whole service.
+//! A source's store: the objects it currently knows, each in the part of the store its kind
+//! names ([`super::object::Part`]: the kind's own file says what it keeps and how its objects join), turned
+//! back into whole `model::Service`s on demand. A source must hold every object it watches so
+//! that a change to one can be turned back into its whole service.
+//!
+//! The store names no kind. It routes each object to its kind's part, asks the parts in
+//! precedence order (the order of [`super::kinds`]) for a service, and after each change
+//! ([`Store::settle`]) reports the services that more than one part gives and knows the own
+//! cluster id: the one step both sources take.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashSet;
+use std::sync::Arc;
 
-use super::Object;
-use super::linkerd::{self, Member, Role};
-use crate::model::packed::{self, ImportHead, Packed, PackedImport};
-use crate::model::{ObjectKind, Service, ServiceKey, ServiceSet};
+use tracing::{info, warn};
 
-/// An object in the store's form (a few bytes an endpoint), as a relist holds what it has
-/// listed until the list is complete.
-#[derive(Debug, Clone)]
-pub enum PackedObject {
-    Import(ServiceKey, PackedImport),
-    /// The service it belongs to, and the slice (which knows its own name).
-    Slice(ServiceKey, Packed),
-    /// One of Linkerd's Services (a few per service: kept as read).
-    Linkerd(Member),
-    /// The ClusterProperty naming the own cluster: its name and the id.
-    ClusterId(String, String),
-}
+use super::object::ObjectId;
+use super::{AnyKind, AnyPart, Object};
+use crate::metrics::Metrics;
+use crate::model::{ObjectKind, Service, ServiceKey, ServiceSet, Skip};
 
-impl From<Object> for PackedObject {
-    /// The object in the store's form.
-    fn from(object: Object) -> Self {
-        match object {
-            Object::Import(i) => PackedObject::Import(
-                i.key,
-                PackedImport::new(
-                    ImportHead {
-                        origin: ObjectKind::ServiceImport,
-                        kind: i.kind,
-                        locality: i.locality,
-                        slices_absent: i.slices_absent,
-                    },
-                    &i.ips,
-                    &i.ports,
-                ),
-            ),
-            Object::Slice(s) => PackedObject::Slice(s.service, Packed::new(&s.slice)),
-            Object::Linkerd(m) => PackedObject::Linkerd(m),
-            Object::ClusterId(c) => PackedObject::ClusterId(c.object, c.id),
-        }
-    }
-}
-
-/// `(namespace, name)` of an object.
-pub type ObjectId = (String, String);
-
-/// The objects of one service: its ServiceImport (if seen yet) and its slices, packed.
-#[derive(Debug, Default)]
-struct Objects {
-    import: Option<PackedImport>,
-    /// Sorted by slice name.
-    slices: Vec<Packed>,
-}
-
-/// The objects a source currently knows, joined into services on demand. Kept packed (a few
-/// bytes an endpoint) because a source must hold every object it watches.
-#[derive(Debug, Default)]
+/// The objects a source currently knows, in their kinds' parts.
 pub struct Store {
-    services: HashMap<ServiceKey, Objects>,
-    imports: usize,
-    /// The service each slice is filed under, so a delete (or a relabel) finds it.
-    slice_owner: HashMap<ObjectId, ServiceKey>,
-    /// Linkerd's Services by the service they belong to, then by object name.
-    linkerd: HashMap<ServiceKey, BTreeMap<String, Role>>,
-    /// The service each of Linkerd's Services is filed under.
-    linkerd_owner: HashMap<ObjectId, ServiceKey>,
-    /// The ClusterProperty naming the own cluster, by object name, and the id it gives.
-    cluster_id: Option<(String, String)>,
+    /// In precedence order.
+    parts: Vec<Box<dyn AnyPart>>,
+    /// The part each kind's objects go to.
+    route: Vec<(ObjectKind, usize)>,
+    /// `--cluster-id`, which wins over what a part says (the ClusterProperty).
+    cluster_id: Option<String>,
+    /// Services that more than one part gives, as last reported.
+    conflicts: HashSet<ServiceKey>,
 }
 
 impl Store {
+    /// An empty store for `kinds` (as [`super::kinds`] lists them, in precedence order), with
+    /// the own cluster `cluster_id` when `--cluster-id` gives it.
+    pub fn new(kinds: &[Arc<dyn AnyKind>], cluster_id: Option<String>) -> Self {
+        let mut parts: Vec<(std::any::TypeId, Box<dyn AnyPart>)> = Vec::new();
+        let mut route = Vec::new();
+        for kind in kinds {
+            let at = match parts.iter().position(|(id, _)| *id == kind.part()) {
+                Some(at) => at,
+                None => {
+                    parts.push((kind.part(), kind.new_part()));
+                    parts.len() - 1
+                }
+            };
+            route.push((kind.kind(), at));
+        }
+        Store {
+            parts: parts.into_iter().map(|(_, p)| p).collect(),
+            route,
+            cluster_id,
+            conflicts: HashSet::new(),
+        }
+    }
+
+    fn part_of(&self, kind: ObjectKind) -> Option<usize> {
+        self.route
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, at)| *at)
+    }
+
     /// Adds or replaces an object; returns the services whose DNS data may have changed.
     pub fn insert(&mut self, object: Object) -> Vec<ServiceKey> {
-        self.insert_packed(object.into())
-    }
-
-    /// As [`Store::insert`], for an object already packed.
-    pub fn insert_packed(&mut self, object: PackedObject) -> Vec<ServiceKey> {
-        match object {
-            PackedObject::Import(key, packed) => {
-                let objects = self.services.entry(key.clone()).or_default();
-                if objects.import.replace(packed).is_none() {
-                    self.imports += 1;
-                }
-                vec![key]
-            }
-            PackedObject::Slice(service, packed) => {
-                let name = packed.name().to_string();
-                let mut affected = Vec::with_capacity(2);
-                if let Some(old) = self
-                    .slice_owner
-                    .insert((service.namespace.clone(), name.clone()), service.clone())
-                {
-                    if old != service {
-                        self.detach_slice(&old, &name);
-                        affected.push(old);
-                    }
-                }
-                let list = &mut self.services.entry(service.clone()).or_default().slices;
-                match list.binary_search_by(|p| p.name().cmp(&name)) {
-                    Ok(i) => list[i] = packed,
-                    Err(i) => list.insert(i, packed),
-                }
-                affected.push(service);
-                affected
-            }
-            PackedObject::Linkerd(m) => {
-                let id = (m.service.namespace.clone(), m.object.clone());
-                let mut affected = Vec::with_capacity(2);
-                if let Some(old) = self.linkerd_owner.insert(id.clone(), m.service.clone()) {
-                    if old != m.service {
-                        self.detach_linkerd(&old, &id.1);
-                        affected.push(old);
-                    }
-                }
-                self.linkerd
-                    .entry(m.service.clone())
-                    .or_default()
-                    .insert(m.object, m.role);
-                affected.push(m.service);
-                affected
-            }
-            // No service changes: the id changes every service's answers at once, which the
-            // source sends as a full set (see [`Store::own_cluster`]).
-            PackedObject::ClusterId(name, id) => {
-                self.cluster_id = Some((name, id));
-                Vec::new()
-            }
-        }
-    }
-
-    /// The own cluster id the ClusterProperty gives, if one is held.
-    pub fn own_cluster(&self) -> Option<&str> {
-        self.cluster_id.as_ref().map(|(_, id)| id.as_str())
-    }
-
-    fn detach_linkerd(&mut self, owner: &ServiceKey, name: &str) {
-        if let Some(members) = self.linkerd.get_mut(owner) {
-            members.remove(name);
-            if members.is_empty() {
-                self.linkerd.remove(owner);
-            }
-        }
+        let kind = object.kind();
+        let applied = self
+            .part_of(kind)
+            .and_then(|at| self.parts[at].apply(object));
+        applied.unwrap_or_else(|| {
+            // The store is made from the kinds that read the objects, so this does not happen.
+            warn!(%kind, "an object of a kind this store does not hold; ignored");
+            Vec::new()
+        })
     }
 
     /// Forgets an object of `kind`; returns the service it belonged to if it was known.
     pub fn remove(&mut self, kind: ObjectKind, id: &ObjectId) -> Option<ServiceKey> {
-        match kind {
-            ObjectKind::ServiceImport => self.remove_import(id),
-            ObjectKind::EndpointSlice => self.remove_slice(id),
-            ObjectKind::Service => self.remove_linkerd(id),
-            ObjectKind::ClusterProperty => {
-                if self.cluster_id.as_ref().is_some_and(|(n, _)| *n == id.1) {
-                    self.cluster_id = None;
-                }
-                None
-            }
-        }
+        let at = self.part_of(kind)?;
+        self.parts[at].delete(kind, id)
     }
 
     /// Identities of the objects of `kind` (in `namespace`, or all).
     pub fn ids(&self, kind: ObjectKind, namespace: Option<&str>) -> Vec<ObjectId> {
-        let in_namespace = |(ns, _): &&ObjectId| namespace.is_none_or(|n| ns == n);
-        match kind {
-            ObjectKind::ServiceImport => self
-                .services
-                .iter()
-                .filter(|(k, o)| o.import.is_some() && namespace.is_none_or(|n| k.namespace == n))
-                .map(|(k, _)| (k.namespace.clone(), k.name.clone()))
-                .collect(),
-            ObjectKind::EndpointSlice => self
-                .slice_owner
-                .keys()
-                .filter(in_namespace)
-                .cloned()
-                .collect(),
-            ObjectKind::Service => self
-                .linkerd_owner
-                .keys()
-                .filter(in_namespace)
-                .cloned()
-                .collect(),
-            // Cluster-scoped: no namespace.
-            ObjectKind::ClusterProperty => self
-                .cluster_id
-                .iter()
-                .map(|(n, _)| (String::new(), n.clone()))
-                .collect(),
-        }
+        self.part_of(kind)
+            .map(|at| self.parts[at].ids(kind, namespace))
+            .unwrap_or_default()
     }
 
     /// How many objects of `kind` the store holds.
     pub fn count(&self, kind: ObjectKind) -> usize {
-        match kind {
-            ObjectKind::ServiceImport => self.imports,
-            ObjectKind::EndpointSlice => self.slice_owner.len(),
-            ObjectKind::Service => self.linkerd_owner.len(),
-            ObjectKind::ClusterProperty => usize::from(self.cluster_id.is_some()),
-        }
+        self.part_of(kind)
+            .map_or(0, |at| self.parts[at].count(kind))
     }
 
-    /// Forgets one of Linkerd's Services; returns the service it belonged to if it was known.
-    fn remove_linkerd(&mut self, id: &ObjectId) -> Option<ServiceKey> {
-        let owner = self.linkerd_owner.remove(id)?;
-        self.detach_linkerd(&owner, &id.1);
-        Some(owner)
-    }
-
-    /// When a ServiceImport and Linkerd's Services both give the service: the names of the
-    /// latter, which lose (the ServiceImport is served).
-    pub fn conflict(&self, key: &ServiceKey) -> Option<Vec<String>> {
-        self.services.get(key)?.import.as_ref()?;
-        let members = self.linkerd.get(key)?;
-        linkerd::service(key, members)?;
-        Some(members.keys().cloned().collect())
-    }
-
-    /// Every service that Linkerd's Services give, whether or not an import wins over it.
-    pub fn linkerd_keys(&self) -> Vec<ServiceKey> {
-        self.linkerd.keys().cloned().collect()
-    }
-
-    /// Drops the service's record once it holds nothing.
-    fn tidy(&mut self, key: &ServiceKey) {
-        if self
-            .services
-            .get(key)
-            .is_some_and(|o| o.import.is_none() && o.slices.is_empty())
-        {
-            self.services.remove(key);
-        }
-    }
-
-    fn detach_slice(&mut self, owner: &ServiceKey, name: &str) {
-        if let Some(o) = self.services.get_mut(owner) {
-            if let Ok(i) = o.slices.binary_search_by(|p| p.name().cmp(name)) {
-                o.slices.remove(i);
-            }
-            o.slices.shrink_to_fit();
-        }
-        self.tidy(owner);
-    }
-
-    /// Forgets a ServiceImport; returns its service if it was known.
-    fn remove_import(&mut self, id: &ObjectId) -> Option<ServiceKey> {
-        let key = ServiceKey {
-            namespace: id.0.clone(),
-            name: id.1.clone(),
-        };
-        self.services.get_mut(&key)?.import.take()?;
-        self.imports -= 1;
-        self.tidy(&key);
-        Some(key)
-    }
-
-    /// Forgets an EndpointSlice; returns the service it belonged to if it was known.
-    fn remove_slice(&mut self, id: &ObjectId) -> Option<ServiceKey> {
-        let owner = self.slice_owner.remove(id)?;
-        self.detach_slice(&owner, &id.1);
-        Some(owner)
-    }
-
-    /// The service as DNS sees it: from its ServiceImport if one is known, else from Linkerd's
-    /// Services if they give one.
+    /// The service as DNS sees it: from the first part that gives it.
     pub fn service(&self, key: &ServiceKey) -> Option<Service> {
-        if let Some(objects) = self.services.get(key) {
-            if let Some(import) = &objects.import {
-                return Some(packed::service(key.clone(), import, &objects.slices));
+        self.parts.iter().find_map(|p| p.service(key))
+    }
+
+    /// The server's own cluster id: `--cluster-id` when given, else what a part's objects say.
+    pub fn own_cluster(&self) -> Option<String> {
+        self.cluster_id
+            .as_deref()
+            .or_else(|| self.parts.iter().find_map(|p| p.own_cluster()))
+            .map(str::to_string)
+    }
+
+    /// The step after a change to `keys`: each service that more than one part now gives is
+    /// reported (warn, and the losing objects counted as skipped with `reason="conflict"`) once
+    /// until it is over. The first part's is served (see [`Store::service`]).
+    pub fn settle<'a>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'a ServiceKey>,
+        metrics: &Metrics,
+    ) {
+        for key in keys {
+            let giving: Vec<usize> = (0..self.parts.len())
+                .filter(|&i| self.parts[i].gives(key))
+                .collect();
+            if giving.len() < 2 {
+                if self.conflicts.remove(key) {
+                    info!(service = %key, "only one kind of object gives this service now");
+                }
+                continue;
+            }
+            if !self.conflicts.insert(key.clone()) {
+                continue;
+            }
+            let origin = |i: usize| self.parts[i].service(key).map(|s| s.origin);
+            let Some(winner) = origin(giving[0]) else {
+                continue;
+            };
+            for &loser in &giving[1..] {
+                let Some(kind) = origin(loser) else { continue };
+                warn!(
+                    service = %key,
+                    reason = %Skip::Conflict,
+                    "skipped {kind} {}/{}: the {winner} {key} gives the same names, and is served",
+                    key.namespace,
+                    self.parts[loser].objects(key).join(","),
+                );
+                metrics.skipped(kind, Skip::Conflict);
             }
         }
-        linkerd::service(key, self.linkerd.get(key)?)
     }
 
-    /// The services that only Linkerd's Services give, packed as imports are.
-    fn linkerd_only(&self) -> Vec<(ServiceKey, PackedImport, Vec<Packed>)> {
-        self.linkerd
-            .iter()
-            .filter(|(k, _)| self.services.get(*k).is_none_or(|o| o.import.is_none()))
-            .filter_map(|(k, members)| {
-                let s = linkerd::service(k, members)?;
-                let slices = s.slices.iter().map(Packed::new).collect();
-                Some((
-                    k.clone(),
-                    PackedImport::new(ImportHead::of(&s), &s.ips, &s.ports),
-                    slices,
-                ))
-            })
-            .collect()
+    /// [`Store::settle`] every service: the services of every part but the first, since a
+    /// conflict needs a second part.
+    pub fn settle_all(&mut self, metrics: &Metrics) {
+        let mut keys: Vec<ServiceKey> = self.parts.iter().skip(1).flat_map(|p| p.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        self.settle(&keys, metrics);
     }
 
-    /// Every service, still packed (a few bytes an endpoint): the builder unpacks them one at
-    /// a time, so a full load never holds them all unpacked.
+    /// Every service, still packed (a few bytes an endpoint), with the own cluster id: the
+    /// builder unpacks them one at a time, so a full load never holds them all unpacked.
     pub fn snapshot(&self) -> ServiceSet {
-        let mut all: Vec<_> = self
-            .services
-            .iter()
-            .filter_map(|(k, o)| Some((k.clone(), o.import.clone()?, o.slices.clone())))
-            .collect();
-        all.extend(self.linkerd_only());
+        let mut all = Vec::new();
+        for (i, part) in self.parts.iter().enumerate() {
+            let earlier = &self.parts[..i];
+            all.extend(
+                part.packed()
+                    .into_iter()
+                    .filter(|(k, ..)| !earlier.iter().any(|p| p.gives(k))),
+            );
+        }
         all.sort_by(|a, b| a.0.cmp(&b.0));
-        ServiceSet::packed(all)
+        ServiceSet::packed(all).with_own_cluster(self.own_cluster())
     }
 
     /// As [`Store::snapshot`], for a store that is done with: its objects move into the
     /// snapshot instead of being copied, so a full load never holds them twice.
-    pub fn into_snapshot(self) -> ServiceSet {
-        let linkerd = self.linkerd_only();
-        let mut all: Vec<_> = self
-            .services
-            .into_iter()
-            .filter_map(|(k, o)| Some((k, o.import?, o.slices)))
-            .collect();
-        all.extend(linkerd);
+    pub fn into_snapshot(mut self) -> ServiceSet {
+        let own = self.own_cluster();
+        let mut all = Vec::new();
+        // The last part first, so that the parts it loses to are still there to ask.
+        while let Some(part) = self.parts.pop() {
+            let earlier = &self.parts;
+            all.extend(
+                part.into_packed()
+                    .into_iter()
+                    .filter(|(k, ..)| !earlier.iter().any(|p| p.gives(k))),
+            );
+        }
         all.sort_by(|a, b| a.0.cmp(&b.0));
-        ServiceSet::packed(all)
+        ServiceSet::packed(all).with_own_cluster(own)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::Classified;
     use crate::source::file::tests::one;
+    use crate::source::{Classified, Selection, kinds};
 
     #[test]
     fn store_joins_slices_to_imports() {
-        let mut store = Store::default();
+        let mut store = Store::new(&kinds(&Selection::default(), None), None);
         for yaml in [
             "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: z, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: [10.0.0.2]}]",
             "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: a, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\naddressType: IPv4\nendpoints: [{addresses: [10.0.0.1]}]",
@@ -377,5 +245,64 @@ mod tests {
         let copied: Vec<Service> = store.snapshot().into_iter().collect();
         let moved: Vec<Service> = store.into_snapshot().into_iter().collect();
         assert_eq!(moved, copied);
+    }
+
+    #[test]
+    fn a_service_two_parts_give_is_answered_from_the_first_and_reported_once() {
+        let selection = Selection {
+            linkerd: Some(Default::default()),
+            ..Selection::default()
+        };
+        let kinds = kinds(&selection, None);
+        let metrics = crate::metrics::Metrics::new("dns://test".into(), vec![]);
+        let conflicts = || {
+            metrics
+                .render()
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix(
+                        "clusterset_dns_skipped_objects_total{kind=\"Service\",reason=\"conflict\"} ",
+                    )?
+                    .parse::<u64>()
+                    .ok()
+                })
+                .unwrap_or(0)
+        };
+        let mut store = Store::new(&kinds, Some("east".into()));
+        let read = |yaml: &str| {
+            let Classified::Object(o) = crate::source::file::classify_with(
+                serde_yaml_ng::from_str(yaml).unwrap(),
+                &Default::default(),
+                &kinds,
+            ) else {
+                panic!("{yaml}")
+            };
+            o
+        };
+        let federated = "apiVersion: v1\nkind: Service\nmetadata: {name: web-federated, namespace: shop, labels: {mirror.linkerd.io/mirrored-service: 'true'}, annotations: {multicluster.linkerd.io/remote-discovery: web@west}}\nspec: {clusterIP: 10.96.0.1}";
+        let import = "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\nspec: {type: ClusterSetIP, ips: [10.42.0.1]}";
+        let web = store.insert(read(federated));
+        assert_eq!(store.service(&web[0]).unwrap().origin, ObjectKind::Service);
+        store.insert(read(import));
+        store.settle(&web, &metrics);
+        store.settle(&web, &metrics);
+        assert_eq!(conflicts(), 1, "reported once while it lasts");
+        let served = store.service(&web[0]).unwrap();
+        assert_eq!(
+            (served.origin, served.ips[0].to_string()),
+            (ObjectKind::ServiceImport, "10.42.0.1".into())
+        );
+        let all = store.snapshot();
+        assert_eq!((all.len(), all.own_cluster()), (1, Some("east")));
+        // The import goes: Linkerd's Service is served again, and a new conflict is a new report.
+        store.remove(ObjectKind::ServiceImport, &("shop".into(), "web".into()));
+        store.settle(&web, &metrics);
+        assert_eq!(store.service(&web[0]).unwrap().origin, ObjectKind::Service);
+        store.insert(read(import));
+        store.settle_all(&metrics);
+        assert_eq!(conflicts(), 2);
+        let moved: Vec<Service> = store.into_snapshot().into_iter().collect();
+        assert_eq!(moved.len(), 1);
+        assert_eq!(moved[0].origin, ObjectKind::ServiceImport);
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tracing::{info, warn};
 
 use crate::metrics::Metrics;
+pub use crate::model::Limit;
 use crate::model::packed::{ImportHead, Packed, PackedImport};
 use crate::model::{Service, ServiceKey};
 
@@ -36,20 +37,12 @@ impl Limits {
         endpoints_per_service: 5_000,
         zone_names: 200_000,
     };
-}
 
-/// Which limit a refused service ran into; the word is the metrics' `limit` label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit {
-    EndpointsPerService,
-    ZoneNames,
-}
-
-impl Limit {
-    pub fn label(self) -> &'static str {
-        match self {
-            Limit::EndpointsPerService => "endpoints_per_service",
-            Limit::ZoneNames => "zone_names",
+    /// The number `limit` names.
+    pub fn of(&self, limit: Limit) -> usize {
+        match limit {
+            Limit::EndpointsPerService => self.endpoints_per_service,
+            Limit::ZoneNames => self.zone_names,
         }
     }
 }
@@ -90,7 +83,9 @@ pub struct Budget {
 
 impl Budget {
     pub fn new(limits: Limits, metrics: Arc<Metrics>) -> Self {
-        metrics.limits(limits.endpoints_per_service, limits.zone_names);
+        for limit in Limit::ALL {
+            metrics.limit(*limit, limits.of(*limit));
+        }
         Budget {
             limits,
             metrics,
@@ -131,7 +126,7 @@ impl Budget {
             "refused: {} has {endpoints} ready endpoints, more than --max-endpoints-per-service {max}; it {} until it has fewer",
             service.key, outcome(served)
         );
-        self.metrics.refused_update(limit.label());
+        self.metrics.refused_update(limit);
     }
 
     /// Refuses `service` for room: it waits, as `waiting`, and is logged and counted once.
@@ -154,7 +149,7 @@ impl Budget {
             "refused: {} needs {need} names and the zone holds {now} of --max-zone-names {max}; it {} until there is room",
             service.key, outcome(served)
         );
-        self.metrics.refused_update(limit.label());
+        self.metrics.refused_update(limit);
     }
 
     /// Forgets a refused service (it is gone, was taken, or came back to what is served).
@@ -211,12 +206,15 @@ impl Budget {
 
     /// Reports what is used of each limit, and how many services each holds back.
     pub fn report(&self, namespace_names: usize) {
-        self.metrics.limits_used(
-            self.sizes.last_key_value().map_or(0, |(n, _)| *n),
-            self.zone_names(namespace_names),
-            self.too_big.len(),
-            self.waiting.len(),
-        );
+        let largest = self.sizes.last_key_value().map_or(0, |(n, _)| *n);
+        let names = self.zone_names(namespace_names);
+        for limit in Limit::ALL {
+            let (used, held) = match limit {
+                Limit::EndpointsPerService => (largest, self.too_big.len()),
+                Limit::ZoneNames => (names, self.waiting.len()),
+            };
+            self.metrics.limit_used(*limit, used, held);
+        }
     }
 }
 

@@ -101,7 +101,7 @@ pub async fn run(
         }
     }
     let mut state = WatchState::new(scopes, source.policy.clone(), metrics.clone())
-        .with_selection(source.selection.clone());
+        .with_kinds(&kinds, source.selection.cluster_id.clone());
     let mut events = futures::stream::select_all(streams);
     let mut recheck = tokio::time::interval(OPTIONAL_RECHECK);
     recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

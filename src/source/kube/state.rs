@@ -3,7 +3,7 @@
 //! changed. A relist (410 Gone, reconnect) is buffered until it is complete and then applied as a
 //! diff, so unchanged names never go missing.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use kube::api::DynamicObject;
@@ -11,12 +11,11 @@ use kube::runtime::watcher::Event;
 use tracing::{debug, info, warn};
 
 use crate::metrics::Metrics;
-use crate::model::{ObjectKind, ServiceKey, ServiceSet, Update};
-use crate::source::linkerd::report_conflict;
-use crate::source::object::report_refused;
+use crate::model::{ObjectKind, ServiceKey, ServiceSet, Update, WatchEvent};
+use crate::source::object::{ObjectId, report_refused};
 use crate::source::policy::Policy;
-use crate::source::store::{ObjectId, PackedObject, Store};
-use crate::source::{AnyKind, Classified, Selection};
+use crate::source::store::Store;
+use crate::source::{AnyKind, Classified, Object};
 
 /// One watch stream: a kind in one namespace (or all).
 #[derive(Clone)]
@@ -27,8 +26,8 @@ pub struct Scope {
 
 struct StreamState {
     scope: Scope,
-    /// Objects of a list in progress (between `Init` and `InitDone`), already slimmed.
-    buffer: Option<Vec<(ObjectId, Option<PackedObject>)>>,
+    /// Objects of a list in progress (between `Init` and `InitDone`), already packed.
+    buffer: Option<Vec<(ObjectId, Option<Object>)>>,
     /// A list has completed at least once.
     listed: bool,
 }
@@ -53,10 +52,6 @@ pub struct WatchState {
     policy: Policy,
     /// The kinds the streams watch, each once, for the gauges.
     kinds: Vec<ObjectKind>,
-    /// Services that a ServiceImport and Linkerd's Services both give, as last reported.
-    conflicts: HashSet<ServiceKey>,
-    /// What the source reads (`--cluster-id`, which wins over the ClusterProperty).
-    selection: Selection,
     /// The own cluster id the zone was last sent.
     sent_own: Option<String>,
     metrics: Arc<Metrics>,
@@ -68,7 +63,14 @@ fn object_id(o: &DynamicObject) -> Option<ObjectId> {
 }
 
 impl WatchState {
+    /// Watches `scopes`, keeping the objects of their kinds (see [`WatchState::with_kinds`]).
     pub fn new(scopes: Vec<Scope>, policy: Policy, metrics: Arc<Metrics>) -> Self {
+        let mut readers: Vec<Arc<dyn AnyKind>> = Vec::new();
+        for s in &scopes {
+            if !readers.iter().any(|k| k.kind() == s.kind.kind()) {
+                readers.push(s.kind.clone());
+            }
+        }
         let mut kinds: Vec<ObjectKind> = scopes.iter().map(|s| s.kind.kind()).collect();
         kinds.sort();
         kinds.dedup();
@@ -81,14 +83,12 @@ impl WatchState {
             })
             .collect();
         WatchState {
-            store: Store::default(),
+            store: Store::new(&readers, None),
             streams,
             synced: false,
             logged: HashMap::new(),
             policy,
             kinds,
-            conflicts: HashSet::new(),
-            selection: Selection::default(),
             sent_own: None,
             metrics,
         }
@@ -114,26 +114,18 @@ impl WatchState {
         self.streams[stream].scope.kind.kind()
     }
 
-    /// Reads what `selection` says (the own cluster id from `--cluster-id`, if given, instead of
-    /// the ClusterProperty).
-    pub fn with_selection(mut self, selection: Selection) -> Self {
-        self.selection = selection;
+    /// Keeps the objects of every one of `kinds` (the selection's, in precedence order, those
+    /// whose API is not served yet too), with the own cluster `cluster_id` when `--cluster-id`
+    /// gives it. Before the first event.
+    pub fn with_kinds(mut self, kinds: &[Arc<dyn AnyKind>], cluster_id: Option<String>) -> Self {
+        self.store = Store::new(kinds, cluster_id);
         self
-    }
-
-    /// The own cluster id now.
-    fn own_cluster(&self) -> Option<String> {
-        self.selection.own_cluster(self.store.own_cluster())
     }
 
     /// Every service, with the own cluster id, which is remembered as sent.
     fn full_set(&mut self) -> Change {
-        self.sent_own = self.own_cluster();
-        Change::Reset(
-            self.store
-                .snapshot()
-                .with_own_cluster(self.sent_own.clone()),
-        )
+        self.sent_own = self.store.own_cluster();
+        Change::Reset(self.store.snapshot())
     }
 
     pub fn synced(&self) -> bool {
@@ -174,7 +166,7 @@ impl WatchState {
                 return Vec::new();
             }
             Event::InitApply(obj) => {
-                self.metrics.source_event(kind, "list");
+                self.metrics.source_event(kind, WatchEvent::List);
                 // Packed now: a large list never sits in memory as JSON, nor as model values
                 // (about 110 bytes an endpoint, held until the list is done).
                 if let Some(read) = self.read(stream, obj) {
@@ -206,18 +198,16 @@ impl WatchState {
                         .map(|k| format!("{k}={}", self.store.count(*k)))
                         .collect();
                     info!(objects = %counts.join(" "), "initial list complete");
-                    let mut all = self.store.linkerd_keys();
-                    all.sort();
-                    self.check_conflicts(all.iter());
+                    self.store.settle_all(&self.metrics);
                     return vec![self.full_set()];
                 }
             }
             Event::Apply(obj) => {
-                self.metrics.source_event(kind, "apply");
+                self.metrics.source_event(kind, WatchEvent::Apply);
                 affected.extend(self.apply(stream, obj));
             }
             Event::Delete(obj) => {
-                self.metrics.source_event(kind, "delete");
+                self.metrics.source_event(kind, WatchEvent::Delete);
                 if let Some(id) = object_id(&obj) {
                     self.logged.remove(&(kind, id.clone()));
                     affected.extend(self.forget(kind, &id));
@@ -228,36 +218,17 @@ impl WatchState {
         if !self.synced {
             return Vec::new();
         }
-        self.check_conflicts(affected.iter());
-        if self.own_cluster() != self.sent_own {
+        self.store.settle(&affected, &self.metrics);
+        if self.store.own_cluster() != self.sent_own {
             // The id changes every service's answers: all of them, in one set.
             info!(
-                cluster_id = self.own_cluster().as_deref().unwrap_or("none"),
+                cluster_id = self.store.own_cluster().as_deref().unwrap_or("none"),
                 "own cluster id changed (ClusterProperty {})",
                 crate::source::about::CLUSTER_ID
             );
             return vec![self.full_set()];
         }
         affected.into_iter().map(Change::Service).collect()
-    }
-
-    /// Reports each of `keys` that has just come to be given by both a ServiceImport and
-    /// Linkerd's Services (once, until it is no longer).
-    fn check_conflicts<'a>(&mut self, keys: impl Iterator<Item = &'a ServiceKey>) {
-        for key in keys {
-            match self.store.conflict(key) {
-                Some(objects) => {
-                    if self.conflicts.insert(key.clone()) {
-                        report_conflict(key, &objects, &self.metrics);
-                    }
-                }
-                None => {
-                    if self.conflicts.remove(key) {
-                        info!(service = %key, "the ServiceImport and Linkerd's Services no longer both give this service");
-                    }
-                }
-            }
-        }
     }
 
     fn gauges(&self) {
@@ -285,21 +256,17 @@ impl WatchState {
         &mut self,
         kind: ObjectKind,
         id: &ObjectId,
-        parsed: Option<PackedObject>,
+        parsed: Option<Object>,
     ) -> Vec<ServiceKey> {
         match parsed {
-            Some(o) => self.store.insert_packed(o),
+            Some(o) => self.store.insert(o),
             None => self.forget(kind, id).into_iter().collect(),
         }
     }
 
     /// Reads one object into the store's packed form (`None` when unusable: logged once and
     /// counted).
-    fn read(
-        &mut self,
-        stream: usize,
-        obj: DynamicObject,
-    ) -> Option<(ObjectId, Option<PackedObject>)> {
+    fn read(&mut self, stream: usize, obj: DynamicObject) -> Option<(ObjectId, Option<Object>)> {
         let id = object_id(&obj)?;
         let reader = &self.streams[stream].scope.kind;
         let kind = reader.kind();
@@ -329,7 +296,7 @@ impl WatchState {
                 None
             }
         };
-        Some((id, parsed.map(PackedObject::from)))
+        Some((id, parsed))
     }
 
     /// Whether `problem` is new for this object (and so is to be logged and counted); it is

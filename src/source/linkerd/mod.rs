@@ -1,8 +1,8 @@
 //! Linkerd's multicluster Services as clusterset names (`--source linkerd`): the federated and
 //! mirror Services that Linkerd's service mirror (2.17 and later) creates in each consuming
 //! cluster, read from core/v1 `Service` objects and turned into the same `model::Service` an
-//! import gives. Shared by the Kubernetes and file sources; the store keeps each object as a
-//! [`Member`] of its logical service and asks [`service`] for the whole of it.
+//! import gives. Shared by the Kubernetes and file sources; their part of the store ([`join`])
+//! keeps each object as a [`Member`] of its logical service and joins the members into it.
 //!
 //! Shapes, from linkerd/linkerd2 at `version-2.20` (eadc1acf): `pkg/k8s/labels.go` and
 //! `multicluster/service-mirror/cluster_watcher.go`, `cluster_watcher_headless.go`. Objects are
@@ -17,6 +17,8 @@
 //!   labels plus `mirror.linkerd.io/headless-mirror-svc-name: <svc>-<link>`, annotation
 //!   `remote-svc-fq-name: <host>.<svc>.<ns>.svc.<domain>`.
 
+pub mod join;
+
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
@@ -24,7 +26,7 @@ use serde::Deserialize;
 
 use super::object::{Kind, Meta, RawPort, Read, Refused, Resource, addresses, invalid, ports};
 use super::policy::Policy;
-use crate::model::{Endpoint, ObjectKind, Port, Service, ServiceKey, ServiceType, Skip, Slice};
+use crate::model::{ObjectKind, Port, ServiceKey, Skip};
 use crate::wire::{is_cluster_id, is_label};
 
 pub const LABEL_MIRRORED: &str = "mirror.linkerd.io/mirrored-service";
@@ -83,6 +85,7 @@ pub struct Services {
 impl Kind for Services {
     type Shape = LinkerdService;
     type Output = Member;
+    type Part = join::Members;
     const KIND: ObjectKind = KIND;
     const RESOURCE: Resource = Resource {
         group: "",
@@ -99,6 +102,18 @@ impl Kind for Services {
 
     fn set_meta(shape: &mut LinkerdService, meta: Meta) {
         shape.metadata = meta;
+    }
+
+    fn object_name(m: &Member) -> String {
+        format!("{}/{}", m.service.namespace, m.object)
+    }
+
+    fn refused(m: &Member) -> &[Refused] {
+        &m.refused
+    }
+
+    fn pack(m: Member) -> Member {
+        m
     }
 
     fn convert(&self, raw: LinkerdService, policy: &Policy) -> Read<Member> {
@@ -338,125 +353,13 @@ fn convert(mut raw: LinkerdService, config: &Config, policy: &Policy) -> Read<Me
     )
 }
 
-/// Logs (warn) and counts a service that a ServiceImport and Linkerd's Services `objects` both
-/// give: the ServiceImport is served, and Linkerd's Services are counted as skipped
-/// (`reason="conflict"`).
-pub fn report_conflict(key: &ServiceKey, objects: &[String], metrics: &crate::metrics::Metrics) {
-    tracing::warn!(
-        service = %key,
-        reason = %Skip::Conflict,
-        "skipped Linkerd's Service {}/{}: the ServiceImport {key} gives the same names, and is served",
-        key.namespace,
-        objects.join(","),
-    );
-    metrics.skipped(KIND, Skip::Conflict);
-}
-
-/// The service that Linkerd's objects give, from its members by object name: the federated
-/// Service's address if there is one (the first by name, should two claim it); else the hosts
-/// of its headless mirrors, as a headless import; else (with `--linkerd-mirrors`) every mirror's
-/// ClusterIPs. `None` when the members give nothing to answer.
-pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Service> {
-    let mut ports: Vec<Port> = Vec::new();
-    let mut add_ports = |ps: &[Port]| {
-        for p in ps {
-            if !ports.contains(p) {
-                ports.push(p.clone());
-            }
-        }
-    };
-    if let Some((ips, fed_ports)) = members.values().find_map(|r| match r {
-        Role::Federated { ips, ports } => Some((ips, ports)),
-        _ => None,
-    }) {
-        return Some(Service {
-            locality: crate::model::Locality::Any,
-            slices_absent: false,
-            key: key.clone(),
-            origin: KIND,
-            kind: ServiceType::ClusterSetIp,
-            ips: ips.clone(),
-            ports: fed_ports.clone(),
-            slices: Vec::new(),
-        });
-    }
-    let parents: Vec<&str> = members
-        .iter()
-        .filter_map(|(name, r)| match r {
-            Role::Headless { ports, .. } => {
-                add_ports(ports);
-                Some(name.as_str())
-            }
-            _ => None,
-        })
-        .collect();
-    if !parents.is_empty() {
-        let slices = members
-            .iter()
-            .filter_map(|(name, r)| match r {
-                Role::Host {
-                    cluster,
-                    parent,
-                    hostname,
-                    ips,
-                    ports,
-                } if parents.contains(&parent.as_str()) && !ips.is_empty() => Some(Slice {
-                    name: name.clone(),
-                    cluster: Some(cluster.clone()),
-                    ports: ports.clone(),
-                    endpoints: vec![Endpoint {
-                        addresses: ips.clone(),
-                        hostname: Some(hostname.clone()),
-                    }],
-                }),
-                _ => None,
-            })
-            .collect();
-        return Some(Service {
-            locality: crate::model::Locality::Any,
-            slices_absent: false,
-            key: key.clone(),
-            origin: KIND,
-            kind: ServiceType::Headless,
-            ips: Vec::new(),
-            ports,
-            slices,
-        });
-    }
-    let mut ips: Vec<IpAddr> = Vec::new();
-    for r in members.values() {
-        if let Role::Mirror {
-            ips: mine,
-            ports: mine_ports,
-            ..
-        } = r
-        {
-            ips.extend(
-                mine.iter()
-                    .filter(|ip| !ips.contains(ip))
-                    .collect::<Vec<_>>(),
-            );
-            add_ports(mine_ports);
-        }
-    }
-    (!ips.is_empty()).then(|| Service {
-        locality: crate::model::Locality::Any,
-        slices_absent: false,
-        key: key.clone(),
-        origin: KIND,
-        kind: ServiceType::ClusterSetIp,
-        ips,
-        ports,
-        slices: Vec::new(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::join::service;
     use super::*;
-    use crate::model::Protocol;
+    use crate::model::{Protocol, ServiceType};
     use crate::source::file::classify;
-    use crate::source::{Classified, Object, Selection, object::ObjectError};
+    use crate::source::{Classified, Selection, object::ObjectError};
 
     fn read(yaml: &str, config: &Config) -> Classified {
         let selection = Selection {
@@ -472,8 +375,13 @@ mod tests {
     }
 
     fn member(yaml: &str, config: &Config) -> Member {
-        match read(yaml, config) {
-            Classified::Object(Object::Linkerd(m)) => m,
+        match crate::source::file::tests::read(
+            &Services {
+                config: config.clone(),
+            },
+            yaml,
+        ) {
+            Read::Object(m) => m,
             other => panic!("{other:?}"),
         }
     }

@@ -1,7 +1,10 @@
 //! The Multi-Cluster Services API's kinds (`--source mcs`): ServiceImport
 //! (`multicluster.x-k8s.io`, v1alpha1 or v1beta1) and EndpointSlice (`discovery.k8s.io/v1`,
 //! labelled `multicluster.kubernetes.io/service-name`), each read once into its shape and
-//! validated. One unusable object is reported and skipped, never fatal.
+//! validated. One unusable object is reported and skipped, never fatal. [`join`] is their part
+//! of a source's store: the imports joined with their slices.
+
+pub mod join;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -117,6 +120,7 @@ struct RawConditions {
 impl Kind for Imports {
     type Shape = ServiceImport;
     type Output = Import;
+    type Part = join::Joined;
     const KIND: ObjectKind = ObjectKind::ServiceImport;
     const RESOURCE: Resource = Resource {
         group: MCS_GROUP,
@@ -132,6 +136,18 @@ impl Kind for Imports {
 
     fn set_meta(shape: &mut ServiceImport, meta: Meta) {
         shape.metadata = meta;
+    }
+
+    fn object_name(i: &Import) -> String {
+        i.key.to_string()
+    }
+
+    fn refused(i: &Import) -> &[Refused] {
+        &i.refused
+    }
+
+    fn pack(i: Import) -> join::Stored {
+        join::Stored::import(i)
     }
 
     fn convert(&self, mut raw: ServiceImport, policy: &Policy) -> Read<Import> {
@@ -195,6 +211,7 @@ impl Kind for Imports {
 impl Kind for Slices {
     type Shape = EndpointSlice;
     type Output = SliceObject;
+    type Part = join::Joined;
     const KIND: ObjectKind = ObjectKind::EndpointSlice;
     const RESOURCE: Resource = Resource {
         group: "discovery.k8s.io",
@@ -216,6 +233,18 @@ impl Kind for Slices {
 
     fn set_meta(shape: &mut EndpointSlice, meta: Meta) {
         shape.metadata = meta;
+    }
+
+    fn object_name(s: &SliceObject) -> String {
+        format!("{}/{}", s.service.namespace, s.slice.name)
+    }
+
+    fn refused(s: &SliceObject) -> &[Refused] {
+        &s.refused
+    }
+
+    fn pack(s: SliceObject) -> join::Stored {
+        join::Stored::Slice(s.service, crate::model::packed::Packed::new(&s.slice))
     }
 
     fn convert(&self, mut raw: EndpointSlice, policy: &Policy) -> Read<SliceObject> {
@@ -349,9 +378,9 @@ mod tests {
 
     use super::*;
     use crate::model::Protocol;
-    use crate::source::file::tests::one;
+    use crate::source::Classified;
+    use crate::source::file::tests::{one, read};
     use crate::source::object::from_dynamic;
-    use crate::source::{Classified, Object};
 
     #[test]
     fn objects_from_the_api_are_read_from_what_the_client_parsed() {
@@ -385,13 +414,12 @@ mod tests {
 
     #[test]
     fn import_with_unknown_fields_and_defaults() {
-        let c = one(
+        let c = read(
+            &Imports::default(),
             "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\n\
              spec: {type: ClusterSetIP, ips: [10.0.0.1, 'fd00::1'], ipFamilies: [IPv4], ports: [{port: 80}, {name: Http, protocol: udp, port: 81}]}\nstatus: {clusters: [{cluster: a}]}",
         );
-        let Classified::Object(Object::Import(i)) = c else {
-            panic!("{c:?}")
-        };
+        let Read::Object(i) = c else { panic!("{c:?}") };
         assert_eq!(i.kind, ServiceType::ClusterSetIp);
         assert_eq!(i.ips.len(), 2);
         assert_eq!(
@@ -414,15 +442,16 @@ mod tests {
 
     #[test]
     fn unknown_type_is_clustersetip_and_submariner_copies_are_ignored() {
-        let c = one(
+        let c = read(
+            &Imports::default(),
             "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: a, namespace: b}\nspec: {type: Weird, ports: []}",
         );
         assert!(matches!(
             c,
-            Classified::Object(Object::Import(Import {
+            Read::Object(Import {
                 kind: ServiceType::ClusterSetIp,
                 ..
-            }))
+            })
         ));
         let c = one(
             "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: a-b-c, namespace: sub, labels: {multicluster.kubernetes.io/service-name: a}}\nspec: {type: Headless}",
@@ -490,7 +519,8 @@ mod tests {
 
     #[test]
     fn refused_addresses_are_dropped_alone_and_excluded_namespaces_not_served() {
-        let Classified::Object(Object::Import(i)) = one(
+        let Read::Object(i) = read(
+            &Imports::default(),
             "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: web, namespace: shop}\n\
              spec: {type: ClusterSetIP, ips: [169.254.169.254, 10.0.0.1, '::ffff:127.0.0.1'], ports: [{port: 80}]}",
         ) else {
@@ -505,7 +535,8 @@ mod tests {
                 "spec.ips[2] ::ffff:127.0.0.1 refused (loopback)"
             ]
         );
-        let Classified::Object(Object::Slice(s)) = one(
+        let Read::Object(s) = read(
+            &Slices,
             "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web}}\n\
              addressType: IPv4\nendpoints:\n- {addresses: [255.255.255.255], hostname: gone}\n- {addresses: [0.0.0.0, 10.1.0.2], hostname: kept}",
         ) else {
@@ -547,13 +578,12 @@ mod tests {
 
     #[test]
     fn slices_skip_not_ready_and_keep_absent_ready() {
-        let c = one(
+        let c = read(
+            &Slices,
             "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, namespace: shop, labels: {multicluster.kubernetes.io/service-name: web, multicluster.kubernetes.io/source-cluster: East.Prod}}\n\
              addressType: IPv4\nports: null\nendpoints:\n- {addresses: [10.0.0.1], conditions: {ready: false}}\n- {addresses: [10.0.0.2]}\n- {addresses: [10.0.0.3], conditions: {ready: true}, hostname: DB-0}",
         );
-        let Classified::Object(Object::Slice(s)) = c else {
-            panic!("{c:?}")
-        };
+        let Read::Object(s) = c else { panic!("{c:?}") };
         assert_eq!(s.slice.cluster.as_deref(), Some("east.prod"));
         assert!(s.slice.ports.is_empty());
         assert_eq!(s.slice.endpoints.len(), 2);

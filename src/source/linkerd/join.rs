@@ -1,0 +1,197 @@
+//! Linkerd's part of a source's store: its Services by the logical service they are members of,
+//! kept as read (a few per service), and joined into that service on demand ([`service`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+
+use super::{KIND, Member, Role};
+use crate::model::packed::{ImportHead, Packed, PackedImport, PackedService};
+use crate::model::{Endpoint, Locality, ObjectKind, Port, Service, ServiceKey, ServiceType, Slice};
+use crate::source::object::{ObjectId, Part};
+
+/// Linkerd's Services, by the service they belong to, then by object name.
+#[derive(Debug, Default)]
+pub struct Members {
+    members: HashMap<ServiceKey, BTreeMap<String, Role>>,
+    /// The service each of Linkerd's Services is filed under.
+    owner: HashMap<ObjectId, ServiceKey>,
+}
+
+impl Members {
+    fn detach(&mut self, owner: &ServiceKey, name: &str) {
+        if let Some(members) = self.members.get_mut(owner) {
+            members.remove(name);
+            if members.is_empty() {
+                self.members.remove(owner);
+            }
+        }
+    }
+}
+
+impl Part for Members {
+    type Object = Member;
+
+    fn apply(&mut self, m: Member) -> Vec<ServiceKey> {
+        let id = (m.service.namespace.clone(), m.object.clone());
+        let mut affected = Vec::with_capacity(2);
+        if let Some(old) = self.owner.insert(id.clone(), m.service.clone()) {
+            if old != m.service {
+                self.detach(&old, &id.1);
+                affected.push(old);
+            }
+        }
+        self.members
+            .entry(m.service.clone())
+            .or_default()
+            .insert(m.object, m.role);
+        affected.push(m.service);
+        affected
+    }
+
+    fn delete(&mut self, _: ObjectKind, id: &ObjectId) -> Option<ServiceKey> {
+        let owner = self.owner.remove(id)?;
+        self.detach(&owner, &id.1);
+        Some(owner)
+    }
+
+    fn ids(&self, _: ObjectKind, namespace: Option<&str>) -> Vec<ObjectId> {
+        self.owner
+            .keys()
+            .filter(|(ns, _)| namespace.is_none_or(|n| ns == n))
+            .cloned()
+            .collect()
+    }
+
+    fn count(&self, _: ObjectKind) -> usize {
+        self.owner.len()
+    }
+
+    fn service(&self, key: &ServiceKey) -> Option<Service> {
+        service(key, self.members.get(key)?)
+    }
+
+    fn keys(&self) -> Vec<ServiceKey> {
+        self.members.keys().cloned().collect()
+    }
+
+    fn packed(&self) -> Vec<PackedService> {
+        self.members
+            .iter()
+            .filter_map(|(k, members)| {
+                let s = service(k, members)?;
+                let slices = s.slices.iter().map(Packed::new).collect();
+                Some((
+                    k.clone(),
+                    PackedImport::new(ImportHead::of(&s), &s.ips, &s.ports),
+                    slices,
+                ))
+            })
+            .collect()
+    }
+
+    fn objects(&self, key: &ServiceKey) -> Vec<String> {
+        self.members
+            .get(key)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// The service that Linkerd's objects give, from its members by object name: the federated
+/// Service's address if there is one (the first by name, should two claim it); else the hosts
+/// of its headless mirrors, as a headless import; else (with `--linkerd-mirrors`) every mirror's
+/// ClusterIPs. `None` when the members give nothing to answer.
+pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Service> {
+    let mut ports: Vec<Port> = Vec::new();
+    let mut add_ports = |ps: &[Port]| {
+        for p in ps {
+            if !ports.contains(p) {
+                ports.push(p.clone());
+            }
+        }
+    };
+    if let Some((ips, fed_ports)) = members.values().find_map(|r| match r {
+        Role::Federated { ips, ports } => Some((ips, ports)),
+        _ => None,
+    }) {
+        return Some(Service {
+            locality: Locality::Any,
+            slices_absent: false,
+            key: key.clone(),
+            origin: KIND,
+            kind: ServiceType::ClusterSetIp,
+            ips: ips.clone(),
+            ports: fed_ports.clone(),
+            slices: Vec::new(),
+        });
+    }
+    let parents: Vec<&str> = members
+        .iter()
+        .filter_map(|(name, r)| match r {
+            Role::Headless { ports, .. } => {
+                add_ports(ports);
+                Some(name.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    if !parents.is_empty() {
+        let slices = members
+            .iter()
+            .filter_map(|(name, r)| match r {
+                Role::Host {
+                    cluster,
+                    parent,
+                    hostname,
+                    ips,
+                    ports,
+                } if parents.contains(&parent.as_str()) && !ips.is_empty() => Some(Slice {
+                    name: name.clone(),
+                    cluster: Some(cluster.clone()),
+                    ports: ports.clone(),
+                    endpoints: vec![Endpoint {
+                        addresses: ips.clone(),
+                        hostname: Some(hostname.clone()),
+                    }],
+                }),
+                _ => None,
+            })
+            .collect();
+        return Some(Service {
+            locality: Locality::Any,
+            slices_absent: false,
+            key: key.clone(),
+            origin: KIND,
+            kind: ServiceType::Headless,
+            ips: Vec::new(),
+            ports,
+            slices,
+        });
+    }
+    let mut ips: Vec<IpAddr> = Vec::new();
+    for r in members.values() {
+        if let Role::Mirror {
+            ips: mine,
+            ports: mine_ports,
+            ..
+        } = r
+        {
+            ips.extend(
+                mine.iter()
+                    .filter(|ip| !ips.contains(ip))
+                    .collect::<Vec<_>>(),
+            );
+            add_ports(mine_ports);
+        }
+    }
+    (!ips.is_empty()).then(|| Service {
+        locality: Locality::Any,
+        slices_absent: false,
+        key: key.clone(),
+        origin: KIND,
+        kind: ServiceType::ClusterSetIp,
+        ips,
+        ports,
+        slices: Vec::new(),
+    })
+}
