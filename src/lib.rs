@@ -1,13 +1,12 @@
 //! clusterset-dns: authoritative DNS for the Kubernetes Multi-Cluster Services API
-//! (`<svc>.<ns>.svc.clusterset.local`), fed from ServiceImports and EndpointSlices, and from
-//! Linkerd's multicluster Services.
+//! (`<svc>.<ns>.svc.clusterset.local`), fed from the kinds of object [`source::kinds`] lists.
 //!
 //! ```text
 //!  source::kube ─┐  model::Update   zone::build    zone: one published table of
 //!  (watchers)    ├───────────────> (one writer) ─> precompiled answers, read through a View
 //!  source::file ─┘  (plain values)                     │
-//!  (both read ServiceImports and EndpointSlices, and, through source::linkerd,
-//!   Linkerd's federated and mirror Services)           │
+//!  (both read the kinds source::kinds lists, each    │
+//!   kept in its part of a source::store::Store)        │
 //!                                                      v
 //!  UDP workers (recvmmsg) ─┐                   dns::respond, dns::Batch ──> dns::account
 //!  XDP workers (AF_XDP) ───┼─ query bytes ──>  (parse, look up, write)      (metrics, query log)

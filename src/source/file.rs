@@ -17,7 +17,7 @@ use super::policy::Policy;
 use super::store::Store;
 use super::{AnyKind, Classified, Selection, excluded, kinds};
 use crate::metrics::Metrics;
-use crate::model::{ObjectKind, ServiceSet, Update};
+use crate::model::{ServiceSet, Update};
 
 /// Which file, and how often it is looked at.
 #[derive(Debug, Clone)]
@@ -41,7 +41,8 @@ pub struct Loaded {
     pub services: ServiceSet,
     /// When the file was read.
     pub seen: Instant,
-    pub slices: usize,
+    /// How many objects of each kind it holds, as `Kind=N …`.
+    pub objects: String,
     pub skipped: usize,
 }
 
@@ -183,7 +184,11 @@ pub fn load(
     metrics.source_synced();
     Ok(Loaded {
         seen,
-        slices: store.count(ObjectKind::EndpointSlice),
+        objects: kinds
+            .iter()
+            .map(|k| format!("{}={}", k.kind(), store.count(k.kind())))
+            .collect::<Vec<_>>()
+            .join(" "),
         services: store.into_snapshot(),
         skipped,
     })
@@ -254,7 +259,7 @@ pub async fn run(
 }
 
 async fn send(config: &Config, loaded: Loaded, updates: &mpsc::Sender<(Instant, Update)>) {
-    info!(file = %config.path.display(), services = loaded.services.len(), slices = loaded.slices, skipped = loaded.skipped, "loaded objects");
+    info!(file = %config.path.display(), services = loaded.services.len(), objects = %loaded.objects, skipped = loaded.skipped, "loaded objects");
     // The builder outlives every source; a closed channel only happens at shutdown.
     let _ = updates
         .send((loaded.seen, Update::Reset(loaded.services)))

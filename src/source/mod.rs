@@ -1,11 +1,11 @@
 //! Sources of services. Each turns Kubernetes objects into `model` values and sends `Update`s to
 //! the zone builder.
 //!
-//! The imports run one way: `object` (what every kind shares, and the [`object::Kind`] trait) ←
-//! the kinds, a file each (`mcs` for ServiceImports and EndpointSlices, `linkerd` for Linkerd's
-//! multicluster Services) ← this file ([`Object`], the kinds a [`Selection`] reads) ← `store`
-//! (what a source keeps), `file` and `kube` (the two sources). `policy` (what imported data may
-//! say) sits under `object`.
+//! The imports run one way: `object` (what every kind shares: the [`object::Kind`] and
+//! [`object::Part`] traits) ← the kinds, a file (or folder) each with its part of the store, as
+//! [`kinds`] lists them ← this file ([`Object`], [`AnyKind`], [`AnyPart`], the list of kinds) ←
+//! `store` (what a source keeps, routed to the kinds' parts), `file` and `kube` (the two
+//! sources). `policy` (what imported data may say) sits under `object`.
 
 pub mod about;
 pub mod file;

@@ -59,11 +59,9 @@ fn manifests_render_and_validate() {
     }
 }
 
-#[test]
-fn the_role_only_reads_serviceimports_endpointslices_and_clusterproperties() {
-    let _module = common::module(module_path!());
-    let objs = objects(&render());
-    let role = objs.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+/// `group/resource verbs` of each grant of the ClusterRole in `objects`, sorted.
+fn grants(objects: &[serde_json::Value]) -> Vec<String> {
+    let role = objects.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
     let mut grants: Vec<String> = Vec::new();
     for rule in role["rules"].as_array().unwrap() {
         for g in rule["apiGroups"].as_array().unwrap() {
@@ -85,8 +83,45 @@ fn the_role_only_reads_serviceimports_endpointslices_and_clusterproperties() {
         }
     }
     grants.sort();
+    grants
+}
+
+/// What the server reads when started with the rendered container's flags: the resource of
+/// each kind `source::kinds` lists for the selection those flags make, read-only, sorted.
+fn read_by_flags(objects: &[serde_json::Value]) -> Vec<String> {
+    use clap::Parser;
+    let args: Vec<String> = container(objects)["args"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default();
+    let parsed = clusterset_dns::cli::Args::try_parse_from(
+        std::iter::once("clusterset-dns".to_string()).chain(args.iter().cloned()),
+    )
+    .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let config = parsed.config().unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let mut read: Vec<String> = clusterset_dns::source::kinds(&config.source.selection, None)
+        .iter()
+        .map(|k| {
+            let r = k.resource();
+            format!("{}/{} get,list,watch", r.group, r.plural)
+        })
+        .collect();
+    read.sort();
+    read
+}
+
+/// Each flavour's ClusterRole grants exactly what its own flags make the server read (the list
+/// of kinds is the one truth: a kind added without its RBAC, or RBAC left behind, fails here).
+#[test]
+fn every_flavours_role_grants_exactly_what_its_flags_read() {
+    let _module = common::module(module_path!());
+    for dir in ["deploy/base", "deploy/xdp", "deploy/linkerd"] {
+        let o = objects(&render_dir(dir));
+        assert_eq!(grants(&o), read_by_flags(&o), "{dir}");
+    }
+    // deploy/base, spelled out once, so that the check above is seen to compare something.
     assert_eq!(
-        grants,
+        grants(&objects(&render())),
         [
             "about.k8s.io/clusterproperties get,list,watch",
             "discovery.k8s.io/endpointslices get,list,watch",
@@ -235,23 +270,27 @@ fn the_xdp_flavour_changes_only_what_xdp_needs() {
     assert_eq!(xdp, base);
 }
 
-/// deploy/linkerd is deploy/base plus exactly two things: reading core Services (get, list,
-/// watch, nothing else) and --source=linkerd.
+/// deploy/linkerd is deploy/base with the role reading Linkerd's Services instead of the MCS
+/// API's objects (get, list, watch, nothing else) and --source=linkerd.
 #[test]
-fn the_linkerd_flavour_adds_only_reading_services_and_the_flag() {
+fn the_linkerd_flavour_changes_only_what_it_reads_and_the_flag() {
     let _module = common::module(module_path!());
     let base = objects(&render());
     let mut linkerd = objects(&render_dir("deploy/linkerd"));
     assert_eq!(base.len(), linkerd.len());
+    assert_eq!(
+        grants(&linkerd),
+        [
+            "/services get,list,watch",
+            "about.k8s.io/clusterproperties get,list,watch"
+        ]
+    );
     let role = linkerd
         .iter()
         .position(|o| o["kind"] == "ClusterRole")
         .unwrap();
-    let rules = linkerd[role]["rules"].as_array_mut().unwrap();
-    assert_eq!(
-        rules.pop().unwrap(),
-        serde_json::json!({"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]})
-    );
+    let base_role = base.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+    linkerd[role]["rules"] = base_role["rules"].clone();
     let dep = linkerd
         .iter()
         .position(|o| o["kind"] == "Deployment")
@@ -747,6 +786,17 @@ fn every_values_combination_validates() {
             },
         ),
         (
+            "Linkerd's Services only: no reading of the MCS API's objects",
+            &["source.read={linkerd}"],
+            &|o| {
+                let role = o.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+                let rules = role["rules"].to_string();
+                (rules.contains("services") && !rules.contains("serviceimports"))
+                    .then_some(())
+                    .ok_or(rules)
+            },
+        ),
+        (
             "the own cluster id set: the flag, and no reading of ClusterProperties",
             &["clusterId=West"],
             &|o| {
@@ -883,6 +933,9 @@ fn every_values_combination_validates() {
         validate(&rendered);
         flags_exist(container(&objects));
         check(&objects).unwrap_or_else(|e| panic!("{what}: {e}"));
+        if objects.iter().any(|o| o["kind"] == "ClusterRole") {
+            assert_eq!(grants(&objects), read_by_flags(&objects), "{what}");
+        }
     }
 }
 

@@ -745,7 +745,8 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 /// Linkerd's objects in a real API server, in their exact shapes, and the churn the service
 /// mirror makes: a member joins and leaves a federated Service, the last one leaves, a mirror is
 /// deleted, a headless host comes and goes, a whole Link goes away, and a ServiceImport claims
-/// a name a federated Service gives. The binary runs as a user with deploy/linkerd's role.
+/// a name a federated Service gives. The binary runs as a user with the role of both sources
+/// (deploy/linkerd's and deploy/base's rules).
 #[test]
 fn linkerd_source_against_a_real_api_server() {
     let _module = common::module(module_path!());

@@ -1,8 +1,6 @@
-//! Kubernetes source: watches ServiceImports (`multicluster.x-k8s.io`, the version the API
-//! server serves, v1beta1 preferred) and EndpointSlices labelled with
-//! `multicluster.kubernetes.io/service-name` (`--source mcs`), and Services labelled
-//! `mirror.linkerd.io/mirrored-service=true` (`--source linkerd`), and turns watch events into
-//! per-service updates.
+//! Kubernetes source: watches each kind [`super::kinds`] lists for the selection (at the first
+//! of its versions the API server serves, with its label selector), per `--namespace` or
+//! cluster-wide, and turns watch events into per-service updates.
 //!
 //! [`WatchState`] takes tagged watch events and is tested without an API server; [`run`] feeds
 //! it from kube-rs watchers; [`client`] makes the client and finds the version to watch.

@@ -282,25 +282,26 @@ pub fn rbac() -> String {
             roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: clusterset-dns}\nsubjects:\n- {kind: User, name: clusterset-dns, apiGroup: rbac.authorization.k8s.io}\n"
 }
 
-/// deploy/linkerd's ClusterRole, bound to the user the binary runs as.
+/// What `--source mcs,linkerd` reads, bound to the user the binary runs as: deploy/linkerd's
+/// ClusterRole with deploy/base's rules added, as the chart renders it for
+/// `source.read={mcs,linkerd}`.
 pub fn linkerd_rbac() -> String {
-    let out = Command::new("kubectl")
-        .args(["kustomize"])
-        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/linkerd"))
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rendered = String::from_utf8(out.stdout).unwrap();
-    let role = rendered
-        .split("\n---\n")
-        .find(|d| d.contains("kind: ClusterRole\n"))
-        .expect("deploy/linkerd has a ClusterRole")
-        .to_string();
-    role + "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: clusterset-dns-test-user}\n\
+    let role = |dir: &str| -> serde_json::Value {
+        super::yaml_objects(&super::kustomize(dir))
+            .into_iter()
+            .find(|o| o["kind"] == "ClusterRole")
+            .unwrap_or_else(|| panic!("{dir} has a ClusterRole"))
+    };
+    let mut both = role("deploy/linkerd");
+    let base = role("deploy/base");
+    let rules = both["rules"].as_array_mut().unwrap();
+    for rule in base["rules"].as_array().unwrap() {
+        if !rules.contains(rule) {
+            rules.push(rule.clone());
+        }
+    }
+    both.to_string()
+        + "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: clusterset-dns-test-user}\n\
             roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: clusterset-dns}\nsubjects:\n- {kind: User, name: clusterset-dns, apiGroup: rbac.authorization.k8s.io}\n"
 }
 
