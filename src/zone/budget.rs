@@ -225,3 +225,170 @@ fn outcome(served: bool) -> &'static str {
         "is not served"
     }
 }
+
+/// The budget as the builder meets it: services refused, held and let in, and what the metrics
+/// say of them.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Update;
+    use crate::zone::build::tests::{a, builder, headless, metric};
+
+    #[test]
+    fn a_service_over_the_endpoint_cap_is_refused_and_a_served_one_keeps_its_answers() {
+        let (zone, metrics, mut b) = builder(Limits {
+            endpoints_per_service: 3,
+            zone_names: usize::MAX,
+        });
+        b.apply(Update::Reset(vec![headless("db", 2, 1)].into()));
+        assert_eq!(a(&zone, "db"), ["10.1.0.0", "10.1.0.1"]);
+        // Grows past the cap: the update is refused, the old answers stay.
+        assert!(!b.apply(Update::Upsert(headless("db", 4, 2))));
+        assert_eq!(a(&zone, "db"), ["10.1.0.0", "10.1.0.1"]);
+        // A new service past the cap is not served at all.
+        b.apply(Update::Upsert(headless("big", 9, 3)));
+        assert!(a(&zone, "big").is_empty());
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_updates_total{limit=\"endpoints_per_service\"}"
+            ),
+            "2"
+        );
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"endpoints_per_service\"}"
+            ),
+            "2"
+        );
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_limit_used{limit=\"endpoints_per_service\"}"
+            ),
+            "2"
+        );
+        // The same refusal again is not counted again.
+        b.apply(Update::Upsert(headless("big", 8, 3)));
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_updates_total{limit=\"endpoints_per_service\"}"
+            ),
+            "2"
+        );
+        // Back under the cap, both are taken.
+        b.apply(Update::Upsert(headless("db", 3, 2)));
+        b.apply(Update::Upsert(headless("big", 1, 3)));
+        assert_eq!(a(&zone, "db"), ["10.2.0.0", "10.2.0.1", "10.2.0.2"]);
+        assert_eq!(a(&zone, "big"), ["10.3.0.0"]);
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"endpoints_per_service\"}"
+            ),
+            "0"
+        );
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_limit{limit=\"endpoints_per_service\"}"
+            ),
+            "3"
+        );
+    }
+
+    #[test]
+    fn beyond_the_name_cap_new_services_wait_and_are_served_once_there_is_room() {
+        // A headless service with n hostnames owns 2 + n names (`<svc>`, `<h>.east.<svc>` and
+        // the empty non-terminal `east.<svc>`); the namespace adds one.
+        let (zone, metrics, mut inner) = builder(Limits {
+            endpoints_per_service: usize::MAX,
+            zone_names: 11,
+        });
+        // After every update: the zone never holds more than the cap, and the count the
+        // budget reports is what the zone holds (less the 5 names every zone has).
+        let mut b = |u: Update| {
+            inner.apply(u);
+            let used: usize = metric(&metrics, "clusterset_dns_limit_used{limit=\"zone_names\"}")
+                .parse()
+                .unwrap();
+            assert_eq!(used, zone.len() - 5);
+            assert!(used <= 11, "{used} names");
+        };
+        b(Update::Reset(vec![headless("a", 3, 1)].into()));
+        assert_eq!(a(&zone, "a").len(), 3);
+        // Two more of the same size do not both fit: the first by name is served, then one waits.
+        b(Update::Upsert(headless("b", 3, 2)));
+        b(Update::Upsert(headless("c", 3, 3)));
+        assert_eq!(a(&zone, "b").len(), 3);
+        assert!(a(&zone, "c").is_empty());
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"zone_names\"}"
+            ),
+            "1"
+        );
+        // A served service that would grow beyond the cap keeps its answers.
+        b(Update::Upsert(headless("a", 5, 4)));
+        assert_eq!(a(&zone, "a"), ["10.1.0.0", "10.1.0.1", "10.1.0.2"]);
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"zone_names\"}"
+            ),
+            "2"
+        );
+        // Room frees: the waiting services are taken in name order, as far as they fit.
+        b(Update::Remove(ServiceKey {
+            namespace: "shop".into(),
+            name: "b".into(),
+        }));
+        assert_eq!(a(&zone, "a").len(), 5, "a's held growth taken");
+        assert!(
+            a(&zone, "c").is_empty(),
+            "c does not fit beside the grown a"
+        );
+        b(Update::Upsert(headless("a", 1, 5)));
+        assert_eq!(a(&zone, "c").len(), 3, "c taken once a shrank");
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"zone_names\"}"
+            ),
+            "0"
+        );
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_updates_total{limit=\"zone_names\"}"
+            ),
+            "2"
+        );
+        assert_eq!(
+            metric(&metrics, "clusterset_dns_limit_used{limit=\"zone_names\"}"),
+            "9"
+        );
+        // A full reset that no longer has a waiting service forgets it.
+        b(Update::Upsert(headless("d", 9, 6)));
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"zone_names\"}"
+            ),
+            "1"
+        );
+        b(Update::Reset(
+            vec![headless("a", 1, 5), headless("c", 3, 3)].into(),
+        ));
+        assert_eq!(
+            metric(
+                &metrics,
+                "clusterset_dns_refused_services{limit=\"zone_names\"}"
+            ),
+            "0"
+        );
+    }
+}

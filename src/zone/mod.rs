@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod build;
+mod encode;
 mod entry;
 pub mod render;
 pub mod schema;
