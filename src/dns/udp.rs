@@ -194,15 +194,9 @@ impl Worker {
                 packets[i] = &self.queries[i][..msg.msg_len as usize];
             }
         }
-        let mut outcomes = [None; BATCH];
-        self.batch.respond(
-            view,
-            &packets[..n],
-            Transport::Udp,
-            &mut self.answers[..n],
-            &mut outcomes[..n],
-        );
-        let took = start.elapsed();
+        let (outcomes, took) =
+            self.batch
+                .respond_datagrams(view, &packets[..n], &mut self.answers[..n], start);
         for i in 0..n {
             let (Some(outcome), Some(client)) = (outcomes[i], clients[i]) else {
                 continue;

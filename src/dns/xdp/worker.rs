@@ -156,16 +156,10 @@ impl Worker {
             }
         }
         add(&self.stats.received, n as u64);
-        let mut outcomes = [None; BATCH];
         let n = n as usize;
-        self.batch.respond(
-            view,
-            &packets[..n],
-            Transport::Udp,
-            &mut self.answers[..n],
-            &mut outcomes[..n],
-        );
-        let took = start.elapsed();
+        let (outcomes, took) =
+            self.batch
+                .respond_datagrams(view, &packets[..n], &mut self.answers[..n], start);
         let mut queued = 0;
         for k in 0..n {
             let (Some(outcome), Some(reply)) = (outcomes[k], replies[k]) else {
