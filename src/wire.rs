@@ -161,6 +161,12 @@ pub fn is_label(s: &str) -> bool {
         && b[b.len() - 1] != b'-'
 }
 
+/// A DNS label as an object may spell it: lower-cased, if it then is one (see [`is_label`]).
+pub fn label(text: &str) -> Option<String> {
+    let l = text.to_ascii_lowercase();
+    is_label(&l).then_some(l)
+}
+
 /// A cluster id as names carry it: one lower-case DNS label, or two (`name.context`, as
 /// KEP-1645 allows).
 pub fn is_cluster_id(s: &str) -> bool {

@@ -27,7 +27,7 @@ use serde::Deserialize;
 use super::object::{Kind, Meta, RawPort, Read, Refused, Resource, addresses, invalid, ports};
 use super::policy::Policy;
 use crate::model::{ObjectKind, Port, ServiceKey, Skip};
-use crate::wire::{is_cluster_id, is_label};
+use crate::wire::{cluster_id, is_label, label};
 
 pub const LABEL_MIRRORED: &str = "mirror.linkerd.io/mirrored-service";
 pub const LABEL_CLUSTER: &str = "mirror.linkerd.io/cluster-name";
@@ -271,8 +271,9 @@ fn convert(mut raw: LinkerdService, config: &Config, policy: &Policy) -> Read<Me
         }
         return member(svc.to_string(), Role::Federated { ips, ports }, refused);
     };
-    let cluster = config.cluster_id(link).to_ascii_lowercase();
-    if !is_cluster_id(&cluster) {
+    let given = config.cluster_id(link);
+    let Some(cluster) = cluster_id(given) else {
+        let cluster = given.to_ascii_lowercase();
         return invalid(
             KIND,
             &object,
@@ -282,7 +283,7 @@ fn convert(mut raw: LinkerdService, config: &Config, policy: &Policy) -> Read<Me
                  labels; map the Link to one with --linkerd-cluster-id"
             ),
         );
-    }
+    };
     let Some(fq_name) = annotations.get(ANNOTATION_FQ_NAME) else {
         return invalid(
             KIND,
@@ -306,25 +307,25 @@ fn convert(mut raw: LinkerdService, config: &Config, policy: &Policy) -> Read<Me
             ),
         );
     }
-    let svc = labels_of[at].to_ascii_lowercase();
-    if !is_label(&svc) {
+    let Some(svc) = label(labels_of[at]) else {
+        let svc = labels_of[at].to_ascii_lowercase();
         return invalid(
             KIND,
             &object,
             Skip::BadName,
             format!("service {svc:?} in annotation {ANNOTATION_FQ_NAME} is not a DNS label"),
         );
-    }
+    };
     if let Some(parent) = host {
-        let hostname = labels_of[0].to_ascii_lowercase();
-        if !is_label(&hostname) {
+        let Some(hostname) = label(labels_of[0]) else {
+            let hostname = labels_of[0].to_ascii_lowercase();
             return invalid(
                 KIND,
                 &object,
                 Skip::BadHostname,
                 format!("host {hostname:?} in annotation {ANNOTATION_FQ_NAME} is not a DNS label"),
             );
-        }
+        };
         let role = Role::Host {
             cluster,
             parent: parent.clone(),

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::object::{Kind, Meta, RawPort, Read, Refused, Resource, addresses, invalid, ports};
 use super::policy::{Policy, refusal};
 use crate::model::{Endpoint, Locality, ObjectKind, Port, ServiceKey, ServiceType, Skip, Slice};
-use crate::wire::{is_cluster_id, is_label};
+use crate::wire::{cluster_id, is_label, label};
 
 pub const LABEL_SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
 pub const LABEL_SOURCE_CLUSTER: &str = "multicluster.kubernetes.io/source-cluster";
@@ -268,16 +268,16 @@ impl Kind for Slices {
         }
         let cluster = match labels.get(LABEL_SOURCE_CLUSTER) {
             None => None,
-            Some(c) => {
-                let c = c.to_ascii_lowercase();
-                if !is_cluster_id(&c) {
+            Some(given) => {
+                let Some(c) = cluster_id(given) else {
+                    let c = given.to_ascii_lowercase();
                     return invalid(
                         KIND,
                         &object,
                         Skip::BadCluster,
                         format!("label {LABEL_SOURCE_CLUSTER}={c:?} is not one or two DNS labels"),
                     );
-                }
+                };
                 Some(c)
             }
         };
@@ -336,16 +336,16 @@ impl Kind for Slices {
             let hostname = match e.hostname {
                 None => None,
                 Some(h) if h.is_empty() => None,
-                Some(h) => {
-                    let h = h.to_ascii_lowercase();
-                    if !is_label(&h) {
+                Some(given) => {
+                    let Some(h) = label(&given) else {
+                        let h = given.to_ascii_lowercase();
                         return invalid(
                             KIND,
                             &object,
                             Skip::BadHostname,
                             format!("endpoints[{i}].hostname {h:?} is not a DNS label"),
                         );
-                    }
+                    };
                     Some(h)
                 }
             };
