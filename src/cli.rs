@@ -9,42 +9,40 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::Origin;
 use crate::cidr::Cidr;
-use crate::dns::xdp::{self, Coalescing};
+use crate::clock::{parse_duration, parse_duration_or_zero};
+use crate::dns::xdp::{self, Coalescing, parse_coalesce};
 use crate::dns::{tcp, udp};
 use crate::server;
 use crate::source::policy::Policy;
 use crate::source::{self, Selection, file, kube, linkerd};
-use crate::wire::{cluster_id, is_label};
+use crate::wire::cluster_id;
 use crate::zone::build::Limits;
 use crate::zone::{self, ZoneError, Zones};
 
 /// Flags that cannot work together, or a value a flag's parser cannot judge alone.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("--exclude-namespace {0:?} is not a namespace name (a lower-case DNS label)")]
-    ExcludeNamespace(String),
-    #[error(
-        "namespace {0:?} is given to --namespace but excluded by --exclude-namespace \
-         (default kube-system,kube-public,kube-node-lease); give --exclude-namespace without it \
-         to serve it"
-    )]
-    NamespaceExcluded(String),
+    #[error(transparent)]
+    Policy(#[from] source::policy::PolicyError),
     #[error("--linkerd-mirrors and --linkerd-cluster-id need --source linkerd (or mcs,linkerd)")]
     LinkerdFlags,
     #[error("--serviceimport-version needs --source mcs")]
     ImportVersion,
-    #[error("--linkerd-cluster-id {0:?} is not LINK=ID")]
-    NotLinkId(String),
-    #[error("--linkerd-cluster-id {0:?} names no Link")]
-    NoLink(String),
-    #[error("--linkerd-cluster-id {pair:?}: {id:?} is not a cluster id (one or two DNS labels)")]
-    BadClusterId { pair: String, id: String },
-    #[error("--linkerd-cluster-id names Link {0:?} twice")]
-    LinkTwice(String),
+    #[error(transparent)]
+    Linkerd(#[from] linkerd::ConfigError),
     #[error("--cluster-id {0:?} is not a cluster id (one or two DNS labels)")]
     BadOwnClusterId(String),
     #[error(transparent)]
     Zone(#[from] ZoneError),
+}
+
+/// What `--source` names: which objects are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SourceFlag {
+    /// ServiceImports and EndpointSlices.
+    Mcs,
+    /// Linkerd's federated and mirror Services.
+    Linkerd,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -113,8 +111,16 @@ pub struct Args {
     /// Which objects are read: mcs (ServiceImports and EndpointSlices), linkerd (the
     /// federated and mirror Services of Linkerd's multicluster, 2.17 and later); repeat or
     /// comma-separate for both. When both give a service, the ServiceImport is served.
-    #[arg(long = "source", global = true, env = "CLUSTERSET_DNS_SOURCE", value_name = "SOURCE", value_delimiter = ',', default_value = "mcs", value_parser = ["mcs", "linkerd"])]
-    pub sources: Vec<String>,
+    #[arg(
+        long = "source",
+        global = true,
+        env = "CLUSTERSET_DNS_SOURCE",
+        value_name = "SOURCE",
+        value_delimiter = ',',
+        default_value = "mcs",
+        value_enum
+    )]
+    pub sources: Vec<SourceFlag>,
 
     /// With --source linkerd: the cluster id that a Link's hosts are named under
     /// (<host>.<cluster>.<svc>.<ns>.svc.<zone>), as LINK=ID; repeatable. Default: the Link's name.
@@ -318,49 +324,6 @@ pub enum Command {
     },
 }
 
-/// How long an adaptive XDP worker waits (`--xdp-coalesce auto`).
-pub const ADAPTIVE_WAIT: Duration = Duration::from_micros(100);
-
-/// `--xdp-coalesce`: `auto`, `0` (off) or a duration up to 1 ms, such as `50us`.
-pub fn parse_coalesce(s: &str) -> Result<Coalescing, String> {
-    match s.trim() {
-        "auto" => return Ok(Coalescing::Adaptive(ADAPTIVE_WAIT)),
-        "0" => return Ok(Coalescing::Off),
-        _ => {}
-    }
-    let d = parse_duration(s).map_err(|e| format!("{e}, or auto, or 0"))?;
-    if d > Duration::from_millis(1) {
-        return Err(format!("{s:?} is more than 1ms"));
-    }
-    Ok(Coalescing::Always(d))
-}
-
-/// `50us`, `250ms`, `5s`, `2m`, or plain seconds; above zero.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    match parse_duration_or_zero(s)? {
-        d if d.is_zero() => Err("a duration must be above zero".into()),
-        d => Ok(d),
-    }
-}
-
-/// As [`parse_duration`], and `0` (or `0s`, …) for none. Plain digits are seconds; anything
-/// else is `humantime`'s syntax (`50us`, `250ms`, `5s`, `2m`, `1h`, `1m30s`).
-pub fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        return s
-            .parse()
-            .map(Duration::from_secs)
-            .map_err(|_| format!("{s:?} is too many seconds"));
-    }
-    humantime::parse_duration(s).map_err(|e| match e {
-        humantime::DurationError::UnknownUnit { unit, .. } => {
-            format!("{s:?} has an unknown unit {unit:?} (use us, ms, s, m or h)")
-        }
-        _ => format!("{s:?} is not a duration like 500ms, 5s or 2m"),
-    })
-}
-
 fn unlimited_if_zero(n: usize) -> usize {
     if n == 0 { usize::MAX } else { n }
 }
@@ -376,55 +339,31 @@ impl Args {
 
     /// `--deny-cidr`, `--allow-cidr` and `--exclude-namespace`, checked against `--namespace`.
     fn policy(&self) -> Result<Policy, ConfigError> {
-        let exclude: Vec<String> = self
-            .exclude_namespaces
-            .iter()
-            .map(|n| n.trim())
-            .filter(|n| !n.is_empty())
-            .map(String::from)
-            .collect();
-        if let Some(bad) = exclude.iter().find(|n| !is_label(n)) {
-            return Err(ConfigError::ExcludeNamespace(bad.clone()));
-        }
-        if let Some(both) = self.namespaces.iter().find(|n| exclude.contains(n)) {
-            return Err(ConfigError::NamespaceExcluded(both.clone()));
-        }
-        Ok(Policy {
-            deny: self.deny_cidr.clone(),
-            allow: self.allow_cidr.clone(),
-            exclude_namespaces: exclude,
-        })
+        Ok(Policy::from_flags(
+            &self.deny_cidr,
+            &self.allow_cidr,
+            &self.exclude_namespaces,
+            &self.namespaces,
+        )?)
     }
 
     /// `--source` and the Linkerd flags, checked.
     fn selection(&self) -> Result<Selection, ConfigError> {
-        let mcs = self.sources.iter().any(|s| s == "mcs");
-        let linkerd = self.sources.iter().any(|s| s == "linkerd");
+        let mcs = self.sources.contains(&SourceFlag::Mcs);
+        let linkerd = self.sources.contains(&SourceFlag::Linkerd);
         if !linkerd && (self.linkerd_mirrors || !self.linkerd_cluster_ids.is_empty()) {
             return Err(ConfigError::LinkerdFlags);
         }
         if !mcs && self.serviceimport_version.is_some() {
             return Err(ConfigError::ImportVersion);
         }
-        let mut cluster_ids = std::collections::BTreeMap::new();
-        for pair in &self.linkerd_cluster_ids {
-            let Some((link, id)) = pair.split_once('=') else {
-                return Err(ConfigError::NotLinkId(pair.clone()));
-            };
-            let (link, given) = (link.trim(), id.trim());
-            if link.is_empty() {
-                return Err(ConfigError::NoLink(pair.clone()));
-            }
-            let Some(id) = cluster_id(given) else {
-                return Err(ConfigError::BadClusterId {
-                    pair: pair.clone(),
-                    id: given.to_string(),
-                });
-            };
-            if cluster_ids.insert(link.to_string(), id).is_some() {
-                return Err(ConfigError::LinkTwice(link.to_string()));
-            }
-        }
+        let linkerd = match linkerd {
+            true => Some(linkerd::Config::from_flags(
+                &self.linkerd_cluster_ids,
+                self.linkerd_mirrors,
+            )?),
+            false => None,
+        };
         let own = match &self.cluster_id {
             None => None,
             Some(given) => {
@@ -433,10 +372,7 @@ impl Args {
         };
         Ok(Selection {
             mcs,
-            linkerd: linkerd.then_some(linkerd::Config {
-                cluster_ids,
-                mirrors: self.linkerd_mirrors,
-            }),
+            linkerd,
             cluster_id: own,
         })
     }
@@ -496,34 +432,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("0s").is_err());
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert!(parse_duration("5x").unwrap_err().contains("unit"));
-        assert!(parse_duration("x").is_err());
-        assert_eq!(parse_duration("50us"), Ok(Duration::from_micros(50)));
-        assert_eq!(parse_duration_or_zero("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_duration_or_zero("0s"), Ok(Duration::ZERO));
-        assert_eq!(parse_duration_or_zero("5s"), Ok(Duration::from_secs(5)));
-        assert!(parse_duration_or_zero("0q").unwrap_err().contains("unit"));
-        assert!(parse_duration_or_zero("-1").is_err());
-        assert_eq!(parse_coalesce("0"), Ok(Coalescing::Off));
-        assert_eq!(
-            parse_coalesce("1ms"),
-            Ok(Coalescing::Always(Duration::from_millis(1)))
-        );
-        assert_eq!(
-            parse_coalesce("auto"),
-            Ok(Coalescing::Adaptive(Duration::from_micros(100)))
-        );
-        assert!(parse_coalesce("2ms").unwrap_err().contains("1ms"));
-        assert!(parse_coalesce("sometimes").unwrap_err().contains("auto"));
+    fn xdp_coalescing_is_adaptive_by_default() {
         let a = Args::try_parse_from(["clusterset-dns", "--file", "f"]).unwrap();
-        assert_eq!(a.xdp_coalesce, Coalescing::Adaptive(ADAPTIVE_WAIT));
+        assert_eq!(a.xdp_coalesce, Coalescing::Adaptive(xdp::ADAPTIVE_WAIT));
     }
 
     #[test]

@@ -30,6 +30,49 @@ pub struct Policy {
     pub exclude_namespaces: Vec<String>,
 }
 
+/// A `--exclude-namespace` that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("--exclude-namespace {0:?} is not a namespace name (a lower-case DNS label)")]
+    ExcludeNamespace(String),
+    #[error(
+        "namespace {0:?} is given to --namespace but excluded by --exclude-namespace \
+         (default kube-system,kube-public,kube-node-lease); give --exclude-namespace without it \
+         to serve it"
+    )]
+    NamespaceExcluded(String),
+}
+
+impl Policy {
+    /// From `--deny-cidr`, `--allow-cidr` and `--exclude-namespace` (blank entries dropped),
+    /// checked against the namespaces watched (`--namespace`): one both watched and excluded
+    /// would never be served.
+    pub fn from_flags(
+        deny: &[Cidr],
+        allow: &[Cidr],
+        exclude: &[String],
+        watched: &[String],
+    ) -> Result<Self, PolicyError> {
+        let exclude: Vec<String> = exclude
+            .iter()
+            .map(|n| n.trim())
+            .filter(|n| !n.is_empty())
+            .map(String::from)
+            .collect();
+        if let Some(bad) = exclude.iter().find(|n| !crate::wire::is_label(n)) {
+            return Err(PolicyError::ExcludeNamespace(bad.clone()));
+        }
+        if let Some(both) = watched.iter().find(|n| exclude.contains(n)) {
+            return Err(PolicyError::NamespaceExcluded(both.clone()));
+        }
+        Ok(Policy {
+            deny: deny.to_vec(),
+            allow: allow.to_vec(),
+            exclude_namespaces: exclude,
+        })
+    }
+}
+
 impl Default for Policy {
     fn default() -> Self {
         Policy {

@@ -28,6 +28,23 @@ impl std::fmt::Display for Coalescing {
     }
 }
 
+/// How long an adaptive XDP worker waits (`--xdp-coalesce auto`).
+pub const ADAPTIVE_WAIT: Duration = Duration::from_micros(100);
+
+/// `--xdp-coalesce`: `auto`, `0` (off) or a duration up to 1 ms, such as `50us`.
+pub fn parse(s: &str) -> Result<Coalescing, String> {
+    match s.trim() {
+        "auto" => return Ok(Coalescing::Adaptive(ADAPTIVE_WAIT)),
+        "0" => return Ok(Coalescing::Off),
+        _ => {}
+    }
+    let d = crate::clock::parse_duration(s).map_err(|e| format!("{e}, or auto, or 0"))?;
+    if d > Duration::from_millis(1) {
+        return Err(format!("{s:?} is more than 1ms"));
+    }
+    Ok(Coalescing::Always(d))
+}
+
 /// One worker's [`Coalescing`], with what the adaptive kind goes by.
 pub(super) struct Coalesce {
     pub(super) how: Coalescing,
@@ -126,6 +143,18 @@ impl Coalesce {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_flag_parses_auto_off_and_a_wait_up_to_a_millisecond() {
+        assert_eq!(parse("0"), Ok(Coalescing::Off));
+        assert_eq!(
+            parse("1ms"),
+            Ok(Coalescing::Always(Duration::from_millis(1)))
+        );
+        assert_eq!(parse("auto"), Ok(Coalescing::Adaptive(ADAPTIVE_WAIT)));
+        assert!(parse("2ms").unwrap_err().contains("1ms"));
+        assert!(parse("sometimes").unwrap_err().contains("auto"));
+    }
 
     /// Feeds `co` one window of batches of `n` frames, `busy` of the time working (the rest
     /// idle), each batch after a sleep of its own if `slept`; returns the last decision.

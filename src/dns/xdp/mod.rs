@@ -22,7 +22,7 @@ mod socket;
 mod stats;
 mod worker;
 
-pub use coalesce::Coalescing;
+pub use coalesce::{ADAPTIVE_WAIT, Coalescing, parse as parse_coalesce};
 use diagnose::{LOOPBACK_IFINDEX, loopback_ready, permission_hint};
 use queues::queue_bound;
 use socket::{MAX_FRAME, Socket, ring_frames};

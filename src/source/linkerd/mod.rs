@@ -50,7 +50,48 @@ pub struct Config {
     pub mirrors: bool,
 }
 
+/// A `--linkerd-cluster-id` that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--linkerd-cluster-id {0:?} is not LINK=ID")]
+    NotLinkId(String),
+    #[error("--linkerd-cluster-id {0:?} names no Link")]
+    NoLink(String),
+    #[error("--linkerd-cluster-id {pair:?}: {id:?} is not a cluster id (one or two DNS labels)")]
+    BadClusterId { pair: String, id: String },
+    #[error("--linkerd-cluster-id names Link {0:?} twice")]
+    LinkTwice(String),
+}
+
 impl Config {
+    /// From `--linkerd-cluster-id` (`LINK=ID` pairs, the ids lower-cased) and
+    /// `--linkerd-mirrors`.
+    pub fn from_flags(pairs: &[String], mirrors: bool) -> Result<Self, ConfigError> {
+        let mut cluster_ids = BTreeMap::new();
+        for pair in pairs {
+            let Some((link, id)) = pair.split_once('=') else {
+                return Err(ConfigError::NotLinkId(pair.clone()));
+            };
+            let (link, given) = (link.trim(), id.trim());
+            if link.is_empty() {
+                return Err(ConfigError::NoLink(pair.clone()));
+            }
+            let Some(id) = cluster_id(given) else {
+                return Err(ConfigError::BadClusterId {
+                    pair: pair.clone(),
+                    id: given.to_string(),
+                });
+            };
+            if cluster_ids.insert(link.to_string(), id).is_some() {
+                return Err(ConfigError::LinkTwice(link.to_string()));
+            }
+        }
+        Ok(Config {
+            cluster_ids,
+            mirrors,
+        })
+    }
+
     fn cluster_id<'a>(&'a self, link: &'a str) -> &'a str {
         self.cluster_ids.get(link).map_or(link, String::as_str)
     }
