@@ -60,7 +60,7 @@ pids+=($!)
   --secure-port "$api_port" --cert-dir "$work/certs" \
   --service-account-issuer https://kubernetes.default.svc --service-account-key-file sa.pub \
   --service-account-signing-key-file sa.key --token-auth-file tokens.csv \
-  --authorization-mode RBAC --service-cluster-ip-range 10.96.0.0/16) >/dev/null 2>"$work/apiserver.log" &
+  --authorization-mode RBAC --service-cluster-ip-range 198.19.0.0/16) >/dev/null 2>"$work/apiserver.log" &
 pids+=($!)
 cat > "$work/kubeconfig" <<K
 apiVersion: v1

@@ -6,7 +6,7 @@
 #                the pinned k8s.io/kubernetes module), built static as its Makefile builds it
 #   coredns.tar  registry.k8s.io/coredns/coredns:v1.15.0: the CoreDNS the tests build
 #                (tests/coredns/setup.sh) on the distroless base of tests/image/setup.sh
-#   metrics-server.tar  registry.k8s.io/metrics-server/metrics-server:v0.9.0: the static binary of
+#   metrics-server.tar  registry.k8s.io/metrics-server/metrics-server:v0.8.0: the static binary of
 #                tests/metrics-server/setup.sh on scratch, as its Dockerfile builds it
 #   client.tar   clusterset-dns-test/client:1: Debian 12 (glibc, dig, bash) with tests/cluster/lookup.c
 #                and tests/cluster/serve.c (the two-cluster test's backends)
@@ -41,10 +41,10 @@ cp "$coredns" "$dir/coredns/coredns"
 printf 'FROM gcr.io/distroless/cc-debian12:nonroot\nCOPY coredns /coredns\nEXPOSE 53 53/udp\nENTRYPOINT ["/coredns"]\n' >"$dir/coredns/Dockerfile"
 $docker build -q -t registry.k8s.io/coredns/coredns:v1.15.0 "$dir/coredns" >/dev/null
 
-say "building registry.k8s.io/metrics-server/metrics-server:v0.9.0 from $metrics_server"
+say "building registry.k8s.io/metrics-server/metrics-server:v0.8.0 from $metrics_server"
 cp "$metrics_server" "$dir/metrics-server/metrics-server"
 printf 'FROM scratch\nCOPY metrics-server /metrics-server\nUSER 65534:65534\nENTRYPOINT ["/metrics-server"]\n' >"$dir/metrics-server/Dockerfile"
-$docker build -q -t registry.k8s.io/metrics-server/metrics-server:v0.9.0 "$dir/metrics-server" >/dev/null
+$docker build -q -t registry.k8s.io/metrics-server/metrics-server:v0.8.0 "$dir/metrics-server" >/dev/null
 
 say "making clusterset-dns-test/client:1 from Debian 12 packages (once; a few minutes)"
 root=$dir/client/root
@@ -58,7 +58,7 @@ tar -C "$root" -c . | $docker import --change 'CMD ["sleep", "infinity"]' - clus
 rm -rf "$root"
 
 for image in "pause registry.k8s.io/pause:$pause_tag" "coredns registry.k8s.io/coredns/coredns:v1.15.0" \
-  "metrics-server registry.k8s.io/metrics-server/metrics-server:v0.9.0" "client clusterset-dns-test/client:1"; do
+  "metrics-server registry.k8s.io/metrics-server/metrics-server:v0.8.0" "client clusterset-dns-test/client:1"; do
   set -- $image
   $docker save -o "$dir/$1.tar" "$2"
 done

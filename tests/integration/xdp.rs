@@ -391,7 +391,7 @@ fn same_answers_both_ways(
 }
 
 /// A network namespace for clients, joined to the calling thread's by a veth pair, as a pod is
-/// to its node: `iface` here (10.99.0.1/24, fd00:99::1/64) with `rx` receive queues, and `xb`
+/// to its node: `iface` here (198.18.99.1/24, fd60:d83d:ba89:99::1/64) with `rx` receive queues, and `xb`
 /// there (.2, ::2) with `tx` send queues. A thread of its own stays in that namespace and runs
 /// there what [`Peer::run`] is given (sockets keep the namespace they were made in).
 struct Peer {
@@ -434,8 +434,15 @@ impl Peer {
             "netns",
             &tid,
         ]);
-        ip(&["addr", "add", "10.99.0.1/24", "dev", iface]);
-        ip(&["addr", "add", "fd00:99::1/64", "dev", iface, "nodad"]);
+        ip(&["addr", "add", "198.18.99.1/24", "dev", iface]);
+        ip(&[
+            "addr",
+            "add",
+            "fd60:d83d:ba89:99::1/64",
+            "dev",
+            iface,
+            "nodad",
+        ]);
         ip(&["link", "set", iface, "up"]);
         let peer = Peer {
             jobs: Some(jobs),
@@ -443,8 +450,15 @@ impl Peer {
         };
         peer.run(|| {
             ip(&["link", "set", "lo", "up"]);
-            ip(&["addr", "add", "10.99.0.2/24", "dev", "xb"]);
-            ip(&["addr", "add", "fd00:99::2/64", "dev", "xb", "nodad"]);
+            ip(&["addr", "add", "198.18.99.2/24", "dev", "xb"]);
+            ip(&[
+                "addr",
+                "add",
+                "fd60:d83d:ba89:99::2/64",
+                "dev",
+                "xb",
+                "nodad",
+            ]);
             ip(&["link", "set", "xb", "up"]);
         });
         peer
@@ -480,18 +494,24 @@ fn driver_mode_serves_every_receive_queue() {
         let peer = Peer::new("xa", 2, 2);
         let (pairs, spread) = peer.run(|| {
             let pairs = [
-                (socket("10.99.0.2:0"), socket_past_xdp("10.99.0.2:0")),
-                (socket("[fd00:99::2]:0"), socket_past_xdp("[fd00:99::2]:0")),
+                (socket("198.18.99.2:0"), socket_past_xdp("198.18.99.2:0")),
+                (
+                    socket("[fd60:d83d:ba89:99::2]:0"),
+                    socket_past_xdp("[fd60:d83d:ba89:99::2]:0"),
+                ),
             ];
             (
                 pairs,
-                (0..32).map(|_| socket("10.99.0.2:0")).collect::<Vec<_>>(),
+                (0..32).map(|_| socket("198.18.99.2:0")).collect::<Vec<_>>(),
             )
         });
         let _server = start(&["--listen", "[::]:53", "--xdp", "xa"]);
         assert_eq!(xdp_mode("xa").as_deref(), Some("xdp"), "not in driver mode");
         let cases = cases();
-        for ((plain, past), server) in pairs.iter().zip(["10.99.0.1:53", "[fd00:99::1]:53"]) {
+        for ((plain, past), server) in pairs
+            .iter()
+            .zip(["198.18.99.1:53", "[fd60:d83d:ba89:99::1]:53"])
+        {
             same_answers_both_ways(&cases, plain, past, server.parse().unwrap(), "xa");
         }
         // Clients spread over both queues (the sending side picks a queue per socket), and
@@ -499,7 +519,7 @@ fn driver_mode_serves_every_receive_queue() {
         let before = received_by_queue("xa");
         assert_eq!(before.len(), 2, "a socket for each receive queue");
         for s in &spread {
-            answered(s, "10.99.0.1:53");
+            answered(s, "198.18.99.1:53");
         }
         let after = received_by_queue("xa");
         let grew: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
@@ -511,7 +531,7 @@ fn driver_mode_serves_every_receive_queue() {
         // TCP passes the program untouched: 300 pipelined queries in one write (segments of a
         // full MTU into the interface), each answered.
         let answered = peer.run(|| {
-            let mut t = TcpStream::connect("10.99.0.1:53").unwrap();
+            let mut t = TcpStream::connect("198.18.99.1:53").unwrap();
             t.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             let mut all = Vec::new();
             for id in 0..300u16 {
@@ -576,14 +596,14 @@ fn sysfs_of_the_own_namespace_gives_the_exact_queue_count() {
             );
         }
         let peer = Peer::new("eth0", 3, 3);
-        let s = peer.run(|| socket("10.99.0.2:0"));
+        let s = peer.run(|| socket("198.18.99.2:0"));
         let mut cmd = Command::new(BIN);
         cmd.args(["--file", &example(), "--admin-listen", ADMIN])
             .args(["--listen", "0.0.0.0:53", "--xdp", "eth0"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut server = start_with(cmd);
-        answered(&s, "10.99.0.1:53");
+        answered(&s, "198.18.99.1:53");
         assert_eq!(received_by_queue("eth0").len(), 3);
         let log = server.stderr();
         let line = log
@@ -604,10 +624,10 @@ fn a_driver_that_refuses_xdp_leaves_generic_mode() {
     let _module = common::module(module_path!());
     in_netns(|| {
         let peer = Peer::new("xa", 1, 2);
-        let s = peer.run(|| socket("10.99.0.2:0"));
+        let s = peer.run(|| socket("198.18.99.2:0"));
         let mut server = start(&["--listen", "0.0.0.0:53", "--xdp", "xa"]);
         assert_eq!(xdp_mode("xa").as_deref(), Some("xdpgeneric"));
-        answered(&s, "10.99.0.1:53");
+        answered(&s, "198.18.99.1:53");
         assert_eq!(received_by_queue("xa"), [1]);
         let err = server.stderr();
         assert!(
@@ -628,9 +648,9 @@ fn an_interface_that_goes_away_leaves_the_sockets_answering() {
     let _module = common::module(module_path!());
     in_netns(|| {
         let peer = Peer::new("xa", 2, 2);
-        let s = peer.run(|| socket("10.99.0.2:0"));
+        let s = peer.run(|| socket("198.18.99.2:0"));
         let mut server = start(&["--listen", "0.0.0.0:53", "--xdp", "xa"]);
-        answered(&s, "10.99.0.1:53");
+        answered(&s, "198.18.99.1:53");
         let up = || {
             let (_, scrape) = http_get("/metrics").unwrap();
             (0..2)
@@ -659,7 +679,7 @@ fn an_interface_that_goes_away_leaves_the_sockets_answering() {
             // The link takes a moment to carry frames again after coming up.
             let q = query("checkout.shop.svc.clusterset.local", RecordType::A, None);
             let deadline = Instant::now() + Duration::from_secs(5);
-            while ask(&s, "10.99.0.1:53".parse().unwrap(), &q).is_none() {
+            while ask(&s, "198.18.99.1:53".parse().unwrap(), &q).is_none() {
                 assert!(
                     Instant::now() < deadline,
                     "no answer after the {side} link flapped"
@@ -726,7 +746,7 @@ fn the_xdp_manifest_grants_what_xdp_needs_and_no_more() {
         .to_string();
     in_netns(move || {
         let peer = Peer::new("eth0", 2, 2);
-        let s = peer.run(|| socket("10.99.0.2:0"));
+        let s = peer.run(|| socket("198.18.99.2:0"));
         let bounding = |caps: &[String]| {
             let mut set = "-all".to_string();
             for c in caps {
@@ -757,7 +777,7 @@ fn the_xdp_manifest_grants_what_xdp_needs_and_no_more() {
         {
             let _server = start_as(&w, &args);
             assert_eq!(xdp_mode("eth0").as_deref(), Some("xdp"));
-            answered(&s, &format!("10.99.0.1:{port}"));
+            answered(&s, &format!("198.18.99.1:{port}"));
             assert_eq!(received_by_queue("eth0").iter().sum::<u64>(), 1);
             // Both queues, whatever the host's own eth0 (which sysfs, mounted for the host's
             // namespace, shows under the same name) has.

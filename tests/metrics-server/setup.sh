@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds, once, metrics-server v0.9.0 from the pinned module in tests/metrics-server/infra (Go
+# Builds, once, metrics-server v0.8.0 from the pinned module in tests/metrics-server/infra (Go
 # module proxy; no other downloads), static, and prints the directory that holds it:
 #   bin/metrics-server  sigs.k8s.io/metrics-server's cmd/metrics-server
 #   manifests/          the module's own manifests (base, components, overlays), as released

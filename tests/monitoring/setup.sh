@@ -16,7 +16,7 @@ if ! [ -x "$dir/bin/helm" ] || ! [ -f "$dir/crds/monitoring.coreos.com_servicemo
   (
     cd "$here/tools"
     go build -o "$dir.tmp/bin/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen
-    go build -o "$dir.tmp/bin/helm" helm.sh/helm/v3/cmd/helm
+    go build -o "$dir.tmp/bin/helm" helm.sh/helm/v4/cmd/helm
     "$dir.tmp/bin/controller-gen" crd:crdVersions=v1,maxDescLen=0 \
       paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 \
       output:crd:dir="$dir.tmp/crds"

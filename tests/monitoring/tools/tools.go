@@ -6,6 +6,6 @@ package tools
 
 import (
 	_ "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
-	_ "helm.sh/helm/v3/cmd/helm"
+	_ "helm.sh/helm/v4/cmd/helm"
 	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
 )
