@@ -12,8 +12,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::docker::IMAGE;
-use common::node::{Node, SA, SINGLE, Steps, lookups, repo, wait_until};
+use common::node::{Node, SA, SINGLE, Steps, lookups, repo};
 use common::output_text as text;
+use common::until;
 
 const API_SERVICE_IP: &str = SINGLE.api_service_ip;
 const DNS_SERVICE_IP: &str = SINGLE.dns_service_ip;
@@ -153,7 +154,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
             String::from_utf8_lossy(&out.stdout).to_string(),
         )
     };
-    wait_until(
+    until(
         "the imports served through the cluster DNS",
         Duration::from_secs(60),
         || {
@@ -333,7 +334,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
             && promql("sum(coredns_dns_requests_total{job=\"clusterset-dns\"})")
                 .is_some_and(|n| n > 0.0)
     };
-    wait_until(
+    until(
         "Prometheus scraping both pods",
         Duration::from_secs(60),
         || scraped(&pods),
@@ -383,7 +384,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         "deployment/clusterset-dns",
     ]);
     node.rollout("clusterset-dns", "deployment/clusterset-dns");
-    wait_until("the old pods gone", Duration::from_secs(60), || {
+    until("the old pods gone", Duration::from_secs(60), || {
         let now = node.our_pods();
         now.len() == 2 && now.iter().all(|p| p.2 && !before.contains(&p.0))
     });
@@ -398,7 +399,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         &victim,
         "--wait=false",
     ]);
-    wait_until(
+    until(
         "the deleted pod replaced and gone",
         Duration::from_secs(60),
         || {
@@ -429,7 +430,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     // Prometheus follows the new pods.
     let pods = node.our_pods();
     discover(&pods);
-    wait_until(
+    until(
         "Prometheus scraping the new pods",
         Duration::from_secs(60),
         || scraped(&pods),
@@ -442,7 +443,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     let xdp = node.overlay("xdp", "deploy/xdp");
     node.k(&["apply", "-k", &xdp]);
     node.rollout("clusterset-dns", "deployment/clusterset-dns");
-    wait_until("the base's pods gone", Duration::from_secs(60), || {
+    until("the base's pods gone", Duration::from_secs(60), || {
         let now = node.our_pods();
         now.len() == 2 && now.iter().all(|p| p.2)
     });
@@ -478,7 +479,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     // Prometheus scrapes the XDP pods before the lookups, so the rates below see them.
     discover(&pods);
     // (Not `scraped`: these pods have answered no query yet.)
-    wait_until(
+    until(
         "Prometheus scraping the XDP pods' queues",
         Duration::from_secs(60),
         || {
@@ -535,8 +536,8 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         .collect();
     assert_eq!(xdp_panel.len(), 2, "{xdp_panel:?}");
     for q in &xdp_panel {
-        wait_until(
-            &format!("the XDP panel's {q}"),
+        until(
+            format!("the XDP panel's {q}"),
             Duration::from_secs(60),
             // One series per pod. CoreDNS's forward keeps its UDP sockets, so the lookups may
             // all have gone to one pod: the panel shows a rate when any pod's line is above 0.
@@ -626,7 +627,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         "--timeout",
         "180s",
     ]);
-    wait_until("the chart's old pods gone", Duration::from_secs(60), || {
+    until("the chart's old pods gone", Duration::from_secs(60), || {
         let now = helm_pods();
         now.len() == 2
             && now
@@ -634,7 +635,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
                 .all(|p| p.ends_with(" True") && !before.contains(p))
     });
     let rolled = upgrade.elapsed();
-    wait_until("the new TTL answered", Duration::from_secs(10), || {
+    until("the new TTL answered", Duration::from_secs(10), || {
         ttl("10")
     });
     std::thread::sleep(Duration::from_secs(2));

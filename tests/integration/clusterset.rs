@@ -19,8 +19,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use common::docker::IMAGE;
-use common::node::{Net, Node, Steps, join, lookups, repo, setup, wait_until};
+use common::node::{Net, Node, Steps, join, lookups, repo, setup};
 use common::percentile;
+use common::until;
 
 const EAST: Net = Net {
     name: "east",
@@ -422,8 +423,8 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     member_setup(&mut east, &mcs);
     member_setup(&mut west, &mcs);
     for m in [&east, &west] {
-        wait_until(
-            &format!("{}'s server knows its own cluster", m.name()),
+        until(
+            format!("{}'s server knows its own cluster", m.name()),
             Duration::from_secs(30),
             || {
                 let out = m
@@ -477,7 +478,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     let exported_at = SystemTime::now();
     export(&east, "web");
     let mut first = None;
-    wait_until(
+    until(
         "a connection from west to web",
         Duration::from_secs(120),
         || {
@@ -488,7 +489,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     let connected = exported.elapsed();
     // The import's address is west's own, written by west's controller from the derived
     // Service it made: the test never writes spec.ips.
-    wait_until(
+    until(
         "west's controller writes spec.ips",
         Duration::from_secs(60),
         || !west.first_ip("web").is_empty(),
@@ -524,7 +525,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
             .contains(&ip.parse::<std::net::Ipv4Addr>().unwrap()),
         "west's Service CIDR (198.19.128.0/17): {ip}"
     );
-    wait_until(
+    until(
         "west's pod resolves web to west's spec.ips",
         Duration::from_secs(30),
         || west.resolve(name) == [ip.clone()],
@@ -619,12 +620,12 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     let west_db = west.pod_ips("app=db");
     let mut union: Vec<String> = east_db.iter().chain(&west_db).cloned().collect();
     union.sort();
-    wait_until(
+    until(
         "west resolves db to both clusters' pods",
         Duration::from_secs(60),
         || west.resolve(db) == union,
     );
-    wait_until(
+    until(
         "east resolves the same union",
         Duration::from_secs(30),
         || east.resolve(db) == union,
@@ -658,20 +659,20 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
             "{\"spec\":{\"trafficDistribution\":\"PreferClose\"}}",
         ]);
     }
-    wait_until(
+    until(
         "west answers west's db only",
         Duration::from_secs(60),
         || west.resolve(db) == west_db,
     );
     let own = patched.elapsed();
-    wait_until("east answers east's own", Duration::from_secs(30), || {
+    until("east answers east's own", Duration::from_secs(30), || {
         east.resolve(db) == east_db
     });
     let scaled = Instant::now();
     let scaled_at = SystemTime::now();
     west.node
         .k(&["-n", "demo", "scale", "statefulset", "db", "--replicas=0"]);
-    wait_until(
+    until(
         "west answers east's db when it has none",
         Duration::from_secs(90),
         || west.resolve(db) == east_db,
@@ -684,7 +685,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     west.node.rollout("demo", "statefulset/db");
     let west_db_before = west_db;
     let west_db = west.pod_ips("app=db");
-    wait_until(
+    until(
         "west answers its own db again",
         Duration::from_secs(90),
         || west.resolve(db) == west_db,
@@ -743,7 +744,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     let extra: Vec<String> = (0..EXTRA)
         .map(|i| format!("s{i}.demo.svc.clusterset.local"))
         .collect();
-    wait_until(
+    until(
         "west answers every extra service",
         Duration::from_secs(120),
         || {
@@ -811,7 +812,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     };
     let theirs = |name: &str, qtype: &str| ask("127.0.0.1", "1053", name, qtype);
     let ours = |name: &str, qtype: &str| ask(our_ip(&WEST), "53", name, qtype);
-    wait_until("CoreDNS answers web", Duration::from_secs(60), || {
+    until("CoreDNS answers web", Duration::from_secs(60), || {
         theirs(name, "A").1.len() == 1
     });
     let same = [
@@ -857,7 +858,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
         r#"[{"op":"add","path":"/spec/ports/-","value":{"name":"admin","port":8080,"protocol":"TCP","targetPort":80}}]"#,
     ]);
     let admin = "_admin._tcp.web.demo.svc.clusterset.local";
-    wait_until("our SRV of the new port", Duration::from_secs(30), || {
+    until("our SRV of the new port", Duration::from_secs(30), || {
         ours(admin, "SRV").1.iter().any(|l| l.contains("8080"))
     });
     assert_eq!(
@@ -870,12 +871,12 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     let last = format!("s{}", EXTRA - 1);
     east.node
         .k(&["-n", "demo", "delete", "serviceexport", &last]);
-    wait_until(
+    until(
         "the withdrawn export's name gone from west",
         Duration::from_secs(30),
         || ours(&format!("{last}.demo.svc.clusterset.local"), "A").0 == "NXDOMAIN",
     );
-    wait_until("its import gone from west", Duration::from_secs(30), || {
+    until("its import gone from west", Duration::from_secs(30), || {
         !west
             .node
             .kubectl(&["-n", "demo", "get", "serviceimport", &last])
@@ -893,7 +894,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     east.node.kill("syncer");
     // The syncer again, without east (its log starts anew): what came from east goes from west.
     start_syncer(&mut east, &clusters[1..]);
-    wait_until(
+    until(
         "west's answers without east",
         Duration::from_secs(60),
         || {
@@ -951,7 +952,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
         took[took.len() - 1]
     );
     // web came only from east: its import, and so its name, are gone from west.
-    wait_until("web gone from west", Duration::from_secs(60), || {
+    until("web gone from west", Duration::from_secs(60), || {
         west.dig_all(&[name.to_string()])
             .is_some_and(|a| a[0].is_empty())
     });
@@ -960,7 +961,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     scale_out(&west);
 }
 
-/// metrics-server v0.9.0 (its own manifests, the test overlay its e2e runs: the kubelets'
+/// metrics-server v0.8.0 (its own manifests, the test overlay its e2e runs: the kubelets'
 /// serving certificates are not checked), then the chart's HPA on CPU, then a bounded load
 /// straight at our Service: the Deployment goes from 2 replicas to 3 and, after the load, back
 /// to 2, while a client resolves through CoreDNS throughout.
@@ -974,7 +975,7 @@ fn scale_out(west: &Member) {
         dir.join("kustomization.yaml"),
         format!(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {up}{}\n\
-             images:\n- {{name: gcr.io/k8s-staging-metrics-server/metrics-server, newName: registry.k8s.io/metrics-server/metrics-server, newTag: v0.9.0}}\n",
+             images:\n- {{name: gcr.io/k8s-staging-metrics-server/metrics-server, newName: registry.k8s.io/metrics-server/metrics-server, newTag: v0.8.0}}\n",
             ms.join("manifests/overlays/test").to_str().unwrap().trim_start_matches('/')
         ),
     )
@@ -982,7 +983,7 @@ fn scale_out(west: &Member) {
     node.k(&["apply", "-k", dir.to_str().unwrap()]);
     node.rollout("kube-system", "deployment/metrics-server");
     let metrics_ready = Instant::now();
-    wait_until("pod metrics of our pods", Duration::from_secs(180), || {
+    until("pod metrics of our pods", Duration::from_secs(180), || {
         let out = node.kubectl(&[
             "get",
             "--raw",
@@ -1042,7 +1043,7 @@ fn scale_out(west: &Member) {
         let mut f = out.split(' ').map(|v| v.parse().unwrap_or(0));
         (f.next().unwrap_or(0), f.next().unwrap_or(0))
     };
-    wait_until("the HPA holds 2 replicas", Duration::from_secs(120), || {
+    until("the HPA holds 2 replicas", Duration::from_secs(120), || {
         replicas() == (2, 2)
     });
     // A pod for the load, asking our Service straight (no CoreDNS between).
@@ -1060,7 +1061,7 @@ fn scale_out(west: &Member) {
         stop_load,
         &["4000", "300", "4", &format!("{db}=ANY")],
     );
-    wait_until(
+    until(
         "3 replicas Ready under the load",
         Duration::from_secs(240),
         || replicas() == (3, 3),
@@ -1069,7 +1070,7 @@ fn scale_out(west: &Member) {
     let _ = node.exec_in("load", &["touch", stop_load]);
     let load = lookups(&load.wait_with_output().unwrap());
     let stopped = Instant::now();
-    wait_until(
+    until(
         "back to 2 replicas after the load",
         Duration::from_secs(300),
         || {

@@ -387,7 +387,7 @@ fn api_server_errors_keep_answers_and_converge() {
         // The client backs off, so the first request with this code may take a while (the
         // backoff carries over from the previous code); then count requests over 4 s.
         let served_before = api.served();
-        until(&format!("a request answered {code}"), 60, || {
+        until(format!("a request answered {code}"), 60, || {
             api.served() > served_before
         });
         let (started, window) = (Instant::now(), api.served());

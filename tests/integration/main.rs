@@ -17,6 +17,7 @@ mod deploy;
 mod differential;
 mod forwarding;
 mod fuzz_corpus;
+mod harness;
 mod image;
 mod kube_churn;
 mod kube_source;

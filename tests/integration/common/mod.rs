@@ -8,6 +8,10 @@ pub mod grafana;
 pub mod k8s;
 pub mod node;
 pub mod prometheus;
+pub mod wait;
+
+#[allow(unused_imports)]
+pub use wait::{eventually, until};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -314,22 +318,6 @@ pub async fn metric(addr: SocketAddr, series: &str) -> f64 {
     metric_in(&body, series)
 }
 
-/// Polls `check` until it holds, for at most `secs` seconds.
-pub async fn eventually<F, Fut>(secs: u64, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while tokio::time::Instant::now() < deadline {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    false
-}
-
 fn rand_id() -> u16 {
     use std::sync::atomic::{AtomicU16, Ordering};
     static NEXT: AtomicU16 = AtomicU16::new(4242);
@@ -472,18 +460,6 @@ pub fn short(dns: SocketAddr, name: &str) -> Vec<String> {
         .collect();
     v.sort();
     v
-}
-
-/// Waits, polling every 50 ms, until `check` holds; panics naming `what` after `secs`.
-pub fn until(what: &str, secs: u64, mut check: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
-    while !check() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::docker::{IMAGE, build_image, docker, engine};
 use super::output_text as text;
+use super::wait::until;
 
 /// One node's (and so one cluster's) name and addresses.
 pub struct Net {
@@ -54,15 +55,6 @@ pub fn setup(script: &str) -> PathBuf {
         .unwrap_or_else(|e| panic!("{script} runs: {e}"));
     assert!(out.status.success(), "{script} failed");
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
-
-pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < timeout, "{what}: not within {timeout:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    start.elapsed()
 }
 
 /// The node: every process of the cluster, run in the network namespace `ns`, with its state and
@@ -453,7 +445,7 @@ impl Node {
                 "--enable-aggregator-routing=true".into(),
             ],
         );
-        wait_until("kube-apiserver ready", Duration::from_secs(60), || {
+        until("kube-apiserver ready", Duration::from_secs(60), || {
             node.kubectl(&["get", "--raw", "/readyz"]).status.success()
         });
         node.spawn(
@@ -547,7 +539,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             Path::new("containerd"),
             &["--config".into(), p("containerd.toml")],
         );
-        wait_until("containerd serving", Duration::from_secs(30), || {
+        until("containerd serving", Duration::from_secs(30), || {
             node.ctr(&["version"]).status.success()
         });
         for image in ["pause", "coredns", "metrics-server", "client"] {
@@ -635,7 +627,7 @@ healthzBindAddress: 127.0.0.1:10256
             &[format!("--config={}", p("kube-proxy.yaml"))],
         );
         let ready = Instant::now();
-        wait_until("the node Ready", Duration::from_secs(120), || {
+        until("the node Ready", Duration::from_secs(120), || {
             let out = node.kubectl(&[
                 "get",
                 "node",
