@@ -5,8 +5,8 @@ use crate::common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
+use common::wait::{until, value};
 use common::{BIN, dig, spawn_binary};
 
 fn example() -> std::path::PathBuf {
@@ -113,11 +113,9 @@ fn sighup_reloads_and_sigterm_stops_cleanly() {
             .unwrap()
             .success()
     );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while dig(s.dns, "checkout.shop.svc.clusterset.local +short") != "10.42.0.99\n" {
-        assert!(Instant::now() < deadline, "SIGHUP did not reload");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    until("SIGHUP to reload the file", 5, || {
+        dig(s.dns, "checkout.shop.svc.clusterset.local +short") == "10.42.0.99\n"
+    });
     assert!(
         Command::new("kill")
             .args(["-TERM", &pid])
@@ -125,15 +123,10 @@ fn sighup_reloads_and_sigterm_stops_cleanly() {
             .unwrap()
             .success()
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(status) = s.child.try_wait().unwrap() {
-            assert!(status.success(), "exit status {status}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "SIGTERM did not stop the server");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let status = value("SIGTERM to stop the server", 10, || {
+        s.child.try_wait().unwrap()
+    });
+    assert!(status.success(), "exit status {status}");
 }
 
 #[test]

@@ -183,11 +183,14 @@ struct Watch {
 }
 
 impl Watch {
+    /// Starts watching `names`; returns once every name has a first answer on record, so that
+    /// what happens next is seen against what was answered before it.
     fn start(m: &Member, names: Vec<String>) -> Watch {
         let stop = Arc::new(AtomicBool::new(false));
+        let first = Arc::new(AtomicBool::new(false));
         let ns = m.node.ns.clone();
         let server = our_ip(m.node.net);
-        let flag = stop.clone();
+        let (flag, seen_once) = (stop.clone(), first.clone());
         let thread = std::thread::spawn(move || {
             let mut seen: Vec<History> = vec![Vec::new(); names.len()];
             let start = Instant::now();
@@ -201,8 +204,12 @@ impl Watch {
                         h.push((now, v));
                     }
                 }
+                seen_once.store(true, Ordering::Relaxed);
             }
             seen
+        });
+        until("the watch's first answers", 30, || {
+            first.load(Ordering::Relaxed)
         });
         Watch {
             stop,
@@ -890,7 +897,6 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     let mut names = extra;
     names.pop();
     let watch = Watch::start(&west, names.clone());
-    std::thread::sleep(Duration::from_millis(500));
     east.node.kill("syncer");
     // The syncer again, without east (its log starts anew): what came from east goes from west.
     start_syncer(&mut east, &clusters[1..]);

@@ -15,8 +15,8 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
-use std::time::{Duration, Instant};
 
+use common::wait::{Lazy, until};
 use common::{BIN, output_text as text};
 
 fn repo() -> &'static Path {
@@ -528,37 +528,34 @@ fn real_clients_resolve_every_case_directly_and_through_every_forwarder() {
         ]
         .map(String::from),
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ns
-        .dig("127.0.0.1", "+short web.shop.svc.clusterset.local")
-        .contains("198.19.10.1")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the server did not answer: {}",
-            ns.log("clusterset-dns")
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until(
+        Lazy(|| format!("the server to answer: {}", ns.log("clusterset-dns"))),
+        10,
+        || {
+            ns.dig("127.0.0.1", "+short web.shop.svc.clusterset.local")
+                .contains("198.19.10.1")
+        },
+    );
     start_forwarders(&mut ns);
     for p in PATHS {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !ns
-            .dig(p.address, "+short web.shop.svc.clusterset.local")
-            .contains("198.19.10.1")
-        {
-            assert!(
-                Instant::now() < deadline,
-                "{} on {} does not answer: {}",
-                p.name,
-                p.address,
-                ns.procs
-                    .iter()
-                    .map(|(n, _)| format!("--- {n}\n{}", ns.log(n)))
-                    .collect::<String>()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        until(
+            Lazy(|| {
+                format!(
+                    "{} on {} to answer: {}",
+                    p.name,
+                    p.address,
+                    ns.procs
+                        .iter()
+                        .map(|(n, _)| format!("--- {n}\n{}", ns.log(n)))
+                        .collect::<String>()
+                )
+            }),
+            20,
+            || {
+                ns.dig(p.address, "+short web.shop.svc.clusterset.local")
+                    .contains("198.19.10.1")
+            },
+        );
     }
     let clients = build_clients(&d);
     let cases = cases();

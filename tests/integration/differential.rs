@@ -12,11 +12,11 @@ use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::coredns::CoreDns;
 use common::k8s::{Cluster, crd, rbac};
-use common::{dig, query, spawn_binary, tcp_exchange_blocking, udp_exchange_blocking};
+use common::{dig, query, spawn_binary, tcp_exchange_blocking, udp_exchange_blocking, until};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{RData, Record, RecordType};
 
@@ -516,26 +516,28 @@ fn start_coredns(k: &Cluster) -> CoreDns {
     )
 }
 
-/// Applies a sentinel ServiceImport and waits until both servers answer it, so both have
-/// caught up with everything applied before it (each watch delivers in order).
+/// Applies two sentinels carrying this round's address, a ServiceImport (its `ips`) and an
+/// EndpointSlice (the endpoint of a headless import), and waits until both servers answer both:
+/// then each has caught up with everything applied before them on both watches (each watch
+/// delivers in order). The sentinels are not in the world, so never compared.
 fn converge(k: &Cluster, round: usize, servers: &[SocketAddr]) {
     let ip = format!("10.255.0.{}", round + 1);
     k.apply(&format!(
         "---\napiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {{name: sentinel, namespace: shop}}\n\
-         spec: {{type: ClusterSetIP, ips: [\"{ip}\"], ports: [{{name: http, protocol: TCP, port: 80}}]}}\n"
+         spec: {{type: ClusterSetIP, ips: [\"{ip}\"], ports: [{{name: http, protocol: TCP, port: 80}}]}}\n\
+         ---\napiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {{name: slice-sentinel, namespace: shop}}\n\
+         spec: {{type: Headless, ports: [{{name: http, protocol: TCP, port: 80}}]}}\n\
+         ---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: slice-sentinel-east\n  namespace: shop\n  \
+         labels: {{multicluster.kubernetes.io/service-name: slice-sentinel, multicluster.kubernetes.io/source-cluster: east}}\n\
+         addressType: IPv4\nports: [{{name: http, protocol: TCP, port: 80}}]\nendpoints:\n- addresses: [\"{ip}\"]\n"
     ));
-    let deadline = Instant::now() + Duration::from_secs(60);
     for s in servers {
-        while dig(*s, &format!("sentinel.shop.svc.{ZONE} A +short")).trim() != ip {
-            assert!(
-                Instant::now() < deadline,
-                "{s} did not catch up with round {round}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        until(format!("{s} to catch up with round {round}"), 60, || {
+            ["sentinel", "slice-sentinel"]
+                .iter()
+                .all(|name| dig(*s, &format!("{name}.shop.svc.{ZONE} A +short")).trim() == ip)
+        });
     }
-    // Slices travel on their own watch; give it the same chance.
-    std::thread::sleep(Duration::from_millis(500));
 }
 
 // ---- intentional differences ----
@@ -961,14 +963,9 @@ fn same_answers_as_coredns_multicluster() {
     k.apply(&all);
 
     let ours = spawn_binary(&["--kubeconfig", &k.kubeconfig("dns")]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !common::ready(&ours) {
-        assert!(
-            Instant::now() < deadline,
-            "clusterset-dns did not become ready"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until("clusterset-dns to become ready", 60, || {
+        common::ready(&ours)
+    });
     let coredns = start_coredns(&k);
     let servers = [ours.dns, coredns.addr];
 

@@ -5,9 +5,10 @@
 //! (CI runs as root) for the engine.
 
 use crate::common;
+use crate::common::wait::{Lazy, until};
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::docker::{DOCKER, IMAGE, build_image, docker, engine, revision};
 use common::{dig, free_udp_tcp_port, http_get_blocking, kustomize, yaml_objects};
@@ -125,15 +126,16 @@ fn the_image_builds_from_the_dockerfile_and_serves_under_the_deployments_securit
         id: docker(&host, &run),
     };
     let admin = format!("127.0.0.1:{admin_port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while http_get_blocking(admin, "/ready", Duration::from_secs(1)).map(|(s, _)| s) != Some(200) {
-        assert!(
-            Instant::now() < deadline,
-            "the container did not become ready: {}",
-            docker(&host, &["logs", &container.id])
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until(
+        Lazy(|| {
+            format!(
+                "the container to become ready: {}",
+                docker(&host, &["logs", &container.id])
+            )
+        }),
+        20,
+        || http_get_blocking(admin, "/ready", Duration::from_secs(1)).map(|(s, _)| s) == Some(200),
+    );
     let dns = format!("127.0.0.1:{dns_port}").parse().unwrap();
     for tcp in ["", "+tcp"] {
         assert_eq!(

@@ -11,6 +11,7 @@
 //! then the old one gets SIGTERM. Addresses are in 198.18.0.0/15.
 
 use crate::common;
+use crate::common::wait::{Lazy, until};
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -67,15 +68,11 @@ impl Instance {
             }
         });
         let i = Instance { child, admin, log };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while ready(admin) != Some(200) {
-            assert!(
-                Instant::now() < deadline,
-                "not ready: {:?}",
-                i.log.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        until(
+            Lazy(|| format!("ready: {:?}", i.log.lock().unwrap())),
+            10,
+            || ready(admin) == Some(200),
+        );
         i
     }
 
@@ -479,11 +476,9 @@ fn rollout(lameduck: &str, over_tcp: bool) -> Seen {
         running.push(start(&pod(new)));
         pods.lock().unwrap().push(pod(new));
         // Ready, and in the Service's spread, before the old one goes.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !programmed.lock().unwrap().contains(&pod(new)) {
-            assert!(Instant::now() < deadline, "{} never programmed", pod(new));
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        until(format!("{} programmed", pod(new)), 20, || {
+            programmed.lock().unwrap().contains(&pod(new))
+        });
         running[old].signal("TERM");
         let (status, _) = running[old].exit(20);
         assert!(status.success());

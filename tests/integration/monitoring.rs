@@ -9,6 +9,7 @@
 //! return data. Our XDP panel needs `--xdp`: tests/integration/cluster.rs checks it on the XDP pods.
 
 use crate::common;
+use crate::common::until;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -302,11 +303,9 @@ async fn every_dashboard_panel_shows_data_and_the_operator_objects_validate() {
     // The server on the Kubernetes source, scraped as three operators' setups name the job:
     // kube-prometheus-stack's (coredns), the CoreDNS mixin's (kube-dns) and ours.
     let s = spawn_binary(&["--kubeconfig", &k.kubeconfig("dns")]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http_get_blocking(s.admin, "/ready", Duration::from_secs(1)).map(|r| r.0) != Some(200) {
-        assert!(Instant::now() < deadline, "the server never became ready");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until("the server to become ready", 30, || {
+        http_get_blocking(s.admin, "/ready", Duration::from_secs(1)).map(|r| r.0) == Some(200)
+    });
     let target = s.admin.to_string();
     let job = |name: &str| {
         format!(
@@ -377,13 +376,7 @@ async fn every_dashboard_panel_shows_data_and_the_operator_objects_validate() {
                 na.insert(title);
                 continue;
             }
-            let deadline = Instant::now() + Duration::from_secs(60);
-            let mut shown = prom.has_data(&expr).await;
-            while !shown && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                shown = prom.has_data(&expr).await;
-            }
-            if shown {
+            if common::eventually(60, || prom.has_data(&expr)).await {
                 data.insert(title);
             } else {
                 none.insert(title.clone());

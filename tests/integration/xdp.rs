@@ -8,12 +8,13 @@
 //! sockets. Sending every query both ways compares the two paths of one server byte for byte.
 
 use crate::common;
+use crate::common::wait::{Lazy, until, value};
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{BIN, malformed, mixed_case, query};
 use hickory_proto::rr::RecordType;
@@ -102,17 +103,13 @@ fn start_as(wrapper: &[&str], args: &[&str]) -> Server {
 /// Starts `cmd` (which must put the admin server on [`ADMIN`]) and waits until it is ready.
 fn start_with(mut cmd: Command) -> Server {
     let mut server = Server(cmd.spawn().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
+    until("the server to become ready", 10, || {
         if server.0.try_wait().unwrap().is_some() {
             panic!("server exited: {}", server.stderr());
         }
-        if http_get("/ready").is_some_and(|(s, _)| s == 200) {
-            return server;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("server not ready within 10 s");
+        http_get("/ready").is_some_and(|(s, _)| s == 200)
+    });
+    server
 }
 
 impl Server {
@@ -143,15 +140,11 @@ fn fails_as(wrapper: &[&str], args: &[&str]) -> String {
 /// Runs `cmd` (from [`command`]) expecting it to fail at start-up; returns its stderr.
 fn fails_with(mut cmd: Command) -> String {
     let mut server = Server(cmd.spawn().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(status) = server.0.try_wait().unwrap() {
-            assert!(!status.success(), "{cmd:?} exited 0");
-            return server.stderr();
-        }
-        assert!(Instant::now() < deadline, "{cmd:?} started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let status = value(format!("{cmd:?} to fail at start-up"), 10, || {
+        server.0.try_wait().unwrap()
+    });
+    assert!(!status.success(), "{cmd:?} exited 0");
+    server.stderr()
 }
 
 /// Makes `cmd` run under a seccomp filter that refuses bpf(2) with EPERM and allows every other
@@ -678,13 +671,11 @@ fn an_interface_that_goes_away_leaves_the_sockets_answering() {
             let before = received();
             // The link takes a moment to carry frames again after coming up.
             let q = query("checkout.shop.svc.clusterset.local", RecordType::A, None);
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while ask(&s, "198.18.99.1:53".parse().unwrap(), &q).is_none() {
-                assert!(
-                    Instant::now() < deadline,
-                    "no answer after the {side} link flapped"
-                );
-            }
+            until(
+                format!("an answer after the {side} link flapped"),
+                5,
+                || ask(&s, "198.18.99.1:53".parse().unwrap(), &q).is_some(),
+            );
             assert!(
                 received() > before,
                 "answered past XDP after the {side} link flapped"
@@ -693,11 +684,9 @@ fn an_interface_that_goes_away_leaves_the_sockets_answering() {
             assert_eq!(up(), [1, 1]);
         }
         ip(&["link", "del", "xa"]);
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while up() != [0, 0] {
-            assert!(Instant::now() < deadline, "still up: {:?}", up());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        until(Lazy(|| format!("both queues down: {:?}", up())), 3, || {
+            up() == [0, 0]
+        });
         let (_, scrape) = http_get("/metrics").unwrap();
         common::promtool_check(&scrape);
         answered(&socket("127.0.0.1:0"), "127.0.0.1:53");
@@ -1021,14 +1010,9 @@ fn start_up_errors_name_the_fix_and_the_program_goes_with_the_process() {
         assert!(err.contains("has an XDP program already"), "{err}");
         // Killed outright, the server takes its program with it.
         drop(server);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while xdp_mode("lo").is_some() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(
-            xdp_mode("lo").is_none(),
-            "the XDP program outlived the server"
-        );
+        until("the XDP program to go with the server", 5, || {
+            xdp_mode("lo").is_none()
+        });
         let _again = start(&["--listen", "127.0.0.1:53", "--xdp", "lo"]);
     });
 }

@@ -3,7 +3,6 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 pub struct CoreDns {
     child: Child,
@@ -72,16 +71,17 @@ impl CoreDns {
             corefile,
             dir,
         };
-        let deadline = Instant::now() + Duration::from_secs(wait_secs);
-        while !super::dig(c.addr, probe).contains(expect) {
-            assert!(
-                Instant::now() < deadline,
-                "CoreDNS did not answer {probe}; Corefile:\n{}\nlog:\n{}",
-                c.corefile,
-                std::fs::read_to_string(c.dir.path().join("coredns.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        super::until(
+            super::wait::Lazy(|| {
+                format!(
+                    "CoreDNS to answer {probe}; Corefile:\n{}\nlog:\n{}",
+                    c.corefile,
+                    std::fs::read_to_string(c.dir.path().join("coredns.log")).unwrap_or_default()
+                )
+            }),
+            wait_secs,
+            || super::dig(c.addr, probe).contains(expect),
+        );
         c
     }
 }

@@ -5,7 +5,7 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub fn free_port() -> u16 {
     free_ports::<1>()[0]
@@ -168,26 +168,26 @@ impl Cluster {
             .spawn()
             .unwrap();
         self.api = Some(api);
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while !self.kubectl_ok(&["get", "--raw", "/readyz"]) {
-            if Instant::now() > deadline {
-                // The directory goes with the test: say here what the logs said.
-                let tail = |f: &str| {
-                    let text = std::fs::read_to_string(d.join(f)).unwrap_or_default();
-                    let lines: Vec<&str> = text.lines().collect();
-                    lines[lines.len().saturating_sub(25)..].join("\n")
-                };
-                panic!(
-                    "kube-apiserver not ready within 120s (etcd on {}, API on {}).\n\
+        // The directory goes with the test: a failure says what the logs said.
+        let tail = |f: &str| {
+            let text = std::fs::read_to_string(d.join(f)).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(25)..].join("\n")
+        };
+        super::until(
+            super::wait::Lazy(|| {
+                format!(
+                    "kube-apiserver ready (etcd on {}, API on {}).\n\
                      apiserver.log, last lines:\n{}\netcd.log, last lines:\n{}",
                     self.etcd_port,
                     self.api_port,
                     tail("apiserver.log"),
                     tail("etcd.log")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
+                )
+            }),
+            120,
+            || self.kubectl_ok(&["get", "--raw", "/readyz"]),
+        );
     }
 
     pub fn kill_api(&mut self) {
@@ -237,30 +237,34 @@ impl Cluster {
 
     /// `kubectl apply -f -` with `yaml`, retried briefly (a new CRD takes a moment to serve).
     pub fn apply(&self, yaml: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let Err(e) = self.kubectl_input(&["apply", "-f", "-"], yaml) else {
-                return;
-            };
-            assert!(
-                Instant::now() < deadline,
-                "kubectl apply failed: {e}\n{yaml}"
-            );
-            std::thread::sleep(Duration::from_millis(300));
-        }
+        let last = std::cell::RefCell::new(String::new());
+        super::until(
+            super::wait::Lazy(|| format!("kubectl apply: {}\n{yaml}", last.borrow())),
+            20,
+            || match self.kubectl_input(&["apply", "-f", "-"], yaml) {
+                Ok(_) => true,
+                Err(e) => {
+                    *last.borrow_mut() = e.to_string();
+                    false
+                }
+            },
+        );
     }
 
     /// `kubectl delete`, retried briefly like [`Cluster::apply`].
     pub fn delete(&self, kind: &str, ns: &str, name: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let Err(e) = self.kubectl_input(&["delete", kind, "-n", ns, name, "--wait=false"], "")
-            else {
-                return;
-            };
-            assert!(Instant::now() < deadline, "delete {kind} {ns}/{name}: {e}");
-            std::thread::sleep(Duration::from_millis(300));
-        }
+        let last = std::cell::RefCell::new(String::new());
+        super::until(
+            super::wait::Lazy(|| format!("delete {kind} {ns}/{name}: {}", last.borrow())),
+            20,
+            || match self.kubectl_input(&["delete", kind, "-n", ns, name, "--wait=false"], "") {
+                Ok(_) => true,
+                Err(e) => {
+                    *last.borrow_mut() = e.to_string();
+                    false
+                }
+            },
+        );
     }
 }
 

@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use super::http_get;
 
@@ -108,15 +107,12 @@ impl Prometheus {
 
     /// Polls until `promql` evaluates to `want` (30 s at most); returns the last value seen.
     pub async fn wait_for(&self, promql: &str, want: f64) -> Option<f64> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut last = None;
-        while Instant::now() < deadline {
-            last = self.value(promql).await;
-            if last == Some(want) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        last
+        let last = std::cell::Cell::new(None);
+        super::eventually(30, || async {
+            last.set(self.value(promql).await);
+            last.get() == Some(want)
+        })
+        .await;
+        last.get()
     }
 }
