@@ -11,8 +11,9 @@ use crate::common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::Steps;
 use common::docker::IMAGE;
-use common::node::{Node, SA, SINGLE, Steps, lookups, repo};
+use common::node::{Node, SA, SINGLE, lookups, repo};
 use common::output_text as text;
 use common::until;
 

@@ -18,8 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use common::Steps;
 use common::docker::IMAGE;
-use common::node::{Net, Node, Steps, join, lookups, repo, setup};
+use common::node::{Net, Node, join, lookups, repo, setup};
 use common::percentile;
 use common::until;
 

@@ -23,12 +23,6 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn must(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?}: {}", text(&out));
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
 /// The cluster set the clients ask about (namespace shop), addresses in 198.18.0.0/15.
 fn fixture() -> String {
     let mut y = String::from(
@@ -317,19 +311,19 @@ impl Namespace {
 fn build_clients(dir: &Path) -> Vec<Client> {
     let c = repo().join("tests/compat");
     let s = |p: PathBuf| p.to_string_lossy().to_string();
-    must(
+    common::run_ok(
         Command::new("gcc")
             .args(["-O2", "-Wall", "-Werror", "-o"])
             .arg(dir.join("gai-glibc"))
             .arg(c.join("gai.c")),
     );
-    must(
+    common::run_ok(
         Command::new("musl-gcc")
             .args(["-O2", "-Wall", "-Werror", "-static", "-o"])
             .arg(dir.join("gai-musl"))
             .arg(c.join("gai.c")),
     );
-    must(
+    common::run_ok(
         Command::new("go")
             .args(["build", "-o"])
             .arg(dir.join("lookup-go"))
@@ -338,7 +332,8 @@ fn build_clients(dir: &Path) -> Vec<Client> {
             .env("GOFLAGS", "-mod=mod")
             .current_dir(dir),
     );
-    let musl = must(Command::new("sh").args(["-c", "dpkg-query -W -f '${Version}' musl"]));
+    let musl =
+        common::run_ok(Command::new("sh").args(["-c", "dpkg-query -W -f '${Version}' musl"]));
     let mut clients = vec![
         Client {
             name: "glibc getaddrinfo",
@@ -511,7 +506,9 @@ fn real_clients_resolve_every_case_directly_and_through_every_forwarder() {
         dir: tempfile::tempdir().unwrap(),
         procs: Vec::new(),
     };
-    must(Command::new("ip").args(["netns", "exec", &ns.name, "ip", "link", "set", "lo", "up"]));
+    common::run_ok(
+        Command::new("ip").args(["netns", "exec", &ns.name, "ip", "link", "set", "lo", "up"]),
+    );
     let d = ns.dir.path().to_path_buf();
     let zone = d.join("clusterset.yaml");
     std::fs::write(&zone, fixture()).unwrap();

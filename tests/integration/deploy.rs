@@ -19,16 +19,10 @@ fn validate(rendered: &str) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("rendered.yaml");
     std::fs::write(&file, rendered).unwrap();
-    let out = Command::new("kubernetes-validate")
-        .args(["--strict", "--quiet"])
-        .arg(&file)
-        .output()
-        .expect("kubernetes-validate runs (pip install kubernetes-validate)");
-    assert!(
-        out.status.success(),
-        "kubernetes-validate:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    common::run_ok(
+        Command::new("kubernetes-validate")
+            .args(["--strict", "--quiet"])
+            .arg(&file),
     );
 }
 

@@ -330,16 +330,13 @@ fn churn_with_random_api_faults_converges() {
 
     // Faults over: the zone converges to exactly what the API server holds.
     let listed = || {
-        let out = std::process::Command::new(common::BIN)
-            .args(["zone", "--kubeconfig", &k.kubeconfig("dns")])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        records(&String::from_utf8(out.stdout).unwrap())
+        records(&common::run_ok(
+            std::process::Command::new(common::BIN).args([
+                "zone",
+                "--kubeconfig",
+                &k.kubeconfig("dns"),
+            ]),
+        ))
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     let (mut want, mut served) = (listed(), Vec::new());

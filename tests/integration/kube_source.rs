@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::k8s::{ApiErrors, Cluster, Proxy, crd, import, linkerd_rbac, rbac, slice};
-use common::{dig, metric_value, query_a, ready, short, spawn_binary, until};
+use common::{Steps, dig, metric_value, query_a, ready, short, spawn_binary, until};
 
 fn status(dns: SocketAddr, name: &str) -> String {
     let out = dig(dns, name);
@@ -27,10 +27,9 @@ fn status(dns: SocketAddr, name: &str) -> String {
 #[test]
 fn kubernetes_source_against_a_real_api_server() {
     let _module = common::module(module_path!());
-    let mut k = Cluster::start();
-    k.apply(&crd("v1alpha1"));
-    k.apply(&rbac());
-    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: data}\n");
+    let mut steps = Steps::default();
+    let mut k = cluster("v1alpha1", rbac(), &["shop", "data"]);
+    steps.next("1. the initial list");
     // Present before the server starts: the initial list.
     k.apply(&(import("v1alpha1", "shop", "web", "{type: ClusterSetIP, ips: [10.0.0.1], ports: [{name: http, port: 80}]}")
         + &import("v1alpha1", "data", "db", "{type: Headless, ports: [{name: http, port: 80}]}")
@@ -57,6 +56,7 @@ fn kubernetes_source_against_a_real_api_server() {
         1.0
     );
 
+    steps.next("2. imports and slices added, updated and deleted");
     // Add, update and delete, of imports and slices.
     k.apply(&import(
         "v1alpha1",
@@ -95,6 +95,7 @@ fn kubernetes_source_against_a_real_api_server() {
     until("deleted import", 10, || {
         status(s.dns, "api.shop.svc.clusterset.local") == "NXDOMAIN"
     });
+    steps.next("3. a fixed bad object is served");
     // A fixed bad object is served.
     k.apply(&import(
         "v1alpha1",
@@ -106,18 +107,11 @@ fn kubernetes_source_against_a_real_api_server() {
         short(s.dns, "bad.shop.svc.clusterset.local") == ["10.0.0.30"]
     });
 
+    steps.next("4. `clusterset-dns zone` prints what the server answers");
     // `clusterset-dns zone` lists the same cluster with the same flags and prints what the
     // server answers, record for record.
-    let out = Command::new(common::BIN)
-        .args(["zone", "--kubeconfig", &dns_kubeconfig])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed = String::from_utf8(out.stdout).unwrap();
+    let printed =
+        common::run_ok(Command::new(common::BIN).args(["zone", "--kubeconfig", &dns_kubeconfig]));
     let lines: Vec<String> = printed
         .lines()
         .filter(|l| !l.starts_with(';'))
@@ -137,6 +131,7 @@ fn kubernetes_source_against_a_real_api_server() {
     }
     assert!(!printed.contains("api.shop"), "{printed}");
     assert!(!printed.contains("db-0.east"), "{printed}");
+    steps.next("5. an API server that cannot be reached");
     // An API server that cannot be reached: a clear error once --timeout is over.
     let dead = k
         .kubeconfig("dns")
@@ -158,6 +153,7 @@ fn kubernetes_source_against_a_real_api_server() {
     assert!(err.contains("within 2s"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(20));
 
+    steps.next("6. the API server dies and comes back");
     // The API server dies: answers go on from the last known zone; it comes back: changes flow.
     k.kill_api();
     for _ in 0..20 {
@@ -185,6 +181,7 @@ fn kubernetes_source_against_a_real_api_server() {
     assert_eq!(short(s.dns, "db.data.svc.clusterset.local"), ["10.2.0.1"]);
     drop(s);
 
+    steps.next("7. v1beta1 is preferred once served");
     // The CRD now serves v1beta1 too: a new start prefers it and reads objects of both versions.
     k.apply(&crd("v1beta1"));
     k.apply(&clusterset_ip("beta", "10.0.0.5"));
@@ -193,6 +190,7 @@ fn kubernetes_source_against_a_real_api_server() {
     assert!(s.logged("\"version\":\"v1beta1\""), "discovered v1beta1");
     assert_eq!(short(s.dns, "beta.shop.svc.clusterset.local"), ["10.0.0.5"]);
     assert_eq!(short(s.dns, "web.shop.svc.clusterset.local"), ["10.0.0.2"]);
+    steps.next("8. the version forced");
     // And the version can be forced.
     let s1 = spawn_binary(&[
         "--kubeconfig",
@@ -205,6 +203,7 @@ fn kubernetes_source_against_a_real_api_server() {
         short(s1.dns, "beta.shop.svc.clusterset.local"),
         ["10.0.0.5"]
     );
+    steps.next("9. --namespace narrows what is served");
     // --namespace narrows what is served.
     let s2 = spawn_binary(&["--kubeconfig", &dns_kubeconfig, "--namespace", "data"]);
     until("ready with one namespace", 30, || ready(&s2));
@@ -212,13 +211,24 @@ fn kubernetes_source_against_a_real_api_server() {
     assert_eq!(status(s2.dns, "web.shop.svc.clusterset.local"), "NXDOMAIN");
 }
 
+/// A real API server with the ServiceImport CRD serving `version` (and the EndpointSlice API),
+/// the role `role` for the user the server runs as, and `namespaces`.
+fn cluster(version: &str, role: String, namespaces: &[&str]) -> Cluster {
+    let k = Cluster::start();
+    k.apply(&crd(version));
+    k.apply(&role);
+    let namespaces: String = namespaces
+        .iter()
+        .map(|n| format!("---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {n}}}\n"))
+        .collect();
+    k.apply(&namespaces);
+    k
+}
+
 /// A cluster with the MCS CRDs (v1beta1), the server's role and, in namespace `shop`, the
 /// headless `keep` (one endpoint: keep-0.east, 10.7.0.1) and the ClusterSetIP `web` (10.0.0.1).
 fn shop() -> Cluster {
-    let k = Cluster::start();
-    k.apply(&crd("v1beta1"));
-    k.apply(&rbac());
-    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
+    let k = cluster("v1beta1", rbac(), &["shop"]);
     k.apply(
         &(import(
             "v1beta1",
@@ -457,16 +467,15 @@ fn endpoints(n: usize, a: u8) -> String {
 #[test]
 fn imported_data_is_not_trusted_and_a_flood_is_refused_then_converges() {
     let _module = common::module(module_path!());
-    let k = Cluster::start();
-    k.apply(&crd("v1alpha1"));
-    k.apply(&rbac());
-    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: flood}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: kube-system}\n");
+    let mut steps = Steps::default();
+    let k = cluster("v1alpha1", rbac(), &["shop", "flood", "kube-system"]);
     k.apply(&(import("v1alpha1", "shop", "keep", "{type: ClusterSetIP, ips: [10.0.0.1], ports: [{name: http, port: 80}]}")
         + &import("v1alpha1", "shop", "meta", "{type: ClusterSetIP, ips: [169.254.169.254, 10.0.0.2], ports: [{name: http, port: 80}]}")
         + &import("v1alpha1", "shop", "lo", "{type: ClusterSetIP, ips: ['::ffff:127.0.0.1', 'fd00::5'], ports: [{name: http, port: 80}]}")
         + &import("v1alpha1", "shop", "db", "{type: Headless, ports: [{name: http, port: 80}]}")
         + &slice("shop", "db-east", "db", "east", "[{addresses: [100.100.100.200], hostname: a}, {addresses: [10.1.0.2], hostname: b}]")
         + &import("v1alpha1", "kube-system", "dns", "{type: ClusterSetIP, ips: [10.0.0.3], ports: [{name: dns, port: 53}]}")));
+    steps.next("1. a budget of 1,000 names and 300 endpoints a service");
     // A cap of 1,000 names and 300 endpoints a service; the flood below brings about three
     // times as many names.
     let s = spawn_binary(&[
@@ -479,6 +488,7 @@ fn imported_data_is_not_trusted_and_a_flood_is_refused_then_converges() {
     ]);
     until("ready", 30, || ready(&s));
 
+    steps.next("2. the trust boundary");
     // The trust boundary: refused addresses dropped alone, the excluded namespace not served.
     assert_eq!(short(s.dns, "meta.shop.svc.clusterset.local"), ["10.0.0.2"]);
     assert_eq!(
@@ -525,6 +535,7 @@ fn imported_data_is_not_trusted_and_a_flood_is_refused_then_converges() {
         1.0
     );
 
+    steps.next("3. the flood, while the existing names keep answering");
     // The flood: 12 headless services of 250 named endpoints (252 names each with the SRV
     // name, 3,024 in all),
     // and one of 400 endpoints, over the per-service cap. Meanwhile the existing names are
@@ -603,6 +614,7 @@ fn imported_data_is_not_trusted_and_a_flood_is_refused_then_converges() {
         1.0
     );
     assert_eq!(status(s.dns, "huge.flood.svc.clusterset.local"), "NXDOMAIN");
+    steps.next("4. the first by name are served, the rest wait");
     // The first by name are served, the rest wait.
     assert_eq!(
         short(s.dns, "h7.east.f00.flood.svc.clusterset.local"),
@@ -622,6 +634,7 @@ fn imported_data_is_not_trusted_and_a_flood_is_refused_then_converges() {
     );
     let at_cap = rss_mb(pid);
 
+    steps.next("5. the flood goes: the refused are served");
     // The flood goes away but for two services that were refused: they are served.
     for i in 0..10u8 {
         k.delete("serviceimport", "flood", &format!("f{i:02}"));
@@ -634,6 +647,7 @@ fn imported_data_is_not_trusted_and_a_flood_is_refused_then_converges() {
     until("nothing held back for room", 10, || {
         metric_value(&s, "clusterset_dns_refused_services{limit=\"zone_names\"}") == 0.0
     });
+    steps.next("6. the service over the cap is served once smaller");
     // The one over the per-service cap is served once it has fewer endpoints.
     k.apply(&slice(
         "flood",
@@ -750,10 +764,9 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 #[test]
 fn linkerd_source_against_a_real_api_server() {
     let _module = common::module(module_path!());
-    let mut k = Cluster::start();
-    k.apply(&crd("v1beta1"));
-    k.apply(&linkerd_rbac());
-    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: data}\n");
+    let mut steps = Steps::default();
+    let mut k = cluster("v1beta1", linkerd_rbac(), &["shop", "data"]);
+    steps.next("1. Linkerd's objects, listed");
     // A Service that is not Linkerd's: never read (the watch's label selector leaves it out).
     k.apply("apiVersion: v1\nkind: Service\nmetadata: {name: plain, namespace: shop}\nspec: {ports: [{port: 80}]}\n");
     k.apply(
@@ -827,8 +840,10 @@ fn linkerd_source_against_a_real_api_server() {
         10.0
     );
 
+    steps.next("2. a member joins the federated Service");
     // A member joins the federated Service (an annotation edit): the same name and address.
     k.apply(&federated("shop", "web", "web@east,web@west"));
+    steps.next("3. the last member leaves");
     // The last member leaves: the annotation empties (the object is now skipped, counted), and
     // web answers from its mirrors; the service mirror then deletes the object.
     k.apply(&federated("shop", "web", ""));
@@ -848,6 +863,7 @@ fn linkerd_source_against_a_real_api_server() {
         1.0
     );
     k.delete("service", "shop", "web-federated");
+    steps.next("4. a member joins again");
     // A member joins again: the service mirror creates the federated Service anew.
     k.apply(&federated("shop", "web", "web@west"));
     let web = cluster_ip(&k, "shop", "web-federated");
@@ -855,12 +871,14 @@ fn linkerd_source_against_a_real_api_server() {
         short(s.dns, "web.shop.svc.clusterset.local") == vec![web.clone()]
     });
 
+    steps.next("5. a mirror is deleted");
     // A mirror is deleted.
     k.delete("service", "shop", "api-west");
     until("api without the west mirror", 10, || {
         short(s.dns, "api.shop.svc.clusterset.local") == vec![api_east.clone()]
     });
 
+    steps.next("6. a headless host comes and goes");
     // A headless host is added, then removed.
     k.apply(&host_mirror("data", "db", "db-2", "east"));
     let db2_east = cluster_ip(&k, "data", "db-2-east");
@@ -873,6 +891,7 @@ fn linkerd_source_against_a_real_api_server() {
         status(s.dns, "db-2.east.db.data.svc.clusterset.local") == "NXDOMAIN"
     });
 
+    steps.next("7. a ServiceImport claims web");
     // A ServiceImport claims web: it is served, and the conflict is logged once and counted.
     k.apply(&clusterset_ip("web", "198.19.30.1"));
     until("the ServiceImport wins", 10, || {
@@ -896,6 +915,7 @@ fn linkerd_source_against_a_real_api_server() {
         short(s.dns, "web.shop.svc.clusterset.local") == vec![web.clone()]
     });
 
+    steps.next("8. a whole Link goes away");
     // A whole Link goes away: the service mirror deletes all of its mirrors at once.
     assert!(k.kubectl_ok(&[
         "delete",
@@ -922,6 +942,7 @@ fn linkerd_source_against_a_real_api_server() {
         vec![web.clone()]
     );
 
+    steps.next("9. the API server dies and comes back");
     // The API server dies: answers go on, and ready; it comes back: changes flow again.
     k.kill_api();
     for _ in 0..10 {
@@ -945,6 +966,7 @@ fn linkerd_source_against_a_real_api_server() {
     );
     drop(s);
 
+    steps.next("10. Linkerd alone, in a cluster with no MCS CRDs");
     // Linkerd alone, in a cluster with no MCS CRDs: no discovery of them, ready, and without
     // --linkerd-mirrors a service with only mirrors has no name.
     k.kubectl_ok(&["delete", "crd", "serviceimports.multicluster.x-k8s.io"]);
@@ -975,10 +997,7 @@ fn in_order(dns: SocketAddr, name: &str) -> Vec<String> {
 #[test]
 fn the_own_cluster_follows_the_clusterproperty_in_a_real_api_server() {
     let _module = common::module(module_path!());
-    let k = Cluster::start();
-    k.apply(&crd("v1beta1"));
-    k.apply(&rbac());
-    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: loc}\n");
+    let k = cluster("v1beta1", rbac(), &["loc"]);
     k.apply(
         &(import(
             "v1beta1",

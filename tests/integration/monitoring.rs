@@ -41,17 +41,7 @@ fn alerts_pass_promtool_and_each_fires_and_stays_quiet_in_its_unit_tests() {
         ["check", "rules", "deploy/monitoring/rules.yaml"],
         ["test", "rules", "deploy/monitoring/rules-test.yaml"],
     ] {
-        let out = Command::new("promtool")
-            .args(args)
-            .current_dir(repo(""))
-            .output()
-            .expect("promtool runs (apt-get install prometheus)");
-        assert!(
-            out.status.success(),
-            "promtool {}: {}",
-            args.join(" "),
-            output_text(&out)
-        );
+        common::run_ok(Command::new("promtool").args(args).current_dir(repo("")));
     }
     let rules = yaml("deploy/monitoring/rules.yaml");
     let alerts: BTreeSet<String> = rules["groups"]

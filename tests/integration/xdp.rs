@@ -817,12 +817,7 @@ fn the_xdp_manifest_grants_what_xdp_needs_and_no_more() {
 }
 
 fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_ok(Command::new("ip").args(args));
 }
 
 /// How an XDP program is attached to `iface`, as `ip link` says it: "xdp" (driver mode),

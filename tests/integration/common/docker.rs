@@ -11,15 +11,7 @@ pub const IMAGE: &str = "clusterset-dns:test";
 /// Starts the engine and makes the base images; returns the engine's address.
 pub fn engine() -> String {
     let setup = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/image/setup.sh");
-    let out = Command::new(setup)
-        .output()
-        .expect("tests/image/setup.sh runs");
-    assert!(
-        out.status.success(),
-        "tests/image/setup.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    super::run_ok(&mut Command::new(setup)).trim().to_string()
 }
 
 pub fn docker(host: &str, args: &[&str]) -> String {

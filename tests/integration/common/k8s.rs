@@ -462,23 +462,15 @@ impl Proxy {
 
 /// etcd's current revision, through its JSON gateway.
 pub fn etcd_post(k: &Cluster, path: &str, body: &str) -> serde_json::Value {
-    let out = Command::new("curl")
-        .args([
-            "-sf",
-            "-X",
-            "POST",
-            &format!("http://127.0.0.1:{}{path}", k.etcd_port),
-            "-d",
-            body,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "etcd {path}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let out = super::run_ok(Command::new("curl").args([
+        "-sf",
+        "-X",
+        "POST",
+        &format!("http://127.0.0.1:{}{path}", k.etcd_port),
+        "-d",
+        body,
+    ]));
+    serde_json::from_str(&out).unwrap()
 }
 
 /// `kubectl proxy` for one of the cluster's users (plain HTTP on loopback, forwarding to the API

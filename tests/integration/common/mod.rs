@@ -346,6 +346,23 @@ pub fn http_get_blocking(addr: SocketAddr, path: &str, wait: Duration) -> Option
 pub const BIN: &str = env!("CARGO_BIN_EXE_clusterset-dns");
 
 /// A finished command's standard output then standard error, for assertion messages.
+/// Runs `cmd` and returns what it printed on stdout; a command that cannot start, or that
+/// fails, fails the test with the command and everything it printed (stdout, then stderr).
+pub fn run_ok(cmd: &mut std::process::Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?} cannot start: {e}"));
+    assert!(out.status.success(), "{cmd:?}: {}{}", out.status, {
+        let said = output_text(&out);
+        if said.is_empty() {
+            String::new()
+        } else {
+            format!("\n{said}")
+        }
+    });
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 pub fn output_text(out: &std::process::Output) -> String {
     format!(
         "{}{}",
@@ -731,17 +748,11 @@ pub fn promtool_check(scrape: &str) {
 /// `kubectl kustomize` of `dir` (relative to the repository).
 pub fn kustomize(dir: &str) -> String {
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-    let out = std::process::Command::new("kubectl")
-        .arg("kustomize")
-        .arg(&base)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    run_ok(
+        std::process::Command::new("kubectl")
+            .arg("kustomize")
+            .arg(&base),
+    )
 }
 
 /// The documents of a YAML stream.
@@ -804,6 +815,39 @@ impl Drop for ModuleTurn {
         if running.1 == 0 {
             running.0 = None;
             TURN.notify_all();
+        }
+    }
+}
+
+/// The test's named steps: each is announced with the time the one before took, and a failure
+/// names the step it happened in.
+#[derive(Default)]
+pub struct Steps {
+    current: Option<(&'static str, std::time::Instant)>,
+}
+
+impl Steps {
+    pub fn next(&mut self, name: &'static str) {
+        self.finish();
+        eprintln!("step {name}");
+        self.current = Some((name, std::time::Instant::now()));
+    }
+
+    pub fn finish(&mut self) {
+        if let Some((name, started)) = self.current.take() {
+            eprintln!("step {name}: done in {:.1?}", started.elapsed());
+        }
+    }
+}
+
+impl Drop for Steps {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some((name, _)) = &self.current {
+                eprintln!("FAILED in step {name}");
+            }
+        } else {
+            self.finish();
         }
     }
 }

@@ -795,36 +795,3 @@ pub fn lookups(out: &Output) -> Lookups {
             .collect(),
     }
 }
-
-/// The test's named steps: each is announced with the time the one before took, and a failure
-/// names the step it happened in.
-#[derive(Default)]
-pub struct Steps {
-    current: Option<(&'static str, Instant)>,
-}
-
-impl Steps {
-    pub fn next(&mut self, name: &'static str) {
-        self.finish();
-        eprintln!("step {name}");
-        self.current = Some((name, Instant::now()));
-    }
-
-    pub fn finish(&mut self) {
-        if let Some((name, started)) = self.current.take() {
-            eprintln!("step {name}: done in {:.1?}", started.elapsed());
-        }
-    }
-}
-
-impl Drop for Steps {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            if let Some((name, _)) = &self.current {
-                eprintln!("FAILED in step {name}");
-            }
-        } else {
-            self.finish();
-        }
-    }
-}
