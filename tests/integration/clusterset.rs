@@ -465,9 +465,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     let east_web = east.pod_ips("app=web");
     assert_eq!(east_web.len(), 2, "{east_web:?}");
 
-    steps.next(
-        "3. ClusterSetIP across clusters: west connects to east's web through west's own spec.ips",
-    );
+    steps.next("3a. ClusterSetIP across clusters: east exports web, west connects to it by name");
     let name = "web.demo.svc.clusterset.local";
     let watch = Watch::start(&west, vec![name.to_string()]);
     let imports = ApiWatch::start(
@@ -495,129 +493,25 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
         },
     );
     let connected = exported.elapsed();
-    // The import's address is west's own, written by west's controller from the derived
-    // Service it made: the test never writes spec.ips.
-    until(
-        "west's controller writes spec.ips",
-        Duration::from_secs(60),
-        || !west.first_ip("web").is_empty(),
-    );
-    let ip = west.first_ip("web");
-    let derived = west.node.k(&[
-        "-n",
-        "demo",
-        "get",
-        "serviceimport",
-        "web",
-        "-o",
-        "jsonpath={.metadata.annotations.multicluster\\.kubernetes\\.io/derived-service}",
-    ]);
-    assert!(derived.starts_with("derived-"), "{derived:?}");
-    assert_eq!(
-        west.node.k(&[
-            "-n",
-            "demo",
-            "get",
-            "service",
-            &derived,
-            "-o",
-            "jsonpath={.spec.clusterIP}"
-        ]),
-        ip,
-        "spec.ips is the derived Service's ClusterIP"
-    );
-    assert!(
-        WEST.service_cidr
-            .parse::<ipnet::Ipv4Net>()
-            .unwrap()
-            .contains(&ip.parse::<std::net::Ipv4Addr>().unwrap()),
-        "west's Service CIDR (198.19.128.0/17): {ip}"
-    );
+
+    steps.next("3b. west's spec.ips is the ClusterIP of the Service west's controller derived");
+    let ip = derived_ips(&west);
     until(
         "west's pod resolves web to west's spec.ips",
         Duration::from_secs(30),
         || west.resolve(name) == [ip.clone()],
     );
-    let east_pods: BTreeSet<String> = east
-        .node
-        .k(&[
-            "-n",
-            "demo",
-            "get",
-            "pods",
-            "-l",
-            "app=web",
-            "-o",
-            "jsonpath={.items[*].metadata.name}",
-        ])
-        .split_whitespace()
-        .map(|p| format!("{p} east"))
-        .collect();
-    let mut reached = BTreeSet::new();
-    for _ in 0..40 {
-        if let Some(who) = west.connect(name) {
-            reached.insert(who);
-        }
-        if reached == east_pods {
-            break;
-        }
-    }
-    assert_eq!(
-        reached, east_pods,
-        "each of east's backends reached from west"
-    );
+
+    steps.next("3c. each of east's backends is reached from west");
+    every_backend_reached(&west, &east, name);
     let history = watch.finish().remove(0);
-    // The chain: the syncer's writes into west (its log), the controller's spec.ips (seen by a
-    // watch of west's API: its own log has whole seconds), and our part, from spec.ips seen to
-    // our server answering with them.
-    let writes = syncer_writes(&east);
-    let import_written = writes
-        .iter()
-        .filter(|w| w["cluster"] == "west" && w["kind"] == "ServiceImport" && w["op"] == "create")
-        .filter(|w| w["name"] == "web")
-        .map(|w| log_time(w["time"].as_str().unwrap()))
-        .min()
-        .expect("the syncer made web's import in west");
-    let slice_written = writes
-        .iter()
-        .filter(|w| w["cluster"] == "west" && w["kind"] == "EndpointSlice" && w["op"] == "create")
-        .filter(|w| {
-            w["name"]
-                .as_str()
-                .unwrap()
-                .starts_with("imported-east-web-")
-        })
-        .map(|w| log_time(w["time"].as_str().unwrap()))
-        .min()
-        .expect("the syncer copied web's slice into west");
-    let ips_seen = imports
-        .finish()
-        .into_iter()
-        .find(|(_, l)| l.starts_with("web ") && l.contains(&ip))
-        .map(|(t, _)| t)
-        .expect("a watch of west's API saw web's spec.ips");
-    let first_answer = history
-        .iter()
-        .find(|(_, v)| !v.is_empty())
-        .map(|(t, _)| *t)
-        .expect("an answer seen");
-    let ip_answer = history
-        .iter()
-        .find(|(_, v)| *v == [ip.clone()])
-        .map(|(t, _)| *t)
-        .expect("the spec.ips answer seen");
-    eprintln!(
-        "ClusterSetIP across clusters: export created -> first connection from west {connected:.1?}; \
-         export -> the syncer's import in west {:.0} ms, its slice copy {:.0} ms; \
-         export -> west's controller's spec.ips seen by a watch of west's API {:.0} ms; \
-         our part, spec.ips seen -> our first answer with them {:.0} ms (first answer of any kind {:.0} ms after the export); \
-         answers seen in order {:?}",
-        signed_ms(exported_at, import_written),
-        signed_ms(exported_at, slice_written),
-        signed_ms(exported_at, ips_seen),
-        signed_ms(ips_seen, ip_answer),
-        signed_ms(exported_at, first_answer),
-        history.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>()
+    export_chain(
+        &east,
+        imports.finish(),
+        &history,
+        exported_at,
+        &ip,
+        connected,
     );
 
     steps.next("4. headless across clusters: the union, and db-0.east from west");
@@ -966,6 +860,144 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
 
     steps.next("9. scale-out: metrics-server and the chart's HPA take west's server from 2 replicas to 3 and back, losing no lookup");
     scale_out(&west);
+}
+
+/// West's `spec.ips` for `web`: its own, written by west's controller from the derived Service
+/// it made (the test never writes spec.ips), inside west's Service CIDR.
+fn derived_ips(west: &Member) -> String {
+    // The import's address is west's own, written by west's controller from the derived
+    // Service it made: the test never writes spec.ips.
+    until(
+        "west's controller writes spec.ips",
+        Duration::from_secs(60),
+        || !west.first_ip("web").is_empty(),
+    );
+    let ip = west.first_ip("web");
+    let derived = west.node.k(&[
+        "-n",
+        "demo",
+        "get",
+        "serviceimport",
+        "web",
+        "-o",
+        "jsonpath={.metadata.annotations.multicluster\\.kubernetes\\.io/derived-service}",
+    ]);
+    assert!(derived.starts_with("derived-"), "{derived:?}");
+    assert_eq!(
+        west.node.k(&[
+            "-n",
+            "demo",
+            "get",
+            "service",
+            &derived,
+            "-o",
+            "jsonpath={.spec.clusterIP}"
+        ]),
+        ip,
+        "spec.ips is the derived Service's ClusterIP"
+    );
+    assert!(
+        WEST.service_cidr
+            .parse::<ipnet::Ipv4Net>()
+            .unwrap()
+            .contains(&ip.parse::<std::net::Ipv4Addr>().unwrap()),
+        "west's Service CIDR (198.19.128.0/17): {ip}"
+    );
+    ip
+}
+
+/// Connects from west to `name` until each of east's `web` pods has answered (40 tries).
+fn every_backend_reached(west: &Member, east: &Member, name: &str) {
+    let east_pods: BTreeSet<String> = east
+        .node
+        .k(&[
+            "-n",
+            "demo",
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ])
+        .split_whitespace()
+        .map(|p| format!("{p} east"))
+        .collect();
+    let mut reached = BTreeSet::new();
+    for _ in 0..40 {
+        if let Some(who) = west.connect(name) {
+            reached.insert(who);
+        }
+        if reached == east_pods {
+            break;
+        }
+    }
+    assert_eq!(
+        reached, east_pods,
+        "each of east's backends reached from west"
+    );
+}
+
+/// Prints the chain from east's export to our answer in west: the syncer's writes into west (its
+/// log), the controller's spec.ips (seen by a watch of west's API, `ips_lines`: the controller's
+/// own log has whole seconds), and our part, from spec.ips seen to our server answering with
+/// them (`history`).
+fn export_chain(
+    east: &Member,
+    ips_lines: Vec<(SystemTime, String)>,
+    history: &History,
+    exported_at: SystemTime,
+    ip: &str,
+    connected: Duration,
+) {
+    let writes = syncer_writes(east);
+    let import_written = writes
+        .iter()
+        .filter(|w| w["cluster"] == "west" && w["kind"] == "ServiceImport" && w["op"] == "create")
+        .filter(|w| w["name"] == "web")
+        .map(|w| log_time(w["time"].as_str().unwrap()))
+        .min()
+        .expect("the syncer made web's import in west");
+    let slice_written = writes
+        .iter()
+        .filter(|w| w["cluster"] == "west" && w["kind"] == "EndpointSlice" && w["op"] == "create")
+        .filter(|w| {
+            w["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("imported-east-web-")
+        })
+        .map(|w| log_time(w["time"].as_str().unwrap()))
+        .min()
+        .expect("the syncer copied web's slice into west");
+    let ips_seen = ips_lines
+        .into_iter()
+        .find(|(_, l)| l.starts_with("web ") && l.contains(ip))
+        .map(|(t, _)| t)
+        .expect("a watch of west's API saw web's spec.ips");
+    let first_answer = history
+        .iter()
+        .find(|(_, v)| !v.is_empty())
+        .map(|(t, _)| *t)
+        .expect("an answer seen");
+    let ip_answer = history
+        .iter()
+        .find(|(_, v)| *v == [ip.to_string()])
+        .map(|(t, _)| *t)
+        .expect("the spec.ips answer seen");
+    eprintln!(
+        "ClusterSetIP across clusters: export created -> first connection from west {connected:.1?}; \
+         export -> the syncer's import in west {:.0} ms, its slice copy {:.0} ms; \
+         export -> west's controller's spec.ips seen by a watch of west's API {:.0} ms; \
+         our part, spec.ips seen -> our first answer with them {:.0} ms (first answer of any kind {:.0} ms after the export); \
+         answers seen in order {:?}",
+        signed_ms(exported_at, import_written),
+        signed_ms(exported_at, slice_written),
+        signed_ms(exported_at, ips_seen),
+        signed_ms(ips_seen, ip_answer),
+        signed_ms(exported_at, first_answer),
+        history.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>()
+    );
 }
 
 /// metrics-server v0.8.0 (its own manifests, the test overlay its e2e runs: the kubelets'
