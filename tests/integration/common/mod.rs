@@ -6,9 +6,16 @@ pub mod coredns;
 pub mod docker;
 pub mod grafana;
 pub mod k8s;
+mod malformed;
 pub mod node;
 pub mod prometheus;
+mod turns;
 pub mod wait;
+
+#[allow(unused_imports)]
+pub use malformed::malformed;
+#[allow(unused_imports)]
+pub use turns::{Steps, module};
 
 #[allow(unused_imports)]
 pub use wait::{eventually, until};
@@ -20,7 +27,7 @@ use std::time::Duration;
 use clusterset_dns::dns::{tcp, udp};
 use clusterset_dns::server::{self, Listeners, Shutdown};
 use clusterset_dns::source::file;
-use hickory_proto::op::{Message, MessageType, ResponseCode};
+use hickory_proto::op::{Message, MessageType};
 use hickory_proto::rr::RecordType;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -553,165 +560,6 @@ pub fn master_records(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Every malformed shape of a query for `name`, with the rcode it must get (`None`: dropped, no answer at all).
-pub fn malformed(name: &str) -> Vec<(&'static str, Vec<u8>, Option<ResponseCode>)> {
-    let base = query(name, RecordType::A, Some(1232));
-    let n = base.len();
-    let head = base[..12].to_vec();
-    let with = |f: &dyn Fn(&mut Vec<u8>)| {
-        let mut p = base.clone();
-        f(&mut p);
-        p
-    };
-    let question = |name: &[u8]| {
-        let mut p = head.clone();
-        p[11] = 0; // no OPT
-        p.extend_from_slice(name);
-        p.extend_from_slice(&[0, 1, 0, 1]);
-        p
-    };
-    let mut long_name = Vec::new();
-    for _ in 0..5 {
-        long_name.push(63);
-        long_name.extend_from_slice(&[b'a'; 63]);
-    }
-    long_name.push(0);
-    vec![
-        ("11-byte header", base[..11].to_vec(), None),
-        (
-            "header only, QDCOUNT 1",
-            head.clone(),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "QDCOUNT 0",
-            with(&|p| p[5] = 0),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "QDCOUNT 2",
-            with(&|p| p[5] = 2),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "ANCOUNT lies",
-            with(&|p| p[7] = 5),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "ARCOUNT lies",
-            with(&|p| p[11] = 3),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "question cut short",
-            base[..n - 14].to_vec(),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "compression pointer loop",
-            question(&[0xC0, 12]),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "forward compression pointer",
-            question(&[3, b'w', b'e', b'b', 0xC0, 40]),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "label over 63",
-            question(&[&[64u8][..], &[b'a'; 64], &[0]].concat()),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "name over 255",
-            question(&long_name),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "reserved label type 0x40",
-            question(&[0x41, b'a', 0]),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "class CH",
-            with(&|p| {
-                let q = p.len() - 11 - 1;
-                p[q] = 3;
-            }),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "class ANY",
-            with(&|p| {
-                let q = p.len() - 11 - 1;
-                p[q] = 255;
-            }),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "OPT in the answer section",
-            with(&|p| {
-                p[7] = 1;
-                p[11] = 0;
-            }),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "two OPTs",
-            with(&|p| {
-                p.extend_from_slice(&base[n - 11..]);
-                p[11] = 2;
-            }),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "OPT with a name",
-            {
-                let mut p = base[..n - 11].to_vec();
-                p.extend_from_slice(&[1, b'x', 0, 0, 41, 4, 0xD0, 0, 0, 0, 0, 0, 0]);
-                p
-            },
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "OPT option overrunning its record",
-            with(&|p| {
-                let l = p.len();
-                p[l - 1] = 4;
-                p.extend_from_slice(&[0, 10, 0, 50]);
-            }),
-            Some(ResponseCode::FormErr),
-        ),
-        (
-            "EDNS version 1",
-            with(&|p| p[n - 5] = 1),
-            Some(ResponseCode::BADVERS),
-        ),
-        ("a response (QR = 1)", with(&|p| p[2] |= 0x80), None),
-        (
-            "opcode IQUERY",
-            with(&|p| p[2] = 1 << 3),
-            Some(ResponseCode::NotImp),
-        ),
-        (
-            "opcode STATUS",
-            with(&|p| p[2] = 2 << 3),
-            Some(ResponseCode::NotImp),
-        ),
-        (
-            "opcode 15",
-            with(&|p| p[2] = 15 << 3),
-            Some(ResponseCode::NotImp),
-        ),
-        (
-            "opcode UPDATE",
-            with(&|p| p[2] = 5 << 3),
-            Some(ResponseCode::NotImp),
-        ),
-    ]
-}
-
 /// Runs `cmd` with `input` on its standard input; its output, both streams captured (an error
 /// if it cannot be started).
 pub fn output_with_input(
@@ -783,71 +631,4 @@ pub fn helm(home: &Path) -> std::process::Command {
         .env("HELM_CONFIG_HOME", home.join("config"))
         .env("HELM_DATA_HOME", home.join("data"));
     c
-}
-
-/// Which module's tests are running, and how many: see [`module`].
-static RUNNING: std::sync::Mutex<(Option<&'static str>, usize)> = std::sync::Mutex::new((None, 0));
-static TURN: std::sync::Condvar = std::sync::Condvar::new();
-
-/// Held by a running test of module `name` (its `module_path!()`).
-pub struct ModuleTurn;
-
-/// Waits until no other module's test runs, then lets this one run: tests of one module run
-/// beside each other (as libtest's threads allow), never beside another module's, as when each
-/// file was its own test binary. The heavy tests (a real cluster, XDP on veths, image builds,
-/// API servers, latency figures) rely on it.
-pub fn module(name: &'static str) -> ModuleTurn {
-    // `integration::kube_source::tests` and `integration::kube_source` are one module.
-    let name = name.split("::").nth(1).unwrap_or(name);
-    let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
-    while running.0.is_some_and(|m| m != name) {
-        running = TURN.wait(running).unwrap_or_else(|p| p.into_inner());
-    }
-    running.0 = Some(name);
-    running.1 += 1;
-    ModuleTurn
-}
-
-impl Drop for ModuleTurn {
-    fn drop(&mut self) {
-        let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
-        running.1 -= 1;
-        if running.1 == 0 {
-            running.0 = None;
-            TURN.notify_all();
-        }
-    }
-}
-
-/// The test's named steps: each is announced with the time the one before took, and a failure
-/// names the step it happened in.
-#[derive(Default)]
-pub struct Steps {
-    current: Option<(&'static str, std::time::Instant)>,
-}
-
-impl Steps {
-    pub fn next(&mut self, name: &'static str) {
-        self.finish();
-        eprintln!("step {name}");
-        self.current = Some((name, std::time::Instant::now()));
-    }
-
-    pub fn finish(&mut self) {
-        if let Some((name, started)) = self.current.take() {
-            eprintln!("step {name}: done in {:.1?}", started.elapsed());
-        }
-    }
-}
-
-impl Drop for Steps {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            if let Some((name, _)) = &self.current {
-                eprintln!("FAILED in step {name}");
-            }
-        } else {
-            self.finish();
-        }
-    }
 }
