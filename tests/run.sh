@@ -20,7 +20,7 @@ command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
-# ip and nsenter, for the tests that make network namespaces (tests/integration/xdp.rs, tests/integration/lameduck.rs,
+# ip and nsenter, for the tests that make network namespaces (tests/integration/xdp/, tests/integration/lameduck.rs,
 # tests/integration/cluster.rs); setpriv and prlimit, for deploy/xdp's capabilities and locked-memory limit.
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 { command -v setpriv && command -v prlimit && command -v nsenter; } >/dev/null 2>&1 || need_apt+=(util-linux)
@@ -61,13 +61,13 @@ fi
 command -v kubernetes-validate >/dev/null 2>&1 || pip install -q kubernetes-validate
 
 cargo fetch --locked
-# Kubernetes and etcd (tests/integration/kube_source.rs, tests/integration/differential.rs, tests/integration/cluster.rs) and CoreDNS
-# (tests/integration/forwarding.rs, tests/integration/differential.rs, tests/integration/cluster.rs): slow only the first time.
+# Kubernetes and etcd (tests/integration/kube_source.rs, tests/integration/differential/, tests/integration/cluster.rs) and CoreDNS
+# (tests/integration/forwarding.rs, tests/integration/differential/, tests/integration/cluster.rs): slow only the first time.
 tests/k8s/setup.sh >/dev/null
 tests/coredns/setup.sh >/dev/null
 # The prometheus-operator's CRDs and helm (tests/integration/monitoring.rs).
 tests/monitoring/setup.sh >/dev/null
-# The MCS controller, the MCS CRDs and the export syncer, and metrics-server (tests/integration/clusterset.rs).
+# The MCS controller, the MCS CRDs and the export syncer, and metrics-server (tests/integration/clusterset/).
 tests/mcs/setup.sh >/dev/null
 tests/metrics-server/setup.sh >/dev/null
 

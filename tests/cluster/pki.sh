@@ -4,7 +4,7 @@
 # a client certificate for each component under the name its RBAC role is bound to, and the
 # service-account signing key. $2 is the node address, $3 the `kubernetes` Service address, $4
 # the node's name (csdns-node when not given). mcs-controller is the user the MCS API's
-# controller runs as (tests/integration/clusterset.rs), bound to that controller's own role.
+# controller runs as (tests/integration/clusterset/), bound to that controller's own role.
 set -euo pipefail
 d=$1 node=$2 svc=$3 name=${4:-csdns-node}
 cd "$d"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds, once, what the two-cluster test (tests/integration/clusterset.rs) adds to a cluster,
+# Builds, once, what the two-cluster test (tests/integration/clusterset/) adds to a cluster,
 # from the pinned module in tests/mcs/infra (Go module proxy; no other downloads), and prints the
 # directory that holds them:
 #   bin/servicecontroller  sigs.k8s.io/mcs-api/controllers' cmd/servicecontroller (its master, on

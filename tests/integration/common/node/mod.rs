@@ -1,5 +1,5 @@
 //! A Kubernetes node from real components, in a network namespace of its own, for the tests
-//! that run real clusters (tests/integration/cluster.rs, one node; tests/integration/clusterset.rs,
+//! that run real clusters (tests/integration/cluster.rs, one node; tests/integration/clusterset/,
 //! two clusters of one node each, joined by a link).
 //!
 //! Every process is real: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet

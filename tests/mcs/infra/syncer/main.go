@@ -1,4 +1,4 @@
-// Command syncer is test infrastructure for tests/integration/clusterset.rs, not part of the
+// Command syncer is test infrastructure for tests/integration/clusterset/, not part of the
 // product: the export side of a cluster set, which no implementation that can be built here
 // provides (the Go module proxy refuses Submariner's Lighthouse, and Cilium needs mcs-api
 // modules it does not serve). It does what sigs.k8s.io/mcs-api's e2e does by hand, for every
