@@ -304,7 +304,8 @@ pub fn linkerd_rbac() -> String {
             rules.push(rule.clone());
         }
     }
-    both.to_string()
+    // YAML, as the binding that follows: kubectl reads a stream that starts with JSON as JSON.
+    serde_yaml_ng::to_string(&both).unwrap()
         + "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: clusterset-dns-test-user}\n\
             roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: clusterset-dns}\nsubjects:\n- {kind: User, name: clusterset-dns, apiGroup: rbac.authorization.k8s.io}\n"
 }
