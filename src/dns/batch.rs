@@ -31,22 +31,6 @@ impl Batch {
     /// Answers `packets[i]` into `outs[i]`, and sets `outcomes[i]` as [`respond_in`](super::respond_in) returns it
     /// (`None`: send nothing, as for an empty packet). At most [`BATCH`] packets, and as many
     /// outs and outcomes.
-    /// [`Batch::respond`] for one receive batch of UDP datagrams (the socket workers' and the
-    /// XDP workers'): each query's outcome, and how long the batch has taken since `start`,
-    /// which each of its queries is accounted with.
-    pub fn respond_datagrams(
-        &mut self,
-        view: &View<'_>,
-        packets: &[&[u8]],
-        outs: &mut [Vec<u8>],
-        start: Instant,
-    ) -> ([Option<Outcome>; BATCH], Duration) {
-        let mut outcomes = [None; BATCH];
-        let n = packets.len();
-        self.respond(view, packets, Transport::Udp, outs, &mut outcomes[..n]);
-        (outcomes, start.elapsed())
-    }
-
     pub fn respond(
         &mut self,
         view: &View<'_>,
@@ -84,6 +68,22 @@ impl Batch {
         {
             *outcome = respond_to(view, q, found, transport, out);
         }
+    }
+
+    /// [`Batch::respond`] for one receive batch of UDP datagrams (the socket workers' and the
+    /// XDP workers'): each query's outcome, and how long the batch has taken since `start`,
+    /// which each of its queries is accounted with.
+    pub fn respond_datagrams(
+        &mut self,
+        view: &View<'_>,
+        packets: &[&[u8]],
+        outs: &mut [Vec<u8>],
+        start: Instant,
+    ) -> ([Option<Outcome>; BATCH], Duration) {
+        let mut outcomes = [None; BATCH];
+        let n = packets.len();
+        self.respond(view, packets, Transport::Udp, outs, &mut outcomes[..n]);
+        (outcomes, start.elapsed())
     }
 }
 
