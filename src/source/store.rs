@@ -99,11 +99,10 @@ impl Store {
     }
 
     /// The server's own cluster id: `--cluster-id` when given, else what a part's objects say.
-    pub fn own_cluster(&self) -> Option<String> {
+    pub fn own_cluster(&self) -> Option<&str> {
         self.cluster_id
             .as_deref()
             .or_else(|| self.parts.iter().find_map(|p| p.own_cluster()))
-            .map(str::to_string)
     }
 
     /// The step after a change to `keys`: each service that more than one part now gives is
@@ -167,13 +166,13 @@ impl Store {
             );
         }
         all.sort_by(|a, b| a.0.cmp(&b.0));
-        ServiceSet::packed(all).with_own_cluster(self.own_cluster())
+        ServiceSet::packed(all).with_own_cluster(self.own_cluster().map(str::to_string))
     }
 
     /// As [`Store::snapshot`], for a store that is done with: its objects move into the
     /// snapshot instead of being copied, so a full load never holds them twice.
     pub fn into_snapshot(mut self) -> ServiceSet {
-        let own = self.own_cluster();
+        let own = self.own_cluster().map(str::to_string);
         let mut all = Vec::new();
         // The last part first, so that the parts it loses to are still there to ask.
         while let Some(part) = self.parts.pop() {

@@ -124,7 +124,7 @@ impl WatchState {
 
     /// Every service, with the own cluster id, which is remembered as sent.
     fn full_set(&mut self) -> Change {
-        self.sent_own = self.store.own_cluster();
+        self.sent_own = self.store.own_cluster().map(str::to_string);
         Change::Reset(self.store.snapshot())
     }
 
@@ -219,10 +219,10 @@ impl WatchState {
             return Vec::new();
         }
         self.store.settle(&affected, &self.metrics);
-        if self.store.own_cluster() != self.sent_own {
+        if self.store.own_cluster() != self.sent_own.as_deref() {
             // The id changes every service's answers: all of them, in one set.
             info!(
-                cluster_id = self.store.own_cluster().as_deref().unwrap_or("none"),
+                cluster_id = self.store.own_cluster().unwrap_or("none"),
                 "own cluster id changed (ClusterProperty {})",
                 crate::source::about::CLUSTER_ID
             );
