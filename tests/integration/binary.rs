@@ -105,24 +105,11 @@ fn sighup_reloads_and_sigterm_stops_cleanly() {
         .unwrap()
         .replace("10.42.0.10", "10.42.0.99");
     std::fs::write(&file, text).unwrap();
-    let pid = s.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-HUP", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    s.signal("HUP");
     until("SIGHUP to reload the file", 5, || {
         dig(s.dns, "checkout.shop.svc.clusterset.local +short") == "10.42.0.99\n"
     });
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    s.signal("TERM");
     let status = value("SIGTERM to stop the server", 10, || {
         s.child.try_wait().unwrap()
     });

@@ -486,14 +486,7 @@ fn log_queries_logs_one_line_per_query() {
     dig(quiet.dns, "db.data.svc.clusterset.local A");
     // A query is logged (or not) before it is answered; a reload logged after the answer came
     // back orders after any query line, so once it is in, a query line would be too.
-    let pid = quiet.child.id().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-HUP", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    quiet.signal("HUP");
     until("the reload after the query to be logged", 10, || {
         quiet.logged("\"message\":\"reloaded\"")
     });

@@ -237,27 +237,26 @@ impl Cluster {
 
     /// `kubectl apply -f -` with `yaml`, retried briefly (a new CRD takes a moment to serve).
     pub fn apply(&self, yaml: &str) {
-        let last = std::cell::RefCell::new(String::new());
-        super::until(
-            super::wait::Lazy(|| format!("kubectl apply: {}\n{yaml}", last.borrow())),
-            20,
-            || match self.kubectl_input(&["apply", "-f", "-"], yaml) {
-                Ok(_) => true,
-                Err(e) => {
-                    *last.borrow_mut() = e.to_string();
-                    false
-                }
-            },
-        );
+        self.kubectl_retried(&["apply", "-f", "-"], yaml, |e| {
+            format!("kubectl apply: {e}\n{yaml}")
+        });
     }
 
     /// `kubectl delete`, retried briefly like [`Cluster::apply`].
     pub fn delete(&self, kind: &str, ns: &str, name: &str) {
+        self.kubectl_retried(&["delete", kind, "-n", ns, name, "--wait=false"], "", |e| {
+            format!("delete {kind} {ns}/{name}: {e}")
+        });
+    }
+
+    /// `kubectl ARGS` with `input`, retried for up to 20 s until it succeeds; a failure is
+    /// `describe`d with kubectl's last error.
+    fn kubectl_retried(&self, args: &[&str], input: &str, describe: impl Fn(&str) -> String) {
         let last = std::cell::RefCell::new(String::new());
         super::until(
-            super::wait::Lazy(|| format!("delete {kind} {ns}/{name}: {}", last.borrow())),
+            super::wait::Lazy(|| describe(&last.borrow())),
             20,
-            || match self.kubectl_input(&["delete", kind, "-n", ns, name, "--wait=false"], "") {
+            || match self.kubectl_input(args, input) {
                 Ok(_) => true,
                 Err(e) => {
                     *last.borrow_mut() = e.to_string();

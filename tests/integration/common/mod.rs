@@ -394,6 +394,14 @@ impl Drop for Running {
 }
 
 impl Running {
+    /// Sends the process signal `name` (`HUP`, `TERM`, …) with `kill`.
+    pub fn signal(&self, name: &str) {
+        run_ok(
+            std::process::Command::new("kill")
+                .args([format!("-{name}"), self.child.id().to_string()]),
+        );
+    }
+
     /// Whether some log line so far contains `text`.
     pub fn logged(&self, text: &str) -> bool {
         self.log.lock().unwrap().iter().any(|l| l.contains(text))

@@ -79,19 +79,23 @@ pub fn until(
     timeout: impl Timeout,
     mut check: impl FnMut() -> bool,
 ) -> Duration {
-    match poll(timeout, || check().then_some(())) {
-        Ok(((), took)) => took,
-        Err(waited) => panic!("timed out waiting for: {what} (waited {waited:.1?})"),
-    }
+    awaited(what, timeout, || check().then_some(())).1
 }
 
 /// Waits until `check` gives a value, for at most `timeout`, and returns it. Panics with `what`
 /// when it never does.
 pub fn value<T>(what: impl Display, timeout: impl Timeout, check: impl FnMut() -> Option<T>) -> T {
-    match poll(timeout, check) {
-        Ok((v, _)) => v,
-        Err(waited) => panic!("timed out waiting for: {what} (waited {waited:.1?})"),
-    }
+    awaited(what, timeout, check).0
+}
+
+/// [`poll`], failing the test with `what` on a timeout.
+fn awaited<T>(
+    what: impl Display,
+    timeout: impl Timeout,
+    check: impl FnMut() -> Option<T>,
+) -> (T, Duration) {
+    poll(timeout, check)
+        .unwrap_or_else(|waited| panic!("timed out waiting for: {what} (waited {waited:.1?})"))
 }
 
 /// [`until`] for async tests: polls `check` on the test's runtime; `false` when it never held
