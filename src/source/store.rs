@@ -113,24 +113,29 @@ impl Store {
         keys: impl IntoIterator<Item = &'a ServiceKey>,
         metrics: &Metrics,
     ) {
+        // With one part (one source's kinds) no service can be given twice.
+        if self.parts.len() < 2 {
+            return;
+        }
         for key in keys {
-            let giving: Vec<usize> = (0..self.parts.len())
-                .filter(|&i| self.parts[i].gives(key))
-                .collect();
-            if giving.len() < 2 {
+            let mut giving = (0..self.parts.len()).filter(|&i| self.parts[i].gives(key));
+            let first = giving.next();
+            // Empty, and so not allocated, unless a second part gives the service too.
+            let losers: Vec<usize> = giving.collect();
+            let Some(first) = first.filter(|_| !losers.is_empty()) else {
                 if self.conflicts.remove(key) {
                     info!(service = %key, "only one kind of object gives this service now");
                 }
                 continue;
-            }
+            };
             if !self.conflicts.insert(key.clone()) {
                 continue;
             }
             let origin = |i: usize| self.parts[i].service(key).map(|s| s.origin);
-            let Some(winner) = origin(giving[0]) else {
+            let Some(winner) = origin(first) else {
                 continue;
             };
-            for &loser in &giving[1..] {
+            for &loser in &losers {
                 let Some(kind) = origin(loser) else { continue };
                 warn!(
                     service = %key,
