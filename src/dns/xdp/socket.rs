@@ -334,6 +334,17 @@ impl Socket {
         (err != 0).then(|| io::Error::from_raw_os_error(err))
     }
 
+    /// Whether the socket is still bound to its interface. The kernel unbinds it when the
+    /// interface goes away (and says ENETDOWN through SO_ERROR then), and a send on an unbound
+    /// socket fails with ENXIO before anything else is looked at; a link that is only down
+    /// keeps its sockets bound.
+    pub(super) fn bound(&self) -> bool {
+        match self.kick() {
+            Err(e) => e.raw_os_error() != Some(libc::ENXIO),
+            Ok(()) => true,
+        }
+    }
+
     /// Waits for frames, or `ms` milliseconds; false if none came in that time.
     pub(super) fn wait(&self, ms: i32) -> bool {
         let mut p = libc::pollfd {

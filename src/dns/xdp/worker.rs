@@ -84,7 +84,16 @@ impl Worker {
                 co.waited_since(t);
                 slept = false;
                 if !woken && let Some(e) = self.socket.error() {
-                    if e.raw_os_error() == Some(libc::ENETDOWN) {
+                    let down = e.raw_os_error() == Some(libc::ENETDOWN);
+                    if down && self.socket.bound() {
+                        // The error without the unbinding: the socket still serves once the
+                        // link is up again.
+                        debug!(
+                            interface = iface,
+                            queue = self.socket.queue,
+                            "the link went down; the socket stays bound"
+                        );
+                    } else if down {
                         warn!(
                             interface = iface,
                             queue = self.socket.queue,
@@ -92,8 +101,9 @@ impl Worker {
                         );
                         self.stats.up.store(false, Ordering::Relaxed);
                         return;
+                    } else {
+                        warn!(interface = iface, error = %e, queue = self.socket.queue, "AF_XDP socket error");
                     }
-                    warn!(interface = iface, error = %e, queue = self.socket.queue, "AF_XDP socket error");
                 }
                 self.socket.reap(&mut self.free_tx);
                 // Also while idle, so an old generation is not kept alive.

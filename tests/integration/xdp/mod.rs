@@ -290,7 +290,13 @@ fn an_interface_that_goes_away_leaves_the_sockets_answering() {
                 "answered past XDP after the {side} link flapped"
             );
             assert_eq!(xdp_mode("xa").as_deref(), Some("xdp"));
-            assert_eq!(up(), [1, 1]);
+            let now = up();
+            if now != [1, 1] {
+                panic!(
+                    "XDP down after the {side} link flapped: {now:?}\n{}",
+                    server.stderr()
+                );
+            }
         }
         ip(&["link", "del", "xa"]);
         until(Lazy(|| format!("both queues down: {:?}", up())), 3, || {
