@@ -2,11 +2,13 @@
 //! each rendered answer the smallest form that writes back to exactly its bytes (the layout and
 //! the reader are `entry.rs`): addresses alone, an endpoint's SRV records as their numbers, a
 //! service's SRV records as their data and target tails, glue that repeats the name's own
-//! addresses as two bits, or the bytes with their targets compressed.
+//! addresses as two bits, or the bytes with their targets compressed. The forms are chosen from
+//! the values the writer recorded of each record ([`Record`]), not by parsing its bytes; a
+//! debug build (every test) writes each entry back and compares.
 
 use super::entry::*;
-use super::render::Answer;
-use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_SRV, record_head};
+use super::render::{Answer, Record};
+use crate::wire::{TYPE_A, TYPE_AAAA, TYPE_SRV};
 
 /// Which of the entry's own address answers `a`'s additional section repeats exactly (see
 /// [`Entry`]'s glue bits), if any.
@@ -61,135 +63,91 @@ fn compress_targets(a: &Answer) -> (Vec<u8>, Vec<u16>, usize) {
     )
 }
 
+/// The records of `a`'s answer section, when each is of `rtype`, owned by the question (written
+/// as a pointer to it) and of one TTL, with that TTL.
+fn own_records(a: &Answer, rtype: u16) -> Option<(&[Record], [u8; 4])> {
+    let answers = &a.records[..a.ancount as usize];
+    let ttl = answers.first()?.ttl;
+    answers
+        .iter()
+        .all(|r| r.rtype == rtype && r.ttl == ttl && r.owner == Some(QUESTION))
+        .then_some((answers, ttl.to_be_bytes()))
+}
+
 /// The address form of `a`, an answer to `qtype`: the TTL and the records' addresses, when
-/// writing them back gives `a` exactly.
+/// they are all it holds (an address answer at the question, of one TTL).
 fn address_form(qtype: u16, a: &Answer) -> Option<([u8; 4], Vec<u8>)> {
-    let n = address_len(qtype);
-    if !(qtype == TYPE_A || qtype == TYPE_AAAA)
-        || a.arcount != 0
-        || !a.targets.is_empty()
-        || a.bytes.len() < 12 + n
-        || a.bytes.len() % (12 + n) != 0
-        || a.bytes.len() / (12 + n) != a.ancount as usize
-    {
+    if !(qtype == TYPE_A || qtype == TYPE_AAAA) || a.arcount != 0 || !a.targets.is_empty() {
         return None;
     }
-    let ttl: [u8; 4] = a.bytes[6..10].try_into().expect("4 bytes");
-    let rdata: Vec<u8> = a
-        .bytes
-        .chunks_exact(12 + n)
-        .flat_map(|r| &r[12..])
-        .copied()
-        .collect();
-    let mut written = Vec::with_capacity(a.bytes.len());
-    Plain::Addresses {
-        qtype,
+    let (records, ttl) = own_records(a, qtype)?;
+    Some((
         ttl,
-        rdata: &rdata,
-    }
-    .write(&mut written);
-    (written[..] == a.bytes[..]).then_some((ttl, rdata))
+        records.iter().flat_map(|r| a.data(r)).copied().collect(),
+    ))
 }
 
 /// The self-SRV form of `a`, an SRV answer at `name` whose additional section is the glue
-/// `glue` (or nothing): the TTL and each record's priority, weight and port, when writing them
-/// back gives `a` exactly.
+/// `glue` (or nothing): the TTL and each record's priority, weight and port, when each record
+/// has `name` itself as its target and they share one TTL.
 fn self_srv_form(
     name: &[u8],
     a: &Answer,
     glue: u16,
     glue_count: u16,
 ) -> Option<([u8; 4], Vec<u8>)> {
-    let record = 12 + SRV_FIXED + name.len();
-    let answers = &a.bytes[..a.additional_at as usize];
-    let no_additional = a.arcount == 0 && answers.len() == a.bytes.len();
-    if a.ancount == 0
-        || a.ancount as usize > TARGETS_MASK
-        || !(no_additional || glue != 0 && a.arcount == glue_count)
-        || answers.len() != a.ancount as usize * record
+    if a.ancount as usize > TARGETS_MASK
+        || !(a.arcount == 0 || glue != 0 && a.arcount == glue_count)
     {
         return None;
     }
-    let ttl: [u8; 4] = answers[6..10].try_into().expect("4 bytes");
-    let rdata: Vec<u8> = answers
-        .chunks_exact(record)
-        .flat_map(|r| &r[12..12 + SRV_FIXED])
-        .copied()
-        .collect();
-    let mut written = Vec::with_capacity(answers.len());
-    AnswerRef {
-        ancount: a.ancount,
-        arcount: 0,
-        additional_at: answers.len(),
-        len: answers.len(),
-        body: Body::SelfSrv { ttl, rdata: &rdata },
-        name,
-        glue: [Plain::None; 2],
+    let (records, ttl) = own_records(a, TYPE_SRV)?;
+    let mut rdata = Vec::with_capacity(records.len() * SRV_FIXED);
+    for r in records {
+        let (fixed, target) = a.data(r).split_at_checked(SRV_FIXED)?;
+        if target != name {
+            return None;
+        }
+        rdata.extend_from_slice(fixed);
     }
-    .write(&mut written, false);
-    (written[..] == answers[..]).then_some((ttl, rdata))
+    Some((ttl, rdata))
 }
 
 /// The SRV-records form of `a`, an SRV answer at `name` whose records share one TTL, each
 /// target has a known tail, and whose additional section is A and AAAA records of the same TTL
-/// with compressed owners (a service's SRV answer): when writing it back gives `a` exactly, the
-/// stored bytes and where their additional part starts. Stored: the TTL, then per SRV record
-/// its priority, weight and port, its target's leading labels and the pointer to its tail; then
-/// per additional record its owner's offset (with [`V6_OWNER`] for AAAA) and its address.
-fn srv_records_form(name: &[u8], a: &Answer) -> Option<(Vec<u8>, usize)> {
-    let b = &a.bytes[..];
-    if a.ancount == 0 || a.ancount & SRV_RECORDS != 0 || b.len() < 12 {
+/// with compressed owners (a service's SRV answer): the stored bytes and where their additional
+/// part starts. Stored: the TTL, then per SRV record its priority, weight and port, its
+/// target's leading labels and the pointer to its tail; then per additional record its owner's
+/// offset (with [`V6_OWNER`] for AAAA) and its address.
+fn srv_records_form(a: &Answer) -> Option<(Vec<u8>, usize)> {
+    if a.ancount & SRV_RECORDS != 0 || a.targets.len() != a.ancount as usize {
         return None;
     }
-    let ttl: [u8; 4] = b[6..10].try_into().expect("4 bytes");
+    let (records, ttl) = own_records(a, TYPE_SRV)?;
     let mut stored = ttl.to_vec();
-    let head = &record_head(QUESTION, TYPE_SRV, ttl, 0)[..10];
-    let (mut pos, mut targets) = (0, a.targets.iter());
-    for _ in 0..a.ancount {
-        let t = targets.next()?;
+    for (r, t) in records.iter().zip(&a.targets) {
         let (at, len, prefix) = (t.at as usize, t.len as usize, t.prefix as usize);
-        if b.get(pos..pos + 10)? != head || at != pos + 12 + SRV_FIXED || b.len() < at + len {
+        let data_at = r.data_at as usize;
+        if at != data_at + SRV_FIXED || at + len != data_at + r.data_len as usize {
             return None;
         }
-        stored.extend_from_slice(&b[pos + 12..at]);
-        stored.extend_from_slice(&b[at..at + prefix]);
+        stored.extend_from_slice(&a.bytes[data_at..at + prefix]);
         stored.extend_from_slice(&(0xC000 | t.pointer).to_be_bytes());
-        pos = at + len;
-    }
-    if targets.next().is_some() || pos != a.additional_at as usize {
-        return None;
     }
     let stored_additional_at = stored.len();
-    for _ in 0..a.arcount {
-        let r = b.get(pos..pos + 12)?;
-        let qtype = u16::from_be_bytes([r[2], r[3]]);
-        let n = address_len(qtype);
-        if r[0] & 0xC0 != 0xC0 || !(qtype == TYPE_A || qtype == TYPE_AAAA) {
+    for r in &a.records[a.ancount as usize..] {
+        let flag = match r.rtype {
+            TYPE_A => 0,
+            TYPE_AAAA => V6_OWNER,
+            _ => return None,
+        };
+        if r.ttl.to_be_bytes() != ttl {
             return None;
         }
-        let owner = u16::from_be_bytes([r[0], r[1]]) & 0x3FFF;
-        let flag = if qtype == TYPE_AAAA { V6_OWNER } else { 0 };
-        stored.extend_from_slice(&(owner | flag).to_be_bytes());
-        stored.extend_from_slice(b.get(pos + 12..pos + 12 + n)?);
-        pos += 12 + n;
+        stored.extend_from_slice(&(r.owner? | flag).to_be_bytes());
+        stored.extend_from_slice(a.data(r));
     }
-    if pos != b.len() {
-        return None;
-    }
-    // Written after a question for `name`, as a client gets it.
-    let mut out = vec![0; 12];
-    out.extend_from_slice(name);
-    out.extend_from_slice(&[0, TYPE_SRV as u8, 0, 1]);
-    let base = out.len();
-    write_srv_records(
-        &mut out,
-        true,
-        &stored,
-        stored_additional_at,
-        a.ancount,
-        name,
-    );
-    (out[base..] == *b).then_some((stored, stored_additional_at))
+    Some((stored, stored_additional_at))
 }
 
 /// How `Entry::new` keeps one answer.
@@ -250,7 +208,7 @@ impl Entry {
                         return Kept::SelfSrv(ttl, rdata, g);
                     }
                     if g == 0
-                        && let Some((bytes, at)) = srv_records_form(name, a)
+                        && let Some((bytes, at)) = srv_records_form(a)
                     {
                         return Kept::SrvRecords(bytes, at);
                     }
@@ -347,7 +305,34 @@ impl Entry {
                 }
             }
         }
-        Entry(blob.into_boxed_slice())
+        let entry = Entry(blob.into_boxed_slice());
+        debug_assert!(
+            entry.writes_back(answers),
+            "an entry must write back what was rendered: {entry:?}"
+        );
+        entry
+    }
+
+    /// Whether each of `answers` comes back from the entry exactly as rendered, whole and
+    /// without its additional section. The forms are chosen from the records' values, so this
+    /// is what proves them: a debug build (every test) checks it for each entry it builds.
+    fn writes_back(&self, answers: &[(u16, Answer)]) -> bool {
+        let name = self.name();
+        answers.iter().all(|(qtype, a)| {
+            [(true, a.bytes.len()), (false, a.additional_at as usize)]
+                .into_iter()
+                .all(|(additional, len)| {
+                    let mut out = vec![0u8; 12];
+                    out.extend_from_slice(name);
+                    out.extend_from_slice(&qtype.to_be_bytes());
+                    out.extend_from_slice(&[0, 1]);
+                    let base = out.len();
+                    self.answer(*qtype).is_some_and(|r| {
+                        r.write(&mut out, additional);
+                        out[base..] == a.bytes[..len]
+                    })
+                })
+        })
     }
 
     /// An empty non-terminal: the name exists, every type is NODATA.

@@ -21,6 +21,19 @@ pub struct Target {
     pub pointer: u16,
 }
 
+/// One record as [`BodyWriter`] wrote it: its values, so the zone chooses how to store an
+/// answer from them instead of reading the bytes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    pub rtype: u16,
+    pub ttl: u32,
+    /// The owner's offset in the message, when the owner was written as a pointer alone.
+    pub owner: Option<u16>,
+    /// Where the record's data starts in the body, and its length.
+    pub data_at: u16,
+    pub data_len: u16,
+}
+
 /// The answer to one query type at one name, encoded as the bytes that follow the question.
 /// The builder's form; the zone stores it inside an [`Entry`](super::Entry).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +45,17 @@ pub struct Answer {
     pub bytes: Box<[u8]>,
     /// SRV targets (written in full on the wire, RFC 2782) whose tail is already in the message.
     pub targets: Vec<Target>,
+    /// Every record in `bytes`, in order: the answer section's `ancount`, then the additional
+    /// section's `arcount`.
+    pub records: Vec<Record>,
+}
+
+impl Answer {
+    /// The data of `r`, one of [`Answer::records`].
+    pub fn data(&self, r: &Record) -> &[u8] {
+        let at = r.data_at as usize;
+        &self.bytes[at..at + r.data_len as usize]
+    }
 }
 
 /// Writes one answer body for a question whose name is `qname` (lower-case wire form).
@@ -46,6 +70,7 @@ pub struct BodyWriter {
     additional_at: Option<usize>,
     /// SRV targets whose tail is already in the message.
     targets: Vec<Target>,
+    records: Vec<Record>,
 }
 
 impl BodyWriter {
@@ -64,6 +89,7 @@ impl BodyWriter {
             arcount: 0,
             additional_at: None,
             targets: Vec::new(),
+            records: Vec::new(),
         }
     }
 
@@ -123,6 +149,10 @@ impl BodyWriter {
         if !self.fits(owner.len() + 10 + rdata_max) {
             return false;
         }
+        let pointer = match self.known_tail(owner) {
+            Some((0, at)) => Some(at),
+            _ => None,
+        };
         self.name(owner, true);
         self.buf.extend_from_slice(&rtype.to_be_bytes());
         self.buf.extend_from_slice(&CLASS_IN.to_be_bytes());
@@ -132,6 +162,14 @@ impl BodyWriter {
         rdata(self);
         let len = (self.buf.len() - len_at - 2) as u16;
         self.buf[len_at..len_at + 2].copy_from_slice(&len.to_be_bytes());
+        self.records.push(Record {
+            rtype,
+            ttl,
+            owner: pointer,
+            // A body fits in a message, so its offsets fit in 16 bits.
+            data_at: (len_at + 2) as u16,
+            data_len: len,
+        });
         if self.additional_at.is_some() {
             self.arcount += 1;
         } else {
@@ -206,6 +244,7 @@ impl BodyWriter {
             additional_at: self.additional_at.unwrap_or(len) as u32,
             bytes: self.buf.into_boxed_slice(),
             targets: self.targets,
+            records: self.records,
         }
     }
 }
