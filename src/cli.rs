@@ -322,6 +322,18 @@ pub enum Command {
         #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
         timeout: Duration,
     },
+    /// Run as the bridge between the MCS API and Linkerd's multicluster (its own Deployment):
+    /// each ServiceExport gets the Service the label Linkerd's service mirror exports by, and
+    /// conditions that say how the export went. Uses --kubeconfig and --context.
+    LinkerdBridge {
+        /// How a ServiceExport without the annotation linkerd-bridge.clusterset-dns.io/mode
+        /// is exported (a headless Service is never federated: remote-discovery instead).
+        #[arg(long, value_enum, value_name = "MODE", default_value = "federated")]
+        default_mode: crate::bridge::export::Mode,
+        /// Every export is brought up to date this often, whether or not anything changed.
+        #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+        resync: Duration,
+    },
 }
 
 fn unlimited_if_zero(n: usize) -> usize {
@@ -329,6 +341,27 @@ fn unlimited_if_zero(n: usize) -> usize {
 }
 
 impl Args {
+    /// The bridge's configuration, for `linkerd-bridge`.
+    pub fn bridge(&self) -> Option<crate::bridge::Config> {
+        let Some(Command::LinkerdBridge {
+            default_mode,
+            resync,
+        }) = self.command
+        else {
+            return None;
+        };
+        Some(crate::bridge::Config {
+            kube: kube::Config {
+                kubeconfig: self.kubeconfig.clone(),
+                context: self.context.clone(),
+                namespaces: self.namespaces.clone(),
+                import_version: None,
+            },
+            default_mode,
+            resync,
+        })
+    }
+
     /// `--udp-workers`, or the CPUs this process may run on.
     pub fn udp_workers(&self) -> usize {
         match self.udp_workers {

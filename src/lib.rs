@@ -19,6 +19,7 @@
 //! tests call the same way with sockets bound to port 0.
 
 pub mod admin;
+pub mod bridge;
 pub mod cidr;
 pub mod cli;
 mod clock;

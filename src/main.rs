@@ -66,6 +66,9 @@ fn main() -> ExitCode {
         clusterset_dns::metrics::PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         default_hook(info);
     }));
+    if let Some(bridge) = args.bridge() {
+        return run_bridge(bridge);
+    }
     let config = match args.config() {
         Ok(c) => c,
         Err(e) => {
@@ -138,6 +141,42 @@ fn runtime(mut builder: tokio::runtime::Builder) -> Result<tokio::runtime::Runti
     builder.enable_all().build().map_err(|e| {
         eprintln!("clusterset-dns: cannot start the runtime: {e}");
         ExitCode::FAILURE
+    })
+}
+
+/// `clusterset-dns linkerd-bridge`: runs until SIGTERM or SIGINT.
+fn run_bridge(config: clusterset_dns::bridge::Config) -> ExitCode {
+    let runtime = match runtime(tokio::runtime::Builder::new_current_thread()) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    runtime.block_on(async {
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
+                error!("cannot listen for SIGTERM/SIGINT");
+                return;
+            };
+            let name = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            };
+            info!(signal = name, "shutting down");
+            stop.cancel();
+        });
+        match clusterset_dns::bridge::run(config, shutdown).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                error!("{e}");
+                eprintln!("clusterset-dns: {e}");
+                ExitCode::FAILURE
+            }
+        }
     })
 }
 

@@ -25,6 +25,7 @@ mod kube_flood;
 mod kube_source;
 #[allow(unsafe_code)]
 mod lameduck;
+mod linkerd_bridge;
 mod linkerd_source;
 mod locality;
 mod monitoring;

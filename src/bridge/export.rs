@@ -1,0 +1,535 @@
+//! The export half's judgement, with no API in it: from a ServiceExport, the Service it names
+//! and the mirrors of that service that Linkerd's service mirror wrote here for other clusters,
+//! the label the Service should carry and the ServiceExport's conditions (types and reasons of
+//! sigs.k8s.io/mcs-api v0.5.2, `pkg/apis/v1beta1/serviceexport.go`).
+//!
+//! Linkerd's labels (linkerd2 `version-2.20`, the Link's default selectors):
+//! `mirror.linkerd.io/federated=member` joins the federated Service `<svc>-federated` of each
+//! linked cluster; `mirror.linkerd.io/exported=remote-discovery` gives each linked cluster a
+//! mirror `<svc>-<link>` whose endpoints are discovered in this cluster;
+//! `mirror.linkerd.io/exported=true` gives one that goes through the Link's gateway.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// The ServiceExport annotation that chooses how Linkerd exports the Service.
+pub const MODE_ANNOTATION: &str = "linkerd-bridge.clusterset-dns.io/mode";
+
+/// How Linkerd exports a Service: the label the bridge puts on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// `mirror.linkerd.io/federated=member`: one federated Service across the clusters.
+    Federated,
+    /// `mirror.linkerd.io/exported=remote-discovery`: a mirror per cluster, no gateway.
+    RemoteDiscovery,
+    /// `mirror.linkerd.io/exported=true`: a mirror per cluster, through the Link's gateway.
+    Gateway,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Federated, Mode::RemoteDiscovery, Mode::Gateway];
+
+    /// The word for it, in the annotation and the flag.
+    pub fn word(self) -> &'static str {
+        match self {
+            Mode::Federated => "federated",
+            Mode::RemoteDiscovery => "remote-discovery",
+            Mode::Gateway => "gateway",
+        }
+    }
+
+    /// The label (key, value) Linkerd's service mirror selects the Service by.
+    pub fn label(self) -> (&'static str, &'static str) {
+        match self {
+            Mode::Federated => ("mirror.linkerd.io/federated", "member"),
+            Mode::RemoteDiscovery => ("mirror.linkerd.io/exported", "remote-discovery"),
+            Mode::Gateway => ("mirror.linkerd.io/exported", "true"),
+        }
+    }
+
+    fn from_word(word: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.word() == word)
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+/// A Service port as Linkerd's mirrors copy it (name, protocol, port; `appProtocol` is dropped).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Port {
+    pub name: String,
+    pub protocol: String,
+    pub port: i32,
+}
+
+impl fmt::Display for Port {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.name.is_empty() {
+            write!(f, "{}:", self.name)?;
+        }
+        write!(f, "{}/{}", self.port, self.protocol)
+    }
+}
+
+/// What the export half reads of the exported Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exported {
+    /// `spec.type` (ClusterIP when unset).
+    pub kind: String,
+    /// `clusterIP: None`.
+    pub headless: bool,
+    pub ports: BTreeSet<Port>,
+}
+
+/// The same service as another cluster exports it, seen here through what Linkerd's service
+/// mirror wrote: a mirror `<svc>-<link>`, or the federated Service for its remote members.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// The other cluster (the mirror's `mirror.linkerd.io/cluster-name`, or the member's
+    /// cluster in the federated Service's `multicluster.linkerd.io/remote-discovery`).
+    pub cluster: String,
+    /// The Service here that shows it.
+    pub via: String,
+    pub headless: bool,
+    pub ports: BTreeSet<Port>,
+}
+
+/// What the label on the Service should become.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Label {
+    /// Put this mode's label on, taking off one the bridge put on for another mode.
+    Set(Mode),
+    /// Take off the label the bridge put on (a label set by anyone else stays).
+    Remove,
+    /// Leave the label as it is: the export's own annotation cannot be read.
+    Keep,
+}
+
+/// A condition's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    True,
+    False,
+    Unknown,
+}
+
+impl Status {
+    pub fn word(self) -> &'static str {
+        match self {
+            Status::True => "True",
+            Status::False => "False",
+            Status::Unknown => "Unknown",
+        }
+    }
+}
+
+/// One condition of the ServiceExport, without its times (the writer keeps those right).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub kind: &'static str,
+    pub status: Status,
+    pub reason: String,
+    pub message: String,
+}
+
+impl Condition {
+    fn new(kind: &'static str, status: Status, reason: &str, message: String) -> Self {
+        Condition {
+            kind,
+            status,
+            reason: reason.into(),
+            message,
+        }
+    }
+}
+
+pub const VALID: &str = "Valid";
+pub const READY: &str = "Ready";
+pub const CONFLICT: &str = "Conflict";
+
+/// The label and the conditions for one ServiceExport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub label: Label,
+    /// Valid and Ready always; Conflict once the export is valid.
+    pub conditions: Vec<Condition>,
+}
+
+impl Verdict {
+    /// The label could not be put on (`why`, from the API server): Ready turns False, Failed.
+    pub fn failed(&mut self, why: &str) {
+        for c in &mut self.conditions {
+            if c.kind == READY {
+                c.status = Status::False;
+                c.reason = "Failed".into();
+                c.message = why.into();
+            }
+        }
+    }
+}
+
+/// The verdict on the export `ns/name` whose mode annotation is `annotation`, of `service`
+/// (None: no Service of that name), with the `peers` visible here; `default` is the mode
+/// without an annotation.
+pub fn judge(
+    ns: &str,
+    name: &str,
+    annotation: Option<&str>,
+    default: Mode,
+    service: Option<&Exported>,
+    peers: &[Peer],
+) -> Verdict {
+    let invalid = |label, reason: &str, message: String, ready: String| Verdict {
+        label,
+        conditions: vec![
+            Condition::new(VALID, Status::False, reason, message),
+            Condition::new(READY, Status::False, "Failed", ready),
+        ],
+    };
+    let chosen = match annotation.map(str::trim) {
+        None => None,
+        Some(word) => match Mode::from_word(word) {
+            Some(m) => Some(m),
+            None => {
+                return invalid(
+                    Label::Keep,
+                    "InvalidMode",
+                    format!(
+                        "annotation {MODE_ANNOTATION} is {word:?}: use federated, remote-discovery or gateway"
+                    ),
+                    "the Service's label is left as it was until the annotation is fixed".into(),
+                );
+            }
+        },
+    };
+    let Some(svc) = service else {
+        return Verdict {
+            label: Label::Remove,
+            conditions: vec![
+                Condition::new(
+                    VALID,
+                    Status::False,
+                    "NoService",
+                    format!(
+                        "Service {ns}/{name} does not exist: create it, or delete this ServiceExport"
+                    ),
+                ),
+                Condition::new(
+                    READY,
+                    Status::False,
+                    "Pending",
+                    "exported once the Service exists".into(),
+                ),
+            ],
+        };
+    };
+    if svc.kind == "ExternalName" {
+        return invalid(
+            Label::Remove,
+            "InvalidServiceType",
+            format!("Service {ns}/{name} is of type ExternalName, which cannot be exported"),
+            "not exported: the export is not valid".into(),
+        );
+    }
+    let mode = match (chosen, svc.headless) {
+        (Some(Mode::Federated), true) => {
+            return invalid(
+                Label::Remove,
+                "InvalidServiceType",
+                format!(
+                    "Service {ns}/{name} is headless, and Linkerd refuses headless federated members: set {MODE_ANNOTATION} to gateway (or remote-discovery)"
+                ),
+                "not exported: the export is not valid".into(),
+            );
+        }
+        (Some(m), _) => m,
+        (None, true) if default == Mode::Federated => Mode::RemoteDiscovery,
+        (None, _) => default,
+    };
+    let (key, value) = mode.label();
+    let ready = if svc.headless && mode == Mode::RemoteDiscovery {
+        Condition::new(
+            READY,
+            Status::False,
+            "Failed",
+            format!(
+                "labelled {key}={value}, but Linkerd's service mirror makes no mirror of a headless Service exported for remote discovery: set {MODE_ANNOTATION} to gateway, with headless mirroring on the Links"
+            ),
+        )
+    } else {
+        Condition::new(
+            READY,
+            Status::True,
+            "Exported",
+            format!("labelled {key}={value}: the service mirrors of linked clusters import it"),
+        )
+    };
+    Verdict {
+        label: Label::Set(mode),
+        conditions: vec![
+            Condition::new(VALID, Status::True, "Valid", format!("exported as {mode}")),
+            ready,
+            conflict(svc, peers),
+        ],
+    }
+}
+
+/// The Conflict condition: the Service against each peer visible here, on what Linkerd's
+/// mirrors carry (ports, headlessness).
+fn conflict(svc: &Exported, peers: &[Peer]) -> Condition {
+    const OLDEST_LINK: &str =
+        "Linkerd resolves a conflict by the oldest Link, not by the oldest export";
+    if peers.is_empty() {
+        return Condition::new(
+            CONFLICT,
+            Status::Unknown,
+            "NoPeers",
+            format!(
+                "no other cluster's export of this service is visible here, so conflicts cannot be checked; {OLDEST_LINK}"
+            ),
+        );
+    }
+    let (mut reasons, mut said) = (Vec::new(), Vec::new());
+    for p in peers {
+        if p.ports != svc.ports {
+            let list = |ports: &BTreeSet<Port>| {
+                ports
+                    .iter()
+                    .map(Port::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            said.push(format!(
+                "cluster {} (Service {}) has ports [{}], this one [{}]",
+                p.cluster,
+                p.via,
+                list(&p.ports),
+                list(&svc.ports)
+            ));
+            reasons.push("PortConflict");
+        }
+        if p.headless != svc.headless {
+            let what = |h: bool| if h { "headless" } else { "not headless" };
+            said.push(format!(
+                "cluster {} (Service {}) is {}, this one {}",
+                p.cluster,
+                p.via,
+                what(p.headless),
+                what(svc.headless)
+            ));
+            reasons.push("TypeConflict");
+        }
+    }
+    let clusters: BTreeSet<&str> = peers.iter().map(|p| p.cluster.as_str()).collect();
+    if reasons.is_empty() {
+        return Condition::new(
+            CONFLICT,
+            Status::False,
+            "NoConflicts",
+            format!(
+                "the same ports and type as in {}",
+                clusters.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        );
+    }
+    reasons.sort_unstable();
+    reasons.dedup();
+    Condition::new(
+        CONFLICT,
+        Status::True,
+        &reasons.join(","),
+        format!("{}; {OLDEST_LINK}", said.join("; ")),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn port(name: &str, port: i32) -> Port {
+        Port {
+            name: name.into(),
+            protocol: "TCP".into(),
+            port,
+        }
+    }
+
+    fn svc(headless: bool, ports: &[Port]) -> Exported {
+        Exported {
+            kind: "ClusterIP".into(),
+            headless,
+            ports: ports.iter().cloned().collect(),
+        }
+    }
+
+    fn peer(cluster: &str, headless: bool, ports: &[Port]) -> Peer {
+        Peer {
+            cluster: cluster.into(),
+            via: format!("web-{cluster}"),
+            headless,
+            ports: ports.iter().cloned().collect(),
+        }
+    }
+
+    fn summary(v: &Verdict) -> Vec<(&'static str, Status, &str)> {
+        v.conditions
+            .iter()
+            .map(|c| (c.kind, c.status, c.reason.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn the_mode_comes_from_the_annotation_else_the_default_and_headless_is_never_federated() {
+        let http = [port("http", 80)];
+        let cases = [
+            (None, false, Label::Set(Mode::Federated)),
+            (None, true, Label::Set(Mode::RemoteDiscovery)),
+            (Some("gateway"), true, Label::Set(Mode::Gateway)),
+            (
+                Some(" remote-discovery "),
+                false,
+                Label::Set(Mode::RemoteDiscovery),
+            ),
+            (Some("federated"), true, Label::Remove),
+            (Some("Federated"), false, Label::Keep),
+            (Some(""), false, Label::Keep),
+        ];
+        for (annotation, headless, label) in cases {
+            let v = judge(
+                "shop",
+                "web",
+                annotation,
+                Mode::Federated,
+                Some(&svc(headless, &http)),
+                &[],
+            );
+            assert_eq!(v.label, label, "{annotation:?} headless={headless}");
+        }
+        let v = judge(
+            "shop",
+            "web",
+            Some("fed"),
+            Mode::Federated,
+            Some(&svc(false, &http)),
+            &[],
+        );
+        assert_eq!(summary(&v)[0], (VALID, Status::False, "InvalidMode"));
+        assert!(v.conditions[0].message.contains("\"fed\""), "{v:?}");
+        let v = judge(
+            "shop",
+            "web",
+            Some("federated"),
+            Mode::Federated,
+            Some(&svc(true, &http)),
+            &[],
+        );
+        assert_eq!(summary(&v)[0], (VALID, Status::False, "InvalidServiceType"));
+        assert!(v.conditions[0].message.contains("gateway"), "{v:?}");
+    }
+
+    #[test]
+    fn a_missing_or_external_name_service_is_not_valid_and_loses_the_label() {
+        let v = judge("shop", "web", None, Mode::Federated, None, &[]);
+        assert_eq!(v.label, Label::Remove);
+        assert_eq!(
+            summary(&v),
+            [
+                (VALID, Status::False, "NoService"),
+                (READY, Status::False, "Pending")
+            ]
+        );
+        assert!(v.conditions[0].message.contains("shop/web"));
+        let mut ext = svc(false, &[]);
+        ext.kind = "ExternalName".into();
+        let v = judge("shop", "web", None, Mode::Federated, Some(&ext), &[]);
+        assert_eq!(v.label, Label::Remove);
+        assert_eq!(summary(&v)[0], (VALID, Status::False, "InvalidServiceType"));
+    }
+
+    #[test]
+    fn a_valid_export_is_ready_except_headless_for_remote_discovery() {
+        let http = [port("http", 80)];
+        let v = judge(
+            "shop",
+            "web",
+            None,
+            Mode::Federated,
+            Some(&svc(false, &http)),
+            &[],
+        );
+        assert_eq!(
+            summary(&v),
+            [
+                (VALID, Status::True, "Valid"),
+                (READY, Status::True, "Exported"),
+                (CONFLICT, Status::Unknown, "NoPeers")
+            ]
+        );
+        assert!(
+            v.conditions[1]
+                .message
+                .contains("mirror.linkerd.io/federated=member")
+        );
+        assert!(v.conditions[2].message.contains("oldest Link"));
+        let v = judge(
+            "shop",
+            "web",
+            None,
+            Mode::Federated,
+            Some(&svc(true, &http)),
+            &[],
+        );
+        assert_eq!(summary(&v)[1], (READY, Status::False, "Failed"));
+        assert!(v.conditions[1].message.contains("gateway"));
+        let mut v = judge(
+            "shop",
+            "web",
+            None,
+            Mode::Gateway,
+            Some(&svc(false, &http)),
+            &[],
+        );
+        v.failed("the label is set to \"false\" by kubectl");
+        assert_eq!(summary(&v)[1], (READY, Status::False, "Failed"));
+        assert_eq!(
+            v.conditions[1].message,
+            "the label is set to \"false\" by kubectl"
+        );
+    }
+
+    #[test]
+    fn conflicts_name_each_cluster_and_what_differs() {
+        let (http, https) = (port("http", 80), port("https", 443));
+        let mine = svc(false, std::slice::from_ref(&http));
+        let judge_with = |peers: &[Peer]| {
+            judge("shop", "web", None, Mode::Federated, Some(&mine), peers).conditions[2].clone()
+        };
+        let c = judge_with(&[peer("west", false, std::slice::from_ref(&http))]);
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (Status::False, "NoConflicts")
+        );
+        assert!(c.message.contains("west"));
+        let c = judge_with(&[
+            peer("west", false, std::slice::from_ref(&http)),
+            peer("north", false, &[http.clone(), https.clone()]),
+        ]);
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (Status::True, "PortConflict")
+        );
+        assert!(c.message.contains("cluster north") && c.message.contains("https:443/TCP"));
+        assert!(!c.message.contains("cluster west"), "{}", c.message);
+        let c = judge_with(&[peer("south", true, &[https])]);
+        assert_eq!(c.reason, "PortConflict,TypeConflict");
+        assert!(
+            c.message.contains("is headless, this one not headless"),
+            "{}",
+            c.message
+        );
+    }
+}

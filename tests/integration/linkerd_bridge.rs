@@ -1,0 +1,410 @@
+//! `clusterset-dns linkerd-bridge`, the export half, against a real API server with the MCS CRDs
+//! of deploy/crds: each ServiceExport gives its Service Linkerd's label and gets the conditions
+//! of sigs.k8s.io/mcs-api v0.5.2, through every change a user makes.
+
+use crate::common;
+
+use std::process::{Child, Command, Stdio};
+
+use common::k8s::Cluster;
+use common::wait::value;
+use common::{Steps, until};
+use serde_json::Value;
+
+const CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds");
+
+/// The bridge, run as a user runs it; its log is in `log` and shown when a wait fails.
+struct Bridge {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Bridge {
+    fn start(k: &Cluster, args: &[&str]) -> Bridge {
+        let log = k.dir.path().join("bridge.log");
+        let child = Command::new(common::BIN)
+            .args(["linkerd-bridge", "--kubeconfig", &k.kubeconfig("admin")])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Bridge { child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn get(k: &Cluster, kind: &str, name: &str) -> Option<Value> {
+    let out = k
+        .kubectl()
+        .args(["get", kind, "-n", "shop", name, "-o", "json"])
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// The Service's labels that start with `mirror.linkerd.io/`, as `key=value`.
+fn linkerd_labels(k: &Cluster, name: &str) -> Vec<String> {
+    let svc = get(k, "service", name).unwrap_or_default();
+    let labels = svc["metadata"]["labels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    labels
+        .iter()
+        .filter(|(key, _)| key.starts_with("mirror.linkerd.io/"))
+        .map(|(key, v)| format!("{key}={}", v.as_str().unwrap()))
+        .collect()
+}
+
+/// The export's conditions as `Type=Status/Reason`, in order, and the messages by type.
+fn conditions(k: &Cluster, name: &str) -> (Vec<String>, Value) {
+    let se = get(k, "serviceexport", name).unwrap_or_default();
+    let list = se["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let generation = se["metadata"]["generation"].clone();
+    let summary = list
+        .iter()
+        .map(|c| {
+            // A condition of an older generation does not count as said.
+            let stale = if c["observedGeneration"] == generation {
+                ""
+            } else {
+                " (stale)"
+            };
+            format!(
+                "{}={}/{}{stale}",
+                c["type"].as_str().unwrap(),
+                c["status"].as_str().unwrap(),
+                c["reason"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let messages = list
+        .iter()
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap().to_string(),
+                c["message"].clone(),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>();
+    (summary, Value::Object(messages))
+}
+
+fn service(name: &str, spec: &str) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: shop}}\nspec: {spec}\n"
+    )
+}
+
+const HTTP: &str = "{ports: [{name: http, protocol: TCP, port: 80}]}";
+
+fn export(name: &str, mode: Option<&str>) -> String {
+    let annotations = mode.map_or(String::new(), |m| {
+        format!(", annotations: {{linkerd-bridge.clusterset-dns.io/mode: '{m}'}}")
+    });
+    format!(
+        "---\napiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata: {{name: {name}, namespace: shop{annotations}}}\n"
+    )
+}
+
+/// Waits until the Service `name` carries exactly `labels` of Linkerd's and the export's
+/// conditions read `conds` (empty: no export).
+fn settles(k: &Cluster, bridge: &Bridge, name: &str, labels: &[&str], conds: &[&str]) -> Value {
+    let last = std::cell::RefCell::new(String::new());
+    value(
+        common::wait::Lazy(|| {
+            format!(
+                "{name}: labels {labels:?}, conditions {conds:?}; last {}\nbridge log:\n{}",
+                last.borrow(),
+                bridge.log()
+            )
+        }),
+        20,
+        || {
+            let (have_labels, (have_conds, messages)) =
+                (linkerd_labels(k, name), conditions(k, name));
+            *last.borrow_mut() = format!("{have_labels:?} {have_conds:?}");
+            (have_labels == labels && have_conds == conds).then_some(messages)
+        },
+    )
+}
+
+#[test]
+fn exports_become_linkerd_labels_and_conditions() {
+    let _module = common::module(module_path!());
+    let k = Cluster::start();
+    for crd in ["serviceexports", "serviceimports"] {
+        k.apply(
+            &std::fs::read_to_string(format!("{CRDS}/multicluster.x-k8s.io_{crd}.yaml")).unwrap(),
+        );
+    }
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
+    k.apply(&service("web", HTTP));
+    let bridge = Bridge::start(&k, &["--resync", "1s"]);
+    let mut steps = Steps::default();
+    let federated = "mirror.linkerd.io/federated=member";
+    let valid = [
+        "Valid=True/Valid",
+        "Ready=True/Exported",
+        "Conflict=Unknown/NoPeers",
+    ];
+
+    steps.next(
+        "an export labels its Service federated; Ready says how, Conflict that no peer is seen",
+    );
+    k.apply(&export("web", None));
+    let m = settles(&k, &bridge, "web", &[federated], &valid);
+    assert!(m["Ready"].as_str().unwrap().contains(federated), "{m}");
+    assert!(
+        m["Conflict"].as_str().unwrap().contains("oldest Link"),
+        "{m}"
+    );
+
+    steps
+        .next("the status is written only when it changes (a resync a second finds nothing to do)");
+    let rv = |name| get(&k, "serviceexport", name).unwrap()["metadata"]["resourceVersion"].clone();
+    let before = rv("web");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(rv("web"), before, "{}", bridge.log());
+
+    steps.next("the mode annotation moves the label: gateway, then remote-discovery");
+    k.apply(&export("web", Some("gateway")));
+    settles(
+        &k,
+        &bridge,
+        "web",
+        &["mirror.linkerd.io/exported=true"],
+        &valid,
+    );
+    k.apply(&export("web", Some("remote-discovery")));
+    settles(
+        &k,
+        &bridge,
+        "web",
+        &["mirror.linkerd.io/exported=remote-discovery"],
+        &valid,
+    );
+
+    steps.next("an annotation the bridge cannot read keeps the label and says what is wrong");
+    k.apply(&export("web", Some("mirror-please")));
+    let m = settles(
+        &k,
+        &bridge,
+        "web",
+        &["mirror.linkerd.io/exported=remote-discovery"],
+        &["Valid=False/InvalidMode", "Ready=False/Failed"],
+    );
+    assert!(
+        m["Valid"].as_str().unwrap().contains("\"mirror-please\""),
+        "{m}"
+    );
+
+    steps.next("a headless Service: remote-discovery by default, but Ready says Linkerd will not mirror it; federated is refused");
+    k.apply(&service(
+        "keep",
+        "{clusterIP: None, ports: [{name: http, port: 80}]}",
+    ));
+    k.apply(&export("keep", None));
+    let m = settles(
+        &k,
+        &bridge,
+        "keep",
+        &["mirror.linkerd.io/exported=remote-discovery"],
+        &[
+            "Valid=True/Valid",
+            "Ready=False/Failed",
+            "Conflict=Unknown/NoPeers",
+        ],
+    );
+    assert!(m["Ready"].as_str().unwrap().contains("gateway"), "{m}");
+    k.apply(&export("keep", Some("federated")));
+    settles(
+        &k,
+        &bridge,
+        "keep",
+        &[],
+        &["Valid=False/InvalidServiceType", "Ready=False/Failed"],
+    );
+
+    steps.next("an export before its Service: NoService, then labelled once the Service comes");
+    k.apply(&export("late", None));
+    let m = settles(
+        &k,
+        &bridge,
+        "late",
+        &[],
+        &["Valid=False/NoService", "Ready=False/Pending"],
+    );
+    assert!(m["Valid"].as_str().unwrap().contains("shop/late"), "{m}");
+    k.apply(&service("late", HTTP));
+    settles(&k, &bridge, "late", &[federated], &valid);
+
+    steps.next("a Service turned ExternalName loses the label and the export is not valid");
+    k.apply(&service(
+        "late",
+        "{type: ExternalName, externalName: db.example.org}",
+    ));
+    settles(
+        &k,
+        &bridge,
+        "late",
+        &[],
+        &["Valid=False/InvalidServiceType", "Ready=False/Failed"],
+    );
+
+    steps.next("a mirror of the same service from cluster west: no conflict, then a port conflict, then a type conflict");
+    k.apply(&export("web", None));
+    settles(&k, &bridge, "web", &[federated], &valid);
+    let mirror = |spec: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web-west\n  namespace: shop\n  \
+             labels: {{mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: west}}\n  \
+             annotations: {{mirror.linkerd.io/remote-svc-fq-name: web.shop.svc.cluster.local}}\nspec: {spec}\n"
+        )
+    };
+    k.apply(&mirror(HTTP));
+    let no_conflict = [
+        "Valid=True/Valid",
+        "Ready=True/Exported",
+        "Conflict=False/NoConflicts",
+    ];
+    let m = settles(&k, &bridge, "web", &[federated], &no_conflict);
+    assert!(m["Conflict"].as_str().unwrap().contains("west"), "{m}");
+    k.apply(&mirror(
+        "{ports: [{name: http, protocol: TCP, port: 8080}]}",
+    ));
+    let m = settles(
+        &k,
+        &bridge,
+        "web",
+        &[federated],
+        &[
+            "Valid=True/Valid",
+            "Ready=True/Exported",
+            "Conflict=True/PortConflict",
+        ],
+    );
+    let said = m["Conflict"].as_str().unwrap();
+    assert!(
+        said.contains("cluster west") && said.contains("http:8080/TCP"),
+        "{m}"
+    );
+    k.delete("service", "shop", "web-west");
+    k.apply(
+        &mirror(&format!("{{clusterIP: None, {}", &HTTP[1..]))
+            .replace("web-west", "web-south")
+            .replace("cluster-name: west", "cluster-name: south"),
+    );
+    settles(
+        &k,
+        &bridge,
+        "web",
+        &[federated],
+        &[
+            "Valid=True/Valid",
+            "Ready=True/Exported",
+            "Conflict=True/TypeConflict",
+        ],
+    );
+    k.delete("service", "shop", "web-south");
+    settles(&k, &bridge, "web", &[federated], &valid);
+
+    steps.next("a label set by hand to another value is not overridden: Ready=False names it");
+    k.apply(&service("pay", HTTP));
+    assert!(k.kubectl_ok(&[
+        "label",
+        "service",
+        "-n",
+        "shop",
+        "pay",
+        "mirror.linkerd.io/exported=false"
+    ]));
+    k.apply(&export("pay", Some("gateway")));
+    let m = settles(
+        &k,
+        &bridge,
+        "pay",
+        &["mirror.linkerd.io/exported=false"],
+        &[
+            "Valid=True/Valid",
+            "Ready=False/Failed",
+            "Conflict=Unknown/NoPeers",
+        ],
+    );
+    assert!(
+        m["Ready"]
+            .as_str()
+            .unwrap()
+            .contains("mirror.linkerd.io/exported"),
+        "{m}"
+    );
+
+    steps.next("deleting an export takes off only what the bridge put on");
+    k.apply(&service("db", HTTP));
+    assert!(k.kubectl_ok(&["label", "service", "-n", "shop", "db", federated]));
+    k.apply(&export("db", None));
+    settles(&k, &bridge, "db", &[federated], &valid);
+    k.delete("serviceexport", "shop", "db");
+    k.delete("serviceexport", "shop", "web");
+    settles(&k, &bridge, "web", &[], &[]);
+    // The hand-set label of db stays.
+    until("db's own label to stay", 3, || {
+        linkerd_labels(&k, "db") == [federated]
+    });
+    assert!(!bridge.log().contains("panicked"), "{}", bridge.log());
+}
+
+/// Without the ServiceExport CRD the bridge says which CRD is missing and where to get it,
+/// instead of crash-looping with a bare 404.
+#[test]
+fn without_the_crds_the_bridge_says_what_to_install() {
+    let _module = common::module(module_path!());
+    let k = Cluster::start();
+    let out = Command::new(common::BIN)
+        .args(["linkerd-bridge", "--kubeconfig", &k.kubeconfig("admin")])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("serves no ServiceExport") && err.contains("deploy/crds"),
+        "{err}"
+    );
+}
+
+/// deploy/crds ships the MCS CRDs of sigs.k8s.io/mcs-api v0.5.2 unchanged: the files of the
+/// module tests/mcs/setup.sh builds from.
+#[test]
+fn the_shipped_mcs_crds_are_the_modules_own() {
+    let out = Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcs/setup.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let dir = String::from_utf8(out.stdout).unwrap();
+    for crd in ["serviceexports", "serviceimports"] {
+        let file = format!("multicluster.x-k8s.io_{crd}.yaml");
+        assert_eq!(
+            std::fs::read_to_string(format!("{CRDS}/{file}")).unwrap(),
+            std::fs::read_to_string(format!("{}/crds/{file}", dir.trim())).unwrap(),
+            "{file}"
+        );
+    }
+}
