@@ -17,7 +17,11 @@ use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
 use crate::zone::Zone;
 
-fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+pub fn reply(
+    status: StatusCode,
+    content_type: &str,
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
     Response::builder()
         .status(status)
         .header("content-type", content_type)
@@ -70,6 +74,19 @@ pub async fn serve(
     shutdown: Shutdown,
     stop: CancellationToken,
 ) {
+    serve_with(listener, stop, move |method, path| {
+        route(method, path, &zone, &metrics, &shutdown)
+    })
+    .await
+}
+
+/// Serves HTTP/1 requests on `listener` until `stop`, each answered by `route` from its method
+/// and path (the DNS server's and the bridge's admin servers).
+pub async fn serve_with<R>(listener: TcpListener, stop: CancellationToken, route: R)
+where
+    R: Fn(&Method, &str) -> Response<Full<Bytes>> + Send + Sync + 'static,
+{
+    let route = Arc::new(route);
     loop {
         let stream = tokio::select! {
             _ = stop.cancelled() => return,
@@ -82,9 +99,9 @@ pub async fn serve(
                 }
             },
         };
-        let (zone, metrics, shutdown) = (zone.clone(), metrics.clone(), shutdown.clone());
+        let route = route.clone();
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-            let resp = route(req.method(), req.uri().path(), &zone, &metrics, &shutdown);
+            let resp = route(req.method(), req.uri().path());
             async move { Ok::<_, Infallible>(resp) }
         });
         tokio::spawn(async move {

@@ -184,6 +184,7 @@ pub struct Args {
     #[arg(
         long,
         env = "CLUSTERSET_DNS_ADMIN_LISTEN",
+        global = true,
         value_name = "ADDR",
         default_value = "0.0.0.0:9153"
     )]
@@ -359,6 +360,7 @@ impl Args {
             },
             default_mode,
             resync,
+            admin: self.admin_listen,
         })
     }
 

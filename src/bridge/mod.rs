@@ -6,8 +6,10 @@
 //! each marked export is brought to what [`export::judge`] says.
 
 pub mod export;
+pub mod metrics;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +22,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::source::kube::ClientError;
 use crate::source::linkerd::{
@@ -28,6 +30,7 @@ use crate::source::linkerd::{
     LABEL_MIRRORED,
 };
 use export::{Condition, Exported, Label, Mode, Peer, Port, Verdict};
+use metrics::BridgeMetrics;
 
 /// The field manager of everything the bridge writes: what it applied is what it takes back.
 pub const FIELD_MANAGER: &str = "clusterset-dns-linkerd-bridge";
@@ -37,6 +40,8 @@ const GROUP: &str = "multicluster.x-k8s.io";
 const VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
 /// How long a failed export waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(5);
+/// How often the API server is asked again for a CRD it did not serve.
+const CRD_RECHECK: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -45,37 +50,85 @@ pub struct Config {
     pub default_mode: Mode,
     /// Every export is brought to its verdict this often, changed or not.
     pub resync: Duration,
+    /// The admin HTTP server: /metrics, /health, /ready.
+    pub admin: SocketAddr,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
     #[error(transparent)]
     Client(#[from] ClientError),
-    #[error(
-        "the API server serves no ServiceExport ({GROUP} {VERSIONS:?}): install the CRDs of sigs.k8s.io/mcs-api v0.5.2 (deploy/crds): {0}"
-    )]
-    NoServiceExport(String),
+    #[error("cannot listen on --admin-listen {addr}: {error}")]
+    Admin {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
 }
 
-/// Runs the export half until `shutdown`.
+/// Runs the export half until `shutdown`. A ServiceExport CRD the API server does not serve
+/// is said at start and on `/ready`, and looked for again every [`CRD_RECHECK`].
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), BridgeError> {
+    let listener = tokio::net::TcpListener::bind(config.admin)
+        .await
+        .map_err(|error| BridgeError::Admin {
+            addr: config.admin,
+            error,
+        })?;
+    let metrics = Arc::new(BridgeMetrics::new());
+    let m = metrics.clone();
+    tokio::spawn(crate::admin::serve_with(
+        listener,
+        shutdown.clone(),
+        move |method, path| m.route(method, path),
+    ));
     let client = crate::source::kube::client(&config.kube).await?;
-    let resource = export_resource(&client).await?;
-    info!(version = %resource.version, default_mode = %config.default_mode, "linkerd-bridge: export half starting");
-    Exporter::run(client, resource, config, shutdown).await;
+    let mut said = None;
+    let resource = loop {
+        match export_resource(&client).await {
+            Ok(r) => break r,
+            Err(why) => {
+                if said.as_ref() != Some(&why) {
+                    error!("{why}; looking again every {CRD_RECHECK:?}");
+                    said = Some(why.clone());
+                }
+                metrics.waiting(Some(why));
+                tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    _ = tokio::time::sleep(CRD_RECHECK) => {}
+                }
+            }
+        }
+    };
+    metrics.waiting(Some(
+        "the first full list of ServiceExports and Services has not come yet".into(),
+    ));
+    info!(version = %resource.version, default_mode = %config.default_mode, admin = %config.admin, "linkerd-bridge: export half starting");
+    Exporter::run(client, resource, config, metrics, shutdown).await;
     Ok(())
 }
 
-/// ServiceExport at the first of [`VERSIONS`] the API server serves.
-async fn export_resource(client: &kube::Client) -> Result<ApiResource, BridgeError> {
+/// ServiceExport at the first of [`VERSIONS`] the API server serves, or why there is none.
+async fn export_resource(client: &kube::Client) -> Result<ApiResource, String> {
+    let missing = |detail: String| {
+        format!(
+            "the API server serves no ServiceExport ({GROUP}, {}): install the CRDs of sigs.k8s.io/mcs-api v0.5.2 (kubectl apply -f deploy/crds/multicluster.x-k8s.io_serviceexports.yaml); {detail}",
+            VERSIONS.join(" or ")
+        )
+    };
     let group = kube::discovery::group(client, GROUP)
         .await
-        .map_err(|e| BridgeError::NoServiceExport(e.to_string()))?;
+        .map_err(|e| missing(e.to_string()))?;
     let served: Vec<&str> = group.versions().collect();
     let version = VERSIONS
         .into_iter()
-        .find(|v| served.contains(v))
-        .ok_or_else(|| BridgeError::NoServiceExport(format!("the group serves {served:?}")))?;
+        .find(|v| {
+            served.contains(v)
+                && group
+                    .versioned_resources(v)
+                    .iter()
+                    .any(|(r, _)| r.kind == "ServiceExport")
+        })
+        .ok_or_else(|| missing(format!("the group serves {served:?} without it")))?;
     Ok(ApiResource {
         group: GROUP.into(),
         version: version.into(),
@@ -94,6 +147,7 @@ struct Exporter {
     config: Config,
     exports: Store<DynamicObject>,
     services: Store<Service>,
+    metrics: Arc<BridgeMetrics>,
 }
 
 impl Exporter {
@@ -101,6 +155,7 @@ impl Exporter {
         client: kube::Client,
         resource: ApiResource,
         config: Config,
+        metrics: Arc<BridgeMetrics>,
         shutdown: CancellationToken,
     ) {
         let exports_w = reflector::store::Writer::new(resource.clone());
@@ -111,6 +166,7 @@ impl Exporter {
             client,
             resource,
             config,
+            metrics,
         };
         let se_api: Api<DynamicObject> = Api::all_with(this.client.clone(), &this.resource);
         let svc_api: Api<Service> = Api::all(this.client.clone());
@@ -174,13 +230,25 @@ impl Exporter {
             if !(exports_listed && services_listed) {
                 continue;
             }
+            if dirty.is_empty() {
+                continue;
+            }
             for key in std::mem::take(&mut dirty) {
                 retry.remove(&key);
-                if let Err(e) = this.reconcile(&key).await {
+                let result = this.reconcile(&key).await;
+                this.metrics.reconciled(result.is_ok());
+                if let Err(e) = result {
                     warn!(namespace = %key.0, name = %key.1, error = %e, "export not brought up to date; trying again in {RETRY:?}");
                     retry.insert(key, Instant::now() + RETRY);
                 }
             }
+            let services = this.services.state();
+            let labelled = services
+                .iter()
+                .filter(|s| !owned_labels(s).is_empty())
+                .count();
+            this.metrics.managed(this.exports.state().len(), labelled);
+            this.metrics.waiting(None);
         }
     }
 
@@ -208,6 +276,7 @@ impl Exporter {
             .get(&ObjectRef::new_with(name, self.resource.clone()).within(ns));
         let service = self.services.get(&ObjectRef::new(name).within(ns));
         let Some(export) = export else {
+            self.metrics.conditions(key, &[]);
             // No export: take back a label the bridge put on.
             if let Some(svc) = service
                 && !owned_labels(&svc).is_empty()
@@ -258,7 +327,9 @@ impl Exporter {
             Label::Remove if !owned.is_empty() => self.label(ns, name, None).await?,
             Label::Remove | Label::Keep => {}
         }
-        self.write_status(&export, &verdict).await
+        self.write_status(&export, &verdict).await?;
+        self.metrics.conditions(key, &verdict.conditions);
+        Ok(())
     }
 
     /// Applies the bridge's labels on Service `ns/name`: `label`, or none (taking back what it

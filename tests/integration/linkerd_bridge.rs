@@ -17,6 +17,7 @@ const CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds");
 struct Bridge {
     child: Child,
     log: std::path::PathBuf,
+    admin: std::net::SocketAddr,
 }
 
 impl Drop for Bridge {
@@ -29,18 +30,28 @@ impl Drop for Bridge {
 impl Bridge {
     fn start(k: &Cluster, args: &[&str]) -> Bridge {
         let log = k.dir.path().join("bridge.log");
+        let admin: std::net::SocketAddr = format!("127.0.0.1:{}", common::k8s::free_port())
+            .parse()
+            .unwrap();
         let child = Command::new(common::BIN)
             .args(["linkerd-bridge", "--kubeconfig", &k.kubeconfig("admin")])
+            .args(["--admin-listen", &admin.to_string()])
             .args(args)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        Bridge { child, log }
+        Bridge { child, log, admin }
     }
 
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `path` on the admin server: the status and the body (0 and "" while nothing answers).
+    fn admin(&self, path: &str) -> (u16, String) {
+        common::http_get_blocking(self.admin, path, std::time::Duration::from_secs(2))
+            .unwrap_or_default()
     }
 }
 
@@ -355,6 +366,40 @@ fn exports_become_linkerd_labels_and_conditions() {
         "{m}"
     );
 
+    steps.next("the metrics count what was done and show each export's conditions");
+    let (status, scrape) = bridge.admin("/metrics");
+    assert_eq!(status, 200);
+    common::promtool_check(&scrape);
+    let series = |s: &str| common::metric_in(&scrape, s);
+    assert_eq!(
+        series(
+            r#"clusterset_dns_bridge_export_condition{namespace="shop",serviceexport="pay",condition="Ready",status="False"}"#
+        ),
+        1.0,
+        "{scrape}"
+    );
+    assert_eq!(
+        series(
+            r#"clusterset_dns_bridge_export_condition{namespace="shop",serviceexport="web",condition="Ready",status="True"}"#
+        ),
+        1.0,
+        "{scrape}"
+    );
+    // web's earlier Conflict=True series went when it cleared.
+    assert!(
+        !scrape.contains(r#"serviceexport="web",condition="Conflict",status="True""#),
+        "{scrape}"
+    );
+    assert!(
+        series(r#"clusterset_dns_bridge_reconciles_total{half="export",result="success"}"#) > 10.0
+    );
+    assert_eq!(
+        series(r#"clusterset_dns_bridge_managed{kind="ServiceExport"}"#),
+        4.0,
+        "{scrape}"
+    );
+    assert_eq!(bridge.admin("/ready").0, 200);
+
     steps.next("deleting an export takes off only what the bridge put on");
     k.apply(&service("db", HTTP));
     assert!(k.kubectl_ok(&["label", "service", "-n", "shop", "db", federated]));
@@ -370,21 +415,56 @@ fn exports_become_linkerd_labels_and_conditions() {
     assert!(!bridge.log().contains("panicked"), "{}", bridge.log());
 }
 
-/// Without the ServiceExport CRD the bridge says which CRD is missing and where to get it,
-/// instead of crash-looping with a bare 404.
+/// Without the ServiceExport CRD the bridge says which CRD is missing and where to get it, in
+/// its log and on `/ready`, instead of crash-looping; once the CRD is installed it serves.
 #[test]
-fn without_the_crds_the_bridge_says_what_to_install() {
+fn without_the_crds_the_bridge_says_what_to_install_and_waits() {
     let _module = common::module(module_path!());
     let k = Cluster::start();
-    let out = Command::new(common::BIN)
-        .args(["linkerd-bridge", "--kubeconfig", &k.kubeconfig("admin")])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
+    k.apply(&service("web", HTTP));
+    let mut bridge = Bridge::start(&k, &[]);
+    let body = value(
+        common::wait::Lazy(|| format!("/ready to say why\n{}", bridge.log())),
+        20,
+        || {
+            let (status, body) = bridge.admin("/ready");
+            (status == 503 && body.contains("ServiceExport")).then_some(body)
+        },
+    );
     assert!(
-        err.contains("serves no ServiceExport") && err.contains("deploy/crds"),
-        "{err}"
+        body.contains("deploy/crds/multicluster.x-k8s.io_serviceexports.yaml"),
+        "{body}"
+    );
+    until("the log to say it", 5, || {
+        bridge.log().contains("serves no ServiceExport")
+    });
+    assert_eq!(bridge.admin("/health").0, 200);
+    k.apply(
+        &std::fs::read_to_string(format!("{CRDS}/multicluster.x-k8s.io_serviceexports.yaml"))
+            .unwrap(),
+    );
+    until(
+        common::wait::Lazy(|| format!("ready once the CRD is there\n{}", bridge.log())),
+        30,
+        || bridge.admin("/ready").0 == 200,
+    );
+    k.apply(&export("web", None));
+    settles(
+        &k,
+        &bridge,
+        "web",
+        &["mirror.linkerd.io/federated=member"],
+        &[
+            "Valid=True/Valid",
+            "Ready=True/Exported",
+            "Conflict=Unknown/NoPeers",
+        ],
+    );
+    assert!(
+        bridge.child.try_wait().unwrap().is_none(),
+        "{}",
+        bridge.log()
     );
 }
 
