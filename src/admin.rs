@@ -77,7 +77,7 @@ pub async fn serve(
     serve_with(listener, stop, move |method, path| {
         route(method, path, &zone, &metrics, &shutdown)
     })
-    .await
+    .await;
 }
 
 /// Serves HTTP/1 requests on `listener` until `stop`, each answered by `route` from its method
