@@ -334,7 +334,42 @@ pub enum Command {
         /// Every export is brought up to date this often, whether or not anything changed.
         #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
         resync: Duration,
+        /// Namespace of the Lease the replicas share (one writes at a time).
+        #[arg(
+            long,
+            env = "POD_NAMESPACE",
+            value_name = "NAMESPACE",
+            default_value = "clusterset-dns"
+        )]
+        lease_namespace: String,
+        /// Name of that Lease.
+        #[arg(
+            long,
+            value_name = "NAME",
+            default_value = "clusterset-dns-linkerd-bridge"
+        )]
+        lease_name: String,
+        /// This replica's name in the Lease; default: the pod's name (POD_NAME), else the host
+        /// name, with the process id and start time.
+        #[arg(long, env = "POD_NAME", value_name = "NAME")]
+        lease_identity: Option<String>,
+        /// How long a replica's hold on the Lease lasts unrenewed: the longest another waits to
+        /// take over from one that died (one that stops gives it up at once).
+        #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_lease_duration)]
+        lease_duration: Duration,
     },
+}
+
+/// A Lease duration: whole seconds (the Lease holds seconds), at least 2 (renewed five times
+/// within it, no more often than every half second).
+fn parse_lease_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_secs(2) || d.subsec_nanos() != 0 {
+        return Err(format!(
+            "{s}: a Lease lasts whole seconds, at least 2 (replicas renew it five times within)"
+        ));
+    }
+    Ok(d)
 }
 
 fn unlimited_if_zero(n: usize) -> usize {
@@ -347,10 +382,21 @@ impl Args {
         let Some(Command::LinkerdBridge {
             default_mode,
             resync,
+            ref lease_namespace,
+            ref lease_name,
+            ref lease_identity,
+            lease_duration,
         }) = self.command
         else {
             return None;
         };
+        let identity = lease_identity.clone().unwrap_or_else(|| {
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "linkerd-bridge".into());
+            let started = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            format!("{host}-{}-{started:08x}", std::process::id())
+        });
         Some(crate::bridge::Config {
             kube: kube::Config {
                 kubeconfig: self.kubeconfig.clone(),
@@ -361,6 +407,13 @@ impl Args {
             default_mode,
             resync,
             admin: self.admin_listen,
+            lease: crate::bridge::lease::Config {
+                namespace: lease_namespace.clone(),
+                name: lease_name.clone(),
+                identity,
+                duration: lease_duration,
+                renew: (lease_duration / 5).max(Duration::from_millis(500)),
+            },
         })
     }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use hyper::{Method, StatusCode};
-use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{Encoder, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 use super::Key;
 use super::export::Condition;
@@ -16,6 +16,7 @@ pub struct BridgeMetrics {
     reconciles: IntCounterVec,
     managed: IntGaugeVec,
     conditions: IntGaugeVec,
+    leader: IntGauge,
     /// The condition series set for each export, to take away when they change.
     shown: Mutex<HashMap<Key, Vec<[String; 2]>>>,
     /// Why the bridge is not ready yet, if it is not.
@@ -55,8 +56,14 @@ impl BridgeMetrics {
             &["namespace", "serviceexport", "condition", "status"],
         )
         .expect("valid metric");
+        let leader = IntGauge::new(
+            "clusterset_dns_bridge_leader",
+            "1 while this replica holds the bridge's Lease and writes; the others wait with their watches warm.",
+        )
+        .expect("valid metric");
         for c in [
-            Box::new(reconciles.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(leader.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(reconciles.clone()),
             Box::new(managed.clone()),
             Box::new(conditions.clone()),
         ] {
@@ -73,11 +80,16 @@ impl BridgeMetrics {
             reconciles,
             managed,
             conditions,
+            leader,
             shown: Mutex::default(),
             waiting: Mutex::new(Some(
                 "the first full list of ServiceExports and Services has not come yet".into(),
             )),
         }
+    }
+
+    pub fn leading(&self, on: bool) {
+        self.leader.set(i64::from(on));
     }
 
     pub fn reconciled(&self, ok: bool) {

@@ -6,6 +6,7 @@
 //! each marked export is brought to what [`export::judge`] says.
 
 pub mod export;
+pub mod lease;
 pub mod metrics;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -52,6 +53,8 @@ pub struct Config {
     pub resync: Duration,
     /// The admin HTTP server: /metrics, /health, /ready.
     pub admin: SocketAddr,
+    /// The Lease the replicas share, so that one writes at a time.
+    pub lease: lease::Config,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +85,21 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
         move |method, path| m.route(method, path),
     ));
     let client = crate::source::kube::client(&config.kube).await?;
+    let leading = lease::Leading::default();
+    let became_leader = Arc::new(tokio::sync::Notify::new());
+    let (m, notify) = (metrics.clone(), became_leader.clone());
+    let holding = tokio::spawn(lease::hold(
+        client.clone(),
+        config.lease.clone(),
+        leading.clone(),
+        move |on| {
+            m.leading(on);
+            if on {
+                notify.notify_one();
+            }
+        },
+        shutdown.clone(),
+    ));
     let mut said = None;
     let resource = loop {
         match export_resource(&client).await {
@@ -93,7 +111,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
                 }
                 metrics.waiting(Some(why));
                 tokio::select! {
-                    _ = shutdown.cancelled() => return Ok(()),
+                    _ = shutdown.cancelled() => {
+                        let _ = holding.await;
+                        return Ok(());
+                    }
                     _ = tokio::time::sleep(CRD_RECHECK) => {}
                 }
             }
@@ -103,7 +124,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
         "the first full list of ServiceExports and Services has not come yet".into(),
     ));
     info!(version = %resource.version, default_mode = %config.default_mode, admin = %config.admin, "linkerd-bridge: export half starting");
-    Exporter::run(client, resource, config, metrics, shutdown).await;
+    let (exporter, writers) = Exporter::new(client, resource, config, metrics, leading);
+    exporter.run(writers, became_leader, shutdown).await;
+    // The Lease is given up before the process ends, so another replica takes over at once.
+    let _ = holding.await;
     Ok(())
 }
 
@@ -148,16 +172,17 @@ struct Exporter {
     exports: Store<DynamicObject>,
     services: Store<Service>,
     metrics: Arc<BridgeMetrics>,
+    leading: lease::Leading,
 }
 
 impl Exporter {
-    async fn run(
+    fn new(
         client: kube::Client,
         resource: ApiResource,
         config: Config,
         metrics: Arc<BridgeMetrics>,
-        shutdown: CancellationToken,
-    ) {
+        leading: lease::Leading,
+    ) -> (Self, Writers) {
         let exports_w = reflector::store::Writer::new(resource.clone());
         let services_w = reflector::store::Writer::default();
         let this = Exporter {
@@ -167,7 +192,28 @@ impl Exporter {
             resource,
             config,
             metrics,
+            leading,
         };
+        (this, (exports_w, services_w))
+    }
+}
+
+/// The writers of [`Exporter`]'s stores, fed by its watches.
+type Writers = (
+    reflector::store::Writer<DynamicObject>,
+    reflector::store::Writer<Service>,
+);
+
+impl Exporter {
+    /// Watches and, while this replica leads, brings each export marked to its verdict.
+    async fn run(
+        self,
+        writers: Writers,
+        became_leader: Arc<tokio::sync::Notify>,
+        shutdown: CancellationToken,
+    ) {
+        let this = self;
+        let (exports_w, services_w) = writers;
         let se_api: Api<DynamicObject> = Api::all_with(this.client.clone(), &this.resource);
         let svc_api: Api<Service> = Api::all(this.client.clone());
         let mut se_events = std::pin::pin!(
@@ -216,6 +262,7 @@ impl Exporter {
                     None => return,
                 },
                 _ = resync.tick() => dirty.extend(this.every_key()),
+                _ = became_leader.notified() => dirty.extend(this.every_key()),
                 _ = sleep_until(next_retry) => {
                     let now = Instant::now();
                     retry.retain(|k, at| {
@@ -230,7 +277,9 @@ impl Exporter {
             if !(exports_listed && services_listed) {
                 continue;
             }
-            if dirty.is_empty() {
+            this.metrics.waiting(None);
+            // A replica that does not lead keeps its watches, and its marks, for when it does.
+            if dirty.is_empty() || !this.leading.now() {
                 continue;
             }
             for key in std::mem::take(&mut dirty) {
@@ -248,7 +297,6 @@ impl Exporter {
                 .filter(|s| !owned_labels(s).is_empty())
                 .count();
             this.metrics.managed(this.exports.state().len(), labelled);
-            this.metrics.waiting(None);
         }
     }
 

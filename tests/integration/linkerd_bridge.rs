@@ -29,13 +29,14 @@ impl Drop for Bridge {
 
 impl Bridge {
     fn start(k: &Cluster, args: &[&str]) -> Bridge {
-        let log = k.dir.path().join("bridge.log");
         let admin: std::net::SocketAddr = format!("127.0.0.1:{}", common::k8s::free_port())
             .parse()
             .unwrap();
+        let log = k.dir.path().join(format!("bridge-{}.log", admin.port()));
         let child = Command::new(common::BIN)
             .args(["linkerd-bridge", "--kubeconfig", &k.kubeconfig("admin")])
             .args(["--admin-listen", &admin.to_string()])
+            .args(["--lease-namespace", "shop", "--lease-duration", "3s"])
             .args(args)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -465,6 +466,107 @@ fn without_the_crds_the_bridge_says_what_to_install_and_waits() {
         bridge.child.try_wait().unwrap().is_none(),
         "{}",
         bridge.log()
+    );
+}
+
+/// Two replicas: one leads and writes, the other keeps watching; when the leader dies the other
+/// takes over once the Lease expires, and a replica that stops gives the Lease up at once.
+#[test]
+fn replicas_take_turns_through_the_lease() {
+    let _module = common::module(module_path!());
+    let k = Cluster::start();
+    k.apply(
+        &std::fs::read_to_string(format!("{CRDS}/multicluster.x-k8s.io_serviceexports.yaml"))
+            .unwrap(),
+    );
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
+    for name in ["web", "db", "pay"] {
+        k.apply(&service(name, HTTP));
+    }
+    let leader =
+        |b: &Bridge| common::metric_in(&b.admin("/metrics").1, "clusterset_dns_bridge_leader");
+    let valid = [
+        "Valid=True/Valid",
+        "Ready=True/Exported",
+        "Conflict=Unknown/NoPeers",
+    ];
+    let federated = ["mirror.linkerd.io/federated=member"];
+    let mut a = Bridge::start(&k, &[]);
+    until(
+        common::wait::Lazy(|| format!("a to lead\n{}", a.log())),
+        10,
+        || leader(&a) == 1.0,
+    );
+    let b = Bridge::start(&k, &[]);
+    until(
+        common::wait::Lazy(|| format!("b to be ready\n{}", b.log())),
+        10,
+        || b.admin("/ready").0 == 200,
+    );
+    assert_eq!(leader(&b), 0.0);
+    k.apply(&export("web", None));
+    settles(&k, &a, "web", &federated, &valid);
+    assert!(!b.log().contains("Service labelled"), "{}", b.log());
+
+    // SIGKILL: no chance to give the Lease up; b takes it once it expires (3 s).
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let killed = std::time::Instant::now();
+    until(
+        common::wait::Lazy(|| format!("b to lead\n{}", b.log())),
+        10,
+        || leader(&b) == 1.0,
+    );
+    let took = killed.elapsed();
+    assert!(
+        took >= std::time::Duration::from_secs(1),
+        "b took over {took:?} after a died: before the Lease expired"
+    );
+    k.apply(&export("db", None));
+    settles(&k, &b, "db", &federated, &valid);
+
+    // SIGTERM: b gives the Lease up, and c leads at its first look.
+    let holder = || {
+        let out = k
+            .kubectl()
+            .args([
+                "get",
+                "lease",
+                "-n",
+                "shop",
+                "clusterset-dns-linkerd-bridge",
+                "-o",
+                "jsonpath={.spec.holderIdentity}",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(!holder().is_empty());
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &b.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    until(
+        common::wait::Lazy(|| format!("b to give up the Lease\n{}", b.log())),
+        10,
+        || holder().is_empty(),
+    );
+    let c = Bridge::start(&k, &[]);
+    until(
+        common::wait::Lazy(|| format!("c to lead\n{}", c.log())),
+        5,
+        || leader(&c) == 1.0,
+    );
+    k.apply(&export("pay", None));
+    settles(&k, &c, "pay", &federated, &valid);
+    assert!(
+        b.log().contains("not leading") || b.log().contains("shutting down"),
+        "{}",
+        b.log()
     );
 }
 
