@@ -287,7 +287,7 @@ impl Exporter {
                 let result = this.reconcile(&key).await;
                 this.metrics.reconciled(result.is_ok());
                 if let Err(e) = result {
-                    warn!(namespace = %key.0, name = %key.1, error = %e, "export not brought up to date; trying again in {RETRY:?}");
+                    warn!(namespace = %key.0, name = %key.1, error = %said(&e), "export not brought up to date; trying again in {RETRY:?}");
                     retry.insert(key, Instant::now() + RETRY);
                 }
             }
@@ -442,6 +442,14 @@ impl Exporter {
             )
             .await
             .map(drop)
+    }
+}
+
+/// What the API server said, in a line: its code, reason and message for an API error.
+fn said(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+        e => e.to_string(),
     }
 }
 

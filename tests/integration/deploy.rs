@@ -28,6 +28,8 @@ pub(crate) fn validate(rendered: &str) {
 #[test]
 fn manifests_render_and_validate() {
     let _module = common::module(module_path!());
+    let bridge = render_dir("deploy/linkerd-bridge");
+    validate(&bridge);
     for dir in ["deploy/base", "deploy/xdp", "deploy/linkerd"] {
         let rendered = render_dir(dir);
         validate(&rendered);

@@ -34,7 +34,7 @@ impl Bridge {
             .unwrap();
         let log = k.dir.path().join(format!("bridge-{}.log", admin.port()));
         let child = Command::new(common::BIN)
-            .args(["linkerd-bridge", "--kubeconfig", &k.kubeconfig("admin")])
+            .args(["linkerd-bridge", "--kubeconfig", &k.kubeconfig("dns")])
             .args(["--admin-listen", &admin.to_string()])
             .args(["--lease-namespace", "shop", "--lease-duration", "3s"])
             .args(args)
@@ -54,6 +54,48 @@ impl Bridge {
         common::http_get_blocking(self.admin, path, std::time::Duration::from_secs(2))
             .unwrap_or_default()
     }
+}
+
+/// The user the bridge runs as (kubeconfig `dns`): bound to deploy/linkerd-bridge's roles by
+/// [`bridge_rbac`].
+const USER: &str = "clusterset-dns";
+
+/// deploy/linkerd-bridge's ClusterRole and Role (the Lease's, here in namespace `shop`), bound to
+/// [`USER`] instead of the ServiceAccount: the bridge does its work with exactly these grants.
+fn bridge_rbac() -> String {
+    let mut out = String::new();
+    for mut o in common::yaml_objects(&common::kustomize("deploy/linkerd-bridge")) {
+        let binding = match o["kind"].as_str().unwrap() {
+            "ClusterRole" => "ClusterRoleBinding",
+            "Role" => {
+                o["metadata"]["namespace"] = "shop".into();
+                "RoleBinding"
+            }
+            _ => continue,
+        };
+        let name = o["metadata"]["name"].as_str().unwrap().to_string();
+        out += &serde_yaml_ng::to_string(&o).unwrap();
+        out += &format!(
+            "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: {binding}\nmetadata: {{name: {name}-test, namespace: shop}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: {}, name: {name}}}\n\
+             subjects:\n- {{kind: User, name: {USER}, apiGroup: rbac.authorization.k8s.io}}\n---\n",
+            o["kind"].as_str().unwrap()
+        );
+    }
+    out
+}
+
+/// A cluster with deploy/crds' ServiceExport CRD (unless `crds` is false), namespace `shop`
+/// and the bridge's role.
+fn bridge_cluster(crds: bool) -> Cluster {
+    let k = Cluster::start();
+    if crds {
+        let crd = format!("{CRDS}/multicluster.x-k8s.io_serviceexports.yaml");
+        k.apply(&std::fs::read_to_string(crd).unwrap());
+    }
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
+    k.apply(&bridge_rbac());
+    k
 }
 
 fn get(k: &Cluster, kind: &str, name: &str) -> Option<Value> {
@@ -160,13 +202,7 @@ fn settles(k: &Cluster, bridge: &Bridge, name: &str, labels: &[&str], conds: &[&
 #[test]
 fn exports_become_linkerd_labels_and_conditions() {
     let _module = common::module(module_path!());
-    let k = Cluster::start();
-    for crd in ["serviceexports", "serviceimports"] {
-        k.apply(
-            &std::fs::read_to_string(format!("{CRDS}/multicluster.x-k8s.io_{crd}.yaml")).unwrap(),
-        );
-    }
-    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
+    let k = bridge_cluster(true);
     k.apply(&service("web", HTTP));
     let bridge = Bridge::start(&k, &["--resync", "1s"]);
     let mut steps = Steps::default();
@@ -421,8 +457,7 @@ fn exports_become_linkerd_labels_and_conditions() {
 #[test]
 fn without_the_crds_the_bridge_says_what_to_install_and_waits() {
     let _module = common::module(module_path!());
-    let k = Cluster::start();
-    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
+    let k = bridge_cluster(false);
     k.apply(&service("web", HTTP));
     let mut bridge = Bridge::start(&k, &[]);
     let body = value(
@@ -474,12 +509,7 @@ fn without_the_crds_the_bridge_says_what_to_install_and_waits() {
 #[test]
 fn replicas_take_turns_through_the_lease() {
     let _module = common::module(module_path!());
-    let k = Cluster::start();
-    k.apply(
-        &std::fs::read_to_string(format!("{CRDS}/multicluster.x-k8s.io_serviceexports.yaml"))
-            .unwrap(),
-    );
-    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
+    let k = bridge_cluster(true);
     for name in ["web", "db", "pay"] {
         k.apply(&service(name, HTTP));
     }
