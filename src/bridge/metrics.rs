@@ -83,7 +83,7 @@ impl BridgeMetrics {
             leader,
             shown: Mutex::default(),
             waiting: Mutex::new(Some(
-                "the first full list of ServiceExports and Services has not come yet".into(),
+                "starting: the Kubernetes API has not answered yet".into(),
             )),
         }
     }

@@ -357,11 +357,21 @@ impl Exporter {
         match verdict.label {
             Label::Set(mode) => {
                 let (k, v) = mode.label();
-                let has = service
+                let svc = service
                     .as_deref()
-                    .and_then(|s| s.metadata.labels.as_ref()?.get(k));
-                if owned != BTreeSet::from([k.to_string()]) || has.map(String::as_str) != Some(v) {
-                    match self.label(ns, name, Some((k, v))).await {
+                    .expect("a Service is labelled only when it exists");
+                let has = svc.metadata.labels.as_ref().and_then(|l| l.get(k));
+                let carry = carried(svc, &export);
+                let carries = svc
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(CARRIED));
+                if owned != BTreeSet::from([k.to_string()])
+                    || has.map(String::as_str) != Some(v)
+                    || carries != Some(&carry)
+                {
+                    match self.label(ns, name, Some((k, v, &carry))).await {
                         Ok(()) => info!(namespace = ns, name, label = %format!("{k}={v}"), "Service labelled for Linkerd"),
                         Err(kube::Error::Api(s)) if s.code == 409 => verdict.failed(&format!(
                             "the Service's label {k} is held by another field manager with another value, and the bridge does not override it ({}): remove that label, or choose the mode it gives with annotation {}",
@@ -386,11 +396,12 @@ impl Exporter {
         &self,
         ns: &str,
         name: &str,
-        label: Option<(&str, &str)>,
+        label: Option<(&str, &str, &str)>,
     ) -> Result<(), kube::Error> {
         let mut metadata = json!({"name": name, "namespace": ns});
-        if let Some((k, v)) = label {
+        if let Some((k, v, carry)) = label {
             metadata["labels"] = json!({ k: v });
+            metadata["annotations"] = json!({ CARRIED: carry });
         }
         let patch = json!({"apiVersion": "v1", "kind": "Service", "metadata": metadata});
         Api::<Service>::namespaced(self.client.clone(), ns)
@@ -526,6 +537,56 @@ fn owned_labels(svc: &Service) -> BTreeSet<String> {
                 .filter_map(|(k, _)| k.strip_prefix("f:").map(str::to_string))
         })
         .collect()
+}
+
+/// The Service annotation in which the export half carries, through Linkerd's service mirror
+/// (which copies every annotation onto its mirrors and federated Services), what the import
+/// half needs and Linkerd does not copy: see [`carried`].
+pub const CARRIED: &str = "linkerd-bridge.clusterset-dns.io/export";
+
+/// The value of [`CARRIED`] for `svc` exported by `export`: JSON with the export's creation
+/// time (the MCS API resolves conflicts by the oldest export), the Service's
+/// `sessionAffinity`, `sessionAffinityConfig`, `internalTrafficPolicy`,
+/// `trafficDistribution` and `ipFamilies` (each only when set), and its ports with their
+/// `appProtocol`. The keys come in a fixed order, so the same Service gives the same text.
+fn carried(svc: &Service, export: &DynamicObject) -> String {
+    let spec = svc.spec.clone().unwrap_or_default();
+    let mut v = serde_json::Map::new();
+    let mut put = |key: &str, value: Value| {
+        if !value.is_null() {
+            v.insert(key.into(), value);
+        }
+    };
+    put(
+        "exportCreated",
+        json!(
+            export
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+        ),
+    );
+    put("sessionAffinity", json!(spec.session_affinity));
+    put("sessionAffinityConfig", json!(spec.session_affinity_config));
+    put("internalTrafficPolicy", json!(spec.internal_traffic_policy));
+    put("trafficDistribution", json!(spec.traffic_distribution));
+    put("ipFamilies", json!(spec.ip_families));
+    let ports: Vec<Value> = spec
+        .ports
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name.clone().unwrap_or_default(),
+                "port": p.port,
+                "protocol": p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                "appProtocol": p.app_protocol,
+            })
+        })
+        .collect();
+    put("ports", Value::Array(ports));
+    Value::Object(v).to_string()
 }
 
 /// What the export half reads of a Service.

@@ -224,6 +224,36 @@ fn exports_become_linkerd_labels_and_conditions() {
         "{m}"
     );
 
+    steps.next("the Service carries what the import half needs and Linkerd does not copy");
+    let carried = |name: &str| -> Value {
+        let svc = get(&k, "service", name).unwrap();
+        let text = svc["metadata"]["annotations"]["linkerd-bridge.clusterset-dns.io/export"]
+            .as_str()
+            .map(str::to_string);
+        text.map_or(Value::Null, |t| serde_json::from_str(&t).unwrap())
+    };
+    let c = carried("web");
+    let created = get(&k, "serviceexport", "web").unwrap()["metadata"]["creationTimestamp"].clone();
+    assert_eq!(c["exportCreated"], created, "{c}");
+    assert_eq!(c["sessionAffinity"], "None", "{c}");
+    assert_eq!(
+        c["ports"],
+        serde_json::json!([{"name": "http", "port": 80, "protocol": "TCP", "appProtocol": null}])
+    );
+    k.apply(&service(
+        "web",
+        "{sessionAffinity: ClientIP, ports: [{name: http, protocol: TCP, port: 80, appProtocol: kubernetes.io/h2c}]}",
+    ));
+    until(
+        common::wait::Lazy(|| format!("web to carry its new fields: {}", carried("web"))),
+        20,
+        || {
+            let c = carried("web");
+            c["sessionAffinity"] == "ClientIP"
+                && c["ports"][0]["appProtocol"] == "kubernetes.io/h2c"
+        },
+    );
+
     steps
         .next("the status is written only when it changes (a resync a second finds nothing to do)");
     let rv = |name| get(&k, "serviceexport", name).unwrap()["metadata"]["resourceVersion"].clone();
@@ -445,6 +475,7 @@ fn exports_become_linkerd_labels_and_conditions() {
     k.delete("serviceexport", "shop", "db");
     k.delete("serviceexport", "shop", "web");
     settles(&k, &bridge, "web", &[], &[]);
+    assert_eq!(carried("web"), Value::Null);
     // The hand-set label of db stays.
     until("db's own label to stay", 3, || {
         linkerd_labels(&k, "db") == [federated]
@@ -465,7 +496,7 @@ fn without_the_crds_the_bridge_says_what_to_install_and_waits() {
         20,
         || {
             let (status, body) = bridge.admin("/ready");
-            (status == 503 && body.contains("ServiceExport")).then_some(body)
+            (status == 503 && body.contains("serves no ServiceExport")).then_some(body)
         },
     );
     assert!(
