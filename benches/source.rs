@@ -6,6 +6,7 @@
 //! cargo bench --bench source -- flood         # a million endpoints against the default caps
 //! cargo bench --bench source -- linkerd       # 2,100 of Linkerd's Services: memory, 1,000 changes timed
 //! cargo bench --bench source -- capacity      # memory and start-up at 10k, 100k and 1M endpoints
+//! cargo bench --bench source -- bridge        # linkerd-bridge: 1,000 exports' memory, 1,000 more timed
 //! ```
 //!
 //! `capacity` runs each build named in `BINS` (`name=path ...`; default: this build) side by side.
@@ -28,11 +29,12 @@ use hickory_proto::rr::RecordType;
 /// The flags that turn the zone's caps off.
 const NO_CAPS: [&str; 4] = ["--max-zone-names", "0", "--max-endpoints-per-service", "0"];
 
-const MEASUREMENTS: [(&str, fn()); 4] = [
+const MEASUREMENTS: [(&str, fn()); 5] = [
     ("programming", programming),
     ("flood", flood),
     ("linkerd", linkerd),
     ("capacity", capacity),
+    ("bridge", bridge),
 ];
 
 fn main() {
@@ -607,4 +609,140 @@ fn memory_kb(s: &Running) -> (f64, f64) {
             .unwrap()
     };
     (kb("VmRSS:"), kb("VmHWM:"))
+}
+
+/// `bridge`: `clusterset-dns linkerd-bridge` (the export half) with 1,000 ServiceExports of
+/// 1,000 Services: the time until all are labelled and Ready, the bridge's memory then, and
+/// 1,000 more exports created one at a time, each timed from its creation until its Service
+/// has Linkerd's label and the export `Ready=True` (read from the API server every 2 ms).
+fn bridge() {
+    let k = Cluster::start();
+    let crd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/crds/multicluster.x-k8s.io_serviceexports.yaml"
+    );
+    k.apply(&std::fs::read_to_string(crd).unwrap());
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: scale}\n");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(admin_client(&k));
+    let resource = kube::discovery::ApiResource {
+        group: "multicluster.x-k8s.io".into(),
+        version: "v1beta1".into(),
+        api_version: "multicluster.x-k8s.io/v1beta1".into(),
+        kind: "ServiceExport".into(),
+        plural: "serviceexports".into(),
+    };
+    let exports: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), "scale", &resource);
+    let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+        kube::Api::namespaced(client.clone(), "scale");
+    let service = |i: u32| -> k8s_openapi::api::core::v1::Service {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": format!("svc{i}"), "namespace": "scale"},
+            "spec": {"ports": [{"name": "http", "protocol": "TCP", "port": 80}]}
+        }))
+        .unwrap()
+    };
+    let export = |i: u32| -> kube::api::DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+            "metadata": {"name": format!("svc{i}"), "namespace": "scale"}
+        }))
+        .unwrap()
+    };
+    rt.block_on(async {
+        use futures::StreamExt;
+        futures::stream::iter(0..2000u32)
+            .for_each_concurrent(16, |i| {
+                let (services, exports) = (services.clone(), exports.clone());
+                let (s, e) = (service(i), export(i));
+                async move {
+                    services.create(&Default::default(), &s).await.unwrap();
+                    if i < 1000 {
+                        exports.create(&Default::default(), &e).await.unwrap();
+                    }
+                }
+            })
+            .await;
+    });
+    let admin: std::net::SocketAddr = format!("127.0.0.1:{}", common::k8s::free_port())
+        .parse()
+        .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_clusterset-dns"))
+        .args(["linkerd-bridge", "--kubeconfig", &k.kubeconfig("admin")])
+        .args([
+            "--admin-listen",
+            &admin.to_string(),
+            "--lease-namespace",
+            "scale",
+        ])
+        .args(["--log-level", "warn"])
+        .spawn()
+        .unwrap();
+    let labelled = || {
+        let lp = kube::api::ListParams::default().labels("mirror.linkerd.io/federated=member");
+        rt.block_on(services.list_metadata(&lp))
+            .unwrap()
+            .items
+            .len()
+    };
+    let started = Instant::now();
+    until("1,000 Services labelled", 600, || labelled() == 1000);
+    let ready = |i: u32| {
+        let Ok(e) = rt.block_on(exports.get(&format!("svc{i}"))) else {
+            return false;
+        };
+        e.data["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+    };
+    until("1,000 exports Ready", 600, || (0..1000).all(ready));
+    println!(
+        "linkerd-bridge: 1,000 exports labelled and Ready {:.1?} after start",
+        started.elapsed()
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    for l in status
+        .lines()
+        .filter(|l| l.starts_with("VmRSS") || l.starts_with("VmHWM"))
+    {
+        println!("bridge memory with 1,000 exports of 2,000 Services: {l}");
+    }
+    let mut took = Vec::with_capacity(1000);
+    for i in 1000..2000u32 {
+        let t0 = Instant::now();
+        rt.block_on(exports.create(&Default::default(), &export(i)))
+            .unwrap();
+        let deadline = t0 + Duration::from_secs(10);
+        loop {
+            let svc = rt.block_on(services.get(&format!("svc{i}"))).unwrap();
+            let has = svc
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("mirror.linkerd.io/federated"));
+            if has.is_some_and(|v| v == "member") && ready(i) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "export svc{i} not labelled and Ready in 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        took.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    took.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "ServiceExport created -> Service labelled and Ready=True, 1000 exports: median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        percentile(&took, 0.5),
+        percentile(&took, 0.9),
+        percentile(&took, 0.99),
+        took[took.len() - 1]
+    );
+    let _ = child.kill();
+    let _ = child.wait();
 }

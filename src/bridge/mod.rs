@@ -41,6 +41,8 @@ const GROUP: &str = "multicluster.x-k8s.io";
 const VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
 /// How long a failed export waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(5);
+/// How many exports are brought up to date at once.
+const CONCURRENT: usize = 16;
 /// How often the API server is asked again for a CRD it did not serve.
 const CRD_RECHECK: Duration = Duration::from_secs(10);
 
@@ -282,9 +284,19 @@ impl Exporter {
             if dirty.is_empty() || !this.leading.now() {
                 continue;
             }
-            for key in std::mem::take(&mut dirty) {
-                retry.remove(&key);
-                let result = this.reconcile(&key).await;
+            let keys = std::mem::take(&mut dirty);
+            for key in &keys {
+                retry.remove(key);
+            }
+            // Exports are independent: several are brought up to date at once (each is a
+            // round trip or two to the API server).
+            let mut results = futures::stream::iter(keys)
+                .map(|key| async {
+                    let result = this.reconcile(&key).await;
+                    (key, result)
+                })
+                .buffer_unordered(CONCURRENT);
+            while let Some((key, result)) = results.next().await {
                 this.metrics.reconciled(result.is_ok());
                 if let Err(e) = result {
                     warn!(namespace = %key.0, name = %key.1, error = %said(&e), "export not brought up to date; trying again in {RETRY:?}");
