@@ -259,7 +259,15 @@ async fn every_dashboard_panel_shows_data_and_the_operator_objects_validate() {
         .iter()
         .map(|o| o["kind"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(kinds, ["ConfigMap", "PrometheusRule", "ServiceMonitor"]);
+    assert_eq!(
+        kinds,
+        [
+            "ConfigMap",
+            "PrometheusRule",
+            "ServiceMonitor",
+            "ServiceMonitor"
+        ]
+    );
     dry_run(&rendered).unwrap_or_else(|e| panic!("deploy/monitoring: {e}"));
     // The Helm chart's, with its ServiceMonitor and PrometheusRule, the same way.
     let home = tempfile::tempdir().unwrap();
