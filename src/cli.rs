@@ -63,7 +63,13 @@ pub enum LogLevel {
 /// Authoritative DNS for Kubernetes Multi-Cluster Services: answers
 /// <svc>.<ns>.svc.clusterset.local from ServiceImport and EndpointSlice objects.
 #[derive(Debug, Parser)]
-#[command(name = "clusterset-dns", version, about, max_term_width = 100)]
+#[command(
+    name = "clusterset-dns",
+    version,
+    about,
+    max_term_width = 100,
+    propagate_version = true
+)]
 pub struct Args {
     #[command(subcommand)]
     pub command: Option<Command>,

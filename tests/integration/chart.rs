@@ -149,6 +149,64 @@ fn the_chart_reading_linkerd_renders_deploy_linkerd() {
     }
 }
 
+/// With `linkerdBridge.enabled=true` the chart adds deploy/linkerd-bridge's objects (but the
+/// Namespace) to deploy/base's, and the bridge's container takes its flags.
+#[test]
+fn the_chart_with_the_bridge_adds_deploy_linkerd_bridge() {
+    let _module = common::module(module_path!());
+    let home = tempfile::tempdir().unwrap();
+    let rendered = helm_template(home.path(), &["linkerdBridge.enabled=true"]);
+    validate(&rendered);
+    let chart = by_kind_and_name(&objects(&rendered));
+    let mut want = by_kind_and_name(&objects(&render()));
+    want.extend(by_kind_and_name(&objects(&render_dir(
+        "deploy/linkerd-bridge",
+    ))));
+    want.remove("Namespace/clusterset-dns").unwrap();
+    assert_eq!(
+        chart.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    for (key, want) in &want {
+        assert_eq!(
+            &chart[key], want,
+            "{key}: the chart differs from deploy/base and deploy/linkerd-bridge"
+        );
+    }
+    let bridge = |set: &[&str]| {
+        let o = objects(&helm_template(home.path(), set));
+        o.into_iter()
+            .find(|o| {
+                o["kind"] == "Deployment"
+                    && o["metadata"]["name"] == "clusterset-dns-linkerd-bridge"
+            })
+            .map(|d| d["spec"]["template"]["spec"]["containers"][0].clone())
+    };
+    let c = bridge(&[
+        "linkerdBridge.enabled=true",
+        "linkerdBridge.export.defaultMode=gateway",
+        "linkerdBridge.leaseDuration=30s",
+        "linkerdBridge.extraArgs={--resync=5m}",
+    ])
+    .unwrap();
+    flags_exist(&c);
+    let args = c["args"].to_string();
+    for a in [
+        "--default-mode=gateway",
+        "--lease-duration=30s",
+        "--resync=5m",
+    ] {
+        assert!(args.contains(a), "{a}: {args}");
+    }
+    assert!(
+        bridge(&[
+            "linkerdBridge.enabled=true",
+            "linkerdBridge.export.enabled=false"
+        ])
+        .is_none()
+    );
+}
+
 /// Every combination of values in the table renders objects that validate strictly, whose
 /// flags the binary takes, and that say what the values asked for.
 #[test]

@@ -211,15 +211,22 @@ pub(crate) fn flags_exist(container: &serde_json::Value) {
         "the binary rejects the manifest's flags {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A subcommand's (the first argument, when it is not a flag) flags are in its own --help.
+    let subcommand: Vec<&str> = args
+        .iter()
+        .take_while(|a| !a.starts_with('-'))
+        .copied()
+        .collect();
     let help = String::from_utf8(
         Command::new(common::BIN)
+            .args(&subcommand)
             .arg("--help")
             .output()
             .unwrap()
             .stdout,
     )
     .unwrap();
-    for a in &args {
+    for a in &args[subcommand.len()..] {
         let flag = a.split('=').next().unwrap();
         assert!(help.contains(flag), "{flag} is not in --help");
     }
