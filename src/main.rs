@@ -103,20 +103,12 @@ fn main() -> ExitCode {
         let shutdown = Shutdown::new();
         let signals = shutdown.clone();
         tokio::spawn(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut term), Ok(mut int)) = (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) else {
-                error!("cannot listen for SIGTERM/SIGINT");
+            let Some(mut incoming) = Signals::new() else {
                 return;
             };
             // The first signal starts the lame duck; a second one (Ctrl-C twice) stops at once.
             for first in [true, false] {
-                let name = tokio::select! {
-                    _ = term.recv() => "SIGTERM",
-                    _ = int.recv() => "SIGINT",
-                };
+                let name = incoming.next().await;
                 if first {
                     info!(signal = name, "shutting down");
                     signals.begin();
@@ -137,6 +129,37 @@ fn main() -> ExitCode {
     })
 }
 
+/// SIGTERM and SIGINT, as they come. Must be made inside the runtime.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// None (and logged) when the process cannot listen for them.
+    fn new() -> Option<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(term), Ok(int)) => Some(Signals { term, int }),
+            _ => {
+                error!("cannot listen for SIGTERM/SIGINT");
+                None
+            }
+        }
+    }
+
+    /// The name of the next signal.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}
+
 fn runtime(mut builder: tokio::runtime::Builder) -> Result<tokio::runtime::Runtime, ExitCode> {
     builder.enable_all().build().map_err(|e| {
         eprintln!("clusterset-dns: cannot start the runtime: {e}");
@@ -154,18 +177,10 @@ fn run_bridge(config: clusterset_dns::bridge::Config) -> ExitCode {
         let shutdown = tokio_util::sync::CancellationToken::new();
         let stop = shutdown.clone();
         tokio::spawn(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut term), Ok(mut int)) = (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) else {
-                error!("cannot listen for SIGTERM/SIGINT");
+            let Some(mut signals) = Signals::new() else {
                 return;
             };
-            let name = tokio::select! {
-                _ = term.recv() => "SIGTERM",
-                _ = int.recv() => "SIGINT",
-            };
+            let name = signals.next().await;
             info!(signal = name, "shutting down");
             stop.cancel();
         });
