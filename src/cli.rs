@@ -333,6 +333,17 @@ pub enum Command {
     /// each ServiceExport gets the Service the label Linkerd's service mirror exports by, and
     /// conditions that say how the export went. Uses --kubeconfig and --context.
     LinkerdBridge {
+        /// Which halves run: export (ServiceExports to Linkerd's labels and the exports'
+        /// conditions), import (Linkerd's mirrors and federated Services to ServiceImports and
+        /// EndpointSlices), or both.
+        #[arg(
+            long,
+            value_enum,
+            value_name = "HALF",
+            value_delimiter = ',',
+            default_value = "export,import"
+        )]
+        halves: Vec<Half>,
         /// How a ServiceExport without the annotation linkerd-bridge.clusterset-dns.io/mode
         /// is exported (a headless Service is never federated: remote-discovery instead).
         #[arg(long, value_enum, value_name = "MODE", default_value = "federated")]
@@ -366,6 +377,15 @@ pub enum Command {
     },
 }
 
+/// A half of the linkerd-bridge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Half {
+    /// ServiceExports in, Linkerd's labels and the exports' conditions out.
+    Export,
+    /// Linkerd's federated Services and mirrors in, ServiceImports and EndpointSlices out.
+    Import,
+}
+
 /// A Lease duration: whole seconds (the Lease holds seconds), at least 2 (renewed five times
 /// within it, no more often than every half second).
 fn parse_lease_duration(s: &str) -> Result<Duration, String> {
@@ -384,8 +404,9 @@ fn unlimited_if_zero(n: usize) -> usize {
 
 impl Args {
     /// The bridge's configuration, for `linkerd-bridge`.
-    pub fn bridge(&self) -> Option<crate::bridge::Config> {
+    pub fn bridge(&self) -> Option<Result<crate::bridge::Config, ConfigError>> {
         let Some(Command::LinkerdBridge {
+            ref halves,
             default_mode,
             resync,
             ref lease_namespace,
@@ -403,15 +424,26 @@ impl Args {
                 .map_or(0, |d| d.subsec_nanos());
             format!("{host}-{}-{started:08x}", std::process::id())
         });
-        Some(crate::bridge::Config {
+        let naming = match self.bridge_naming() {
+            Ok(n) => n,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(Ok(crate::bridge::Config {
             kube: kube::Config {
                 kubeconfig: self.kubeconfig.clone(),
                 context: self.context.clone(),
                 namespaces: self.namespaces.clone(),
                 import_version: None,
             },
-            default_mode,
-            resync,
+            export: halves
+                .contains(&Half::Export)
+                .then_some(crate::bridge::ExportSettings {
+                    default_mode,
+                    resync,
+                }),
+            import: halves
+                .contains(&Half::Import)
+                .then_some(crate::bridge::ImportSettings { naming, resync }),
             admin: self.admin_listen,
             lease: crate::bridge::lease::Config {
                 namespace: lease_namespace.clone(),
@@ -420,6 +452,22 @@ impl Args {
                 duration: lease_duration,
                 renew: (lease_duration / 5).max(Duration::from_millis(500)),
             },
+        }))
+    }
+
+    /// How the bridge's import half names clusters: `--linkerd-cluster-id` for Links,
+    /// `--cluster-id` for this cluster.
+    fn bridge_naming(&self) -> Result<crate::bridge::import::Naming, ConfigError> {
+        let linkerd = linkerd::Config::from_flags(&self.linkerd_cluster_ids, false)?;
+        let own = match &self.cluster_id {
+            Some(given) => {
+                Some(cluster_id(given).ok_or_else(|| ConfigError::BadOwnClusterId(given.clone()))?)
+            }
+            None => None,
+        };
+        Ok(crate::bridge::import::Naming {
+            cluster_ids: linkerd.cluster_ids,
+            own,
         })
     }
 

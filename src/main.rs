@@ -66,8 +66,13 @@ fn main() -> ExitCode {
         clusterset_dns::metrics::PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         default_hook(info);
     }));
-    if let Some(bridge) = args.bridge() {
-        return run_bridge(bridge);
+    match args.bridge() {
+        Some(Ok(bridge)) => return run_bridge(bridge),
+        Some(Err(e)) => {
+            eprintln!("clusterset-dns: {e}");
+            return ExitCode::from(2);
+        }
+        None => {}
     }
     let config = match args.config() {
         Ok(c) => c,

@@ -2,7 +2,7 @@
 //! `/ready`, which says what the bridge still waits for (a CRD the API server does not serve,
 //! the first full list).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use hyper::{Method, StatusCode};
@@ -17,10 +17,12 @@ pub struct BridgeMetrics {
     managed: IntGaugeVec,
     conditions: IntGaugeVec,
     leader: IntGauge,
+    not_taken_over: IntGaugeVec,
+    unusable: IntGauge,
     /// The condition series set for each export, to take away when they change.
     shown: Mutex<HashMap<Key, Vec<[String; 2]>>>,
-    /// Why the bridge is not ready yet, if it is not.
-    waiting: Mutex<Option<String>>,
+    /// Why each half is not ready yet, if it is not.
+    waiting: Mutex<BTreeMap<&'static str, String>>,
 }
 
 impl Default for BridgeMetrics {
@@ -43,7 +45,7 @@ impl BridgeMetrics {
         let managed = IntGaugeVec::new(
             Opts::new(
                 "clusterset_dns_bridge_managed",
-                "Objects the bridge manages: ServiceExports it reads, Services that carry a label it applied.",
+                "Objects the bridge manages: ServiceExports it reads, Services that carry a label it applied, ServiceImports and EndpointSlices it wrote.",
             ),
             &["kind"],
         )
@@ -61,8 +63,23 @@ impl BridgeMetrics {
             "1 while this replica holds the bridge's Lease and writes; the others wait with their watches warm.",
         )
         .expect("valid metric");
+        let not_taken_over = IntGaugeVec::new(
+            Opts::new(
+                "clusterset_dns_bridge_not_taken_over",
+                "Objects the import half would write but someone else created (another MCS implementation, a person): left as they are.",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
+        let unusable = IntGauge::new(
+            "clusterset_dns_bridge_unusable_objects",
+            "Services written by Linkerd's service mirror that the import half cannot use (each named in an Event and the log).",
+        )
+        .expect("valid metric");
         for c in [
             Box::new(leader.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(not_taken_over.clone()),
+            Box::new(unusable.clone()),
             Box::new(reconciles.clone()),
             Box::new(managed.clone()),
             Box::new(conditions.clone()),
@@ -70,10 +87,15 @@ impl BridgeMetrics {
             registry.register(c).expect("registered once");
         }
         for result in ["success", "error"] {
-            reconciles.with_label_values(&["export", result]);
+            for half in ["export", "import"] {
+                reconciles.with_label_values(&[half, result]);
+            }
         }
-        for kind in ["ServiceExport", "Service"] {
+        for kind in ["ServiceExport", "Service", "ServiceImport", "EndpointSlice"] {
             managed.with_label_values(&[kind]);
+        }
+        for kind in ["ServiceImport", "EndpointSlice"] {
+            not_taken_over.with_label_values(&[kind]);
         }
         BridgeMetrics {
             registry,
@@ -81,10 +103,13 @@ impl BridgeMetrics {
             managed,
             conditions,
             leader,
+            not_taken_over,
+            unusable,
             shown: Mutex::default(),
-            waiting: Mutex::new(Some(
+            waiting: Mutex::new(BTreeMap::from([(
+                "bridge",
                 "starting: the Kubernetes API has not answered yet".into(),
-            )),
+            )])),
         }
     }
 
@@ -92,9 +117,21 @@ impl BridgeMetrics {
         self.leader.set(i64::from(on));
     }
 
-    pub fn reconciled(&self, ok: bool) {
+    pub fn reconciled(&self, half: &str, ok: bool) {
         let result = if ok { "success" } else { "error" };
-        self.reconciles.with_label_values(&["export", result]).inc();
+        self.reconciles.with_label_values(&[half, result]).inc();
+    }
+
+    /// The import half's objects: ServiceImports and EndpointSlices it wrote, those it left to
+    /// whoever created them, and Linkerd's Services it could not use.
+    pub fn imports(&self, mine: [usize; 2], foreign: [usize; 2], unusable: usize) {
+        for (i, kind) in ["ServiceImport", "EndpointSlice"].into_iter().enumerate() {
+            self.managed.with_label_values(&[kind]).set(mine[i] as i64);
+            self.not_taken_over
+                .with_label_values(&[kind])
+                .set(foreign[i] as i64);
+        }
+        self.unusable.set(unusable as i64);
     }
 
     pub fn managed(&self, exports: usize, labelled: usize) {
@@ -129,9 +166,15 @@ impl BridgeMetrics {
         shown.insert(key.clone(), series);
     }
 
-    /// The bridge waits for `why` (None: it is ready).
-    pub fn waiting(&self, why: Option<String>) {
-        *self.waiting.lock().expect("not poisoned") = why;
+    /// Half `half` waits for `why` (None: it is ready). The bridge is ready when no half
+    /// waits.
+    pub fn waiting(&self, half: &'static str, why: Option<String>) {
+        let mut waiting = self.waiting.lock().expect("not poisoned");
+        waiting.remove("bridge");
+        match why {
+            Some(why) => waiting.insert(half, why),
+            None => waiting.remove(half),
+        };
     }
 
     /// The admin server's answer to `method` `path`.
@@ -158,14 +201,25 @@ impl BridgeMetrics {
                 )
             }
             "/health" => reply(StatusCode::OK, TEXT, "ok\n"),
-            "/ready" => match &*self.waiting.lock().expect("not poisoned") {
-                None => reply(StatusCode::OK, TEXT, "ready\n"),
-                Some(why) => reply(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    TEXT,
-                    format!("not ready: {why}\n"),
-                ),
-            },
+            "/ready" => {
+                let waiting = self.waiting.lock().expect("not poisoned");
+                if waiting.is_empty() {
+                    reply(StatusCode::OK, TEXT, "ready\n")
+                } else {
+                    let why: Vec<String> = waiting
+                        .iter()
+                        .map(|(half, why)| match *half {
+                            "bridge" => why.clone(),
+                            half => format!("{half} half: {why}"),
+                        })
+                        .collect();
+                    reply(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        TEXT,
+                        format!("not ready: {}\n", why.join("; ")),
+                    )
+                }
+            }
             _ => reply(
                 StatusCode::NOT_FOUND,
                 TEXT,

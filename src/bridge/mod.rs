@@ -1,58 +1,66 @@
-//! `clusterset-dns linkerd-bridge`: the API half of the Multi-Cluster Services API for Linkerd.
-//! The export half turns each ServiceExport (`multicluster.x-k8s.io`) into the label Linkerd's
-//! service mirror selects Services by, applied server-side under the bridge's own field manager,
-//! and writes the export's conditions. Level-triggered: every change of a ServiceExport or a
-//! Service marks the exports it can affect, a relist or the periodic resync marks them all, and
-//! each marked export is brought to what [`export::judge`] says.
+//! `clusterset-dns linkerd-bridge`: the API half of the Multi-Cluster Services API for Linkerd,
+//! in two halves that run together or apart in one process, behind one Lease:
+//! - the export half ([`exporter`], judged by [`export`]) turns each ServiceExport
+//!   (`multicluster.x-k8s.io`) into the label Linkerd's service mirror selects Services by,
+//!   applied server-side under the bridge's own field manager, and writes the export's
+//!   conditions;
+//! - the import half ([`importer`], judged by [`import`]) turns the Services Linkerd's service
+//!   mirror writes (federated Services, mirrors, headless endpoint mirrors) into ServiceImports
+//!   and EndpointSlices, for the clusters whose Links exist.
+//!
+//! Both are level-triggered: every change marks what it can affect, a relist or the periodic
+//! resync marks everything, and each marked object is brought to what its judge says.
 
 pub mod export;
+mod exporter;
+pub mod import;
+mod importer;
 pub mod lease;
 pub mod metrics;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use serde_json::{Value, json};
+use kube::runtime::watcher;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, warn};
+use tracing::{error, info};
 
 use crate::source::kube::ClientError;
-use crate::source::linkerd::{
-    ANNOTATION_FQ_NAME, ANNOTATION_REMOTE, LABEL_CLUSTER, LABEL_GATEWAY, LABEL_HEADLESS_PARENT,
-    LABEL_MIRRORED,
-};
-use export::{Condition, Exported, Label, Mode, Peer, Port, Verdict};
+pub use exporter::Settings as ExportSettings;
+pub use importer::Settings as ImportSettings;
 use metrics::BridgeMetrics;
 
 /// The field manager of everything the bridge writes: what it applied is what it takes back.
 pub const FIELD_MANAGER: &str = "clusterset-dns-linkerd-bridge";
 
-const GROUP: &str = "multicluster.x-k8s.io";
-/// The ServiceExport versions the bridge reads, preferred first (mcs-api v0.5.2 stores v1beta1).
-const VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
-/// How long a failed export waits before it is tried again.
+/// The Service annotation in which the export half carries, through Linkerd's service mirror
+/// (which copies every annotation onto its mirrors and federated Services), what the import
+/// half needs and Linkerd does not copy: the export's creation time, the Service's
+/// `sessionAffinity`, `sessionAffinityConfig`, `internalTrafficPolicy`, `trafficDistribution`,
+/// `ipFamilies` and its ports with their `appProtocol`, as JSON.
+pub const CARRIED: &str = "linkerd-bridge.clusterset-dns.io/export";
+
+/// How long a failed object waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(5);
-/// How many exports are brought up to date at once.
+/// How many objects are brought up to date at once.
 const CONCURRENT: usize = 16;
 /// How often the API server is asked again for a CRD it did not serve.
 const CRD_RECHECK: Duration = Duration::from_secs(10);
 
+/// A namespace and a name: of a ServiceExport (and the Service it exports), or of a
+/// ServiceImport (and the service Linkerd's objects stand for).
+pub type Key = (String, String);
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub kube: crate::source::kube::Config,
-    /// The mode of a ServiceExport without the mode annotation.
-    pub default_mode: Mode,
-    /// Every export is brought to its verdict this often, changed or not.
-    pub resync: Duration,
+    /// The export half, if it runs.
+    pub export: Option<ExportSettings>,
+    /// The import half, if it runs.
+    pub import: Option<ImportSettings>,
     /// The admin HTTP server: /metrics, /health, /ready.
     pub admin: SocketAddr,
     /// The Lease the replicas share, so that one writes at a time.
@@ -70,8 +78,8 @@ pub enum BridgeError {
     },
 }
 
-/// Runs the export half until `shutdown`. A ServiceExport CRD the API server does not serve
-/// is said at start and on `/ready`, and looked for again every [`CRD_RECHECK`].
+/// Runs the halves `config` names until `shutdown`. A CRD the API server does not serve is
+/// said at start and on `/ready`, and looked for again every [`CRD_RECHECK`].
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), BridgeError> {
     let listener = tokio::net::TcpListener::bind(config.admin)
         .await
@@ -88,8 +96,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
     ));
     let client = crate::source::kube::client(&config.kube).await?;
     let leading = lease::Leading::default();
-    let became_leader = Arc::new(tokio::sync::Notify::new());
-    let (m, notify) = (metrics.clone(), became_leader.clone());
+    // Each half is told when this replica becomes the leader, to bring everything up to date.
+    let notify: [Arc<tokio::sync::Notify>; 2] = Default::default();
+    let (m, n) = (metrics.clone(), notify.clone());
     let holding = tokio::spawn(lease::hold(
         client.clone(),
         config.lease.clone(),
@@ -97,379 +106,125 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
         move |on| {
             m.leading(on);
             if on {
-                notify.notify_one();
+                n.iter().for_each(|n| n.notify_one());
             }
         },
         shutdown.clone(),
     ));
-    let mut said = None;
-    let resource = loop {
-        match export_resource(&client).await {
-            Ok(r) => break r,
-            Err(why) => {
-                if said.as_ref() != Some(&why) {
-                    error!("{why}; looking again every {CRD_RECHECK:?}");
-                    said = Some(why.clone());
-                }
-                metrics.waiting(Some(why));
-                tokio::select! {
-                    _ = shutdown.cancelled() => {
-                        let _ = holding.await;
-                        return Ok(());
-                    }
-                    _ = tokio::time::sleep(CRD_RECHECK) => {}
-                }
-            }
-        }
+    let [export_leader, import_leader] = notify;
+    let shared = Shared {
+        client,
+        metrics,
+        leading,
+        shutdown: shutdown.clone(),
     };
-    metrics.waiting(Some(
-        "the first full list of ServiceExports and Services has not come yet".into(),
-    ));
-    info!(version = %resource.version, default_mode = %config.default_mode, admin = %config.admin, "linkerd-bridge: export half starting");
-    let (exporter, writers) = Exporter::new(client, resource, config, metrics, leading);
-    exporter.run(writers, became_leader, shutdown).await;
+    for (half, on) in [
+        ("export", config.export.is_some()),
+        ("import", config.import.is_some()),
+    ] {
+        if on {
+            shared.metrics.waiting(half, Some("starting".into()));
+        }
+    }
+    info!(admin = %config.admin, export = config.export.is_some(), import = config.import.is_some(), "linkerd-bridge starting");
+    let export = config.export.clone().map(|settings| {
+        let shared = shared.clone();
+        tokio::spawn(exporter::run(shared, settings, export_leader))
+    });
+    let import = config.import.clone().map(|settings| {
+        let shared = shared.clone();
+        let identity = config.lease.identity.clone();
+        tokio::spawn(importer::run(shared, settings, identity, import_leader))
+    });
+    for half in [export, import].into_iter().flatten() {
+        let _ = half.await;
+    }
     // The Lease is given up before the process ends, so another replica takes over at once.
     let _ = holding.await;
     Ok(())
 }
 
-/// ServiceExport at the first of [`VERSIONS`] the API server serves, or why there is none.
-async fn export_resource(client: &kube::Client) -> Result<ApiResource, String> {
+/// What both halves share.
+#[derive(Clone)]
+struct Shared {
+    client: kube::Client,
+    metrics: Arc<BridgeMetrics>,
+    leading: lease::Leading,
+    shutdown: CancellationToken,
+}
+
+/// A custom resource a half reads or writes.
+struct Crd {
+    group: &'static str,
+    /// The versions the half can use, preferred first.
+    versions: &'static [&'static str],
+    kind: &'static str,
+    plural: &'static str,
+    /// What to do when the API server serves none of them.
+    install: &'static str,
+}
+
+impl Shared {
+    /// `crd` at the first of its versions the API server serves, waiting (and saying why on
+    /// `/ready`, for `half`) until it does; `None` on shutdown.
+    async fn wait_for(&self, half: &'static str, crd: &Crd) -> Option<ApiResource> {
+        let mut said = None;
+        loop {
+            match resource(&self.client, crd).await {
+                Ok(r) => return Some(r),
+                Err(why) => {
+                    if said.as_ref() != Some(&why) {
+                        error!("{why}; looking again every {CRD_RECHECK:?}");
+                        said = Some(why.clone());
+                    }
+                    self.metrics.waiting(half, Some(why));
+                    tokio::select! {
+                        _ = self.shutdown.cancelled() => return None,
+                        _ = tokio::time::sleep(CRD_RECHECK) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `crd` at the first of its versions the API server serves, or why there is none.
+async fn resource(client: &kube::Client, crd: &Crd) -> Result<ApiResource, String> {
     let missing = |detail: String| {
         format!(
-            "the API server serves no ServiceExport ({GROUP}, {}): install the CRDs of sigs.k8s.io/mcs-api v0.5.2 (kubectl apply -f deploy/crds/multicluster.x-k8s.io_serviceexports.yaml); {detail}",
-            VERSIONS.join(" or ")
+            "the API server serves no {} ({}, {}): {}; {detail}",
+            crd.kind,
+            crd.group,
+            crd.versions.join(" or "),
+            crd.install
         )
     };
-    let group = kube::discovery::group(client, GROUP)
+    let group = kube::discovery::group(client, crd.group)
         .await
         .map_err(|e| missing(e.to_string()))?;
     let served: Vec<&str> = group.versions().collect();
-    let version = VERSIONS
-        .into_iter()
+    let version = crd
+        .versions
+        .iter()
         .find(|v| {
             served.contains(v)
                 && group
                     .versioned_resources(v)
                     .iter()
-                    .any(|(r, _)| r.kind == "ServiceExport")
+                    .any(|(r, _)| r.kind == crd.kind)
         })
         .ok_or_else(|| missing(format!("the group serves {served:?} without it")))?;
     Ok(ApiResource {
-        group: GROUP.into(),
-        version: version.into(),
-        api_version: format!("{GROUP}/{version}"),
-        kind: "ServiceExport".into(),
-        plural: "serviceexports".into(),
+        group: crd.group.into(),
+        version: (*version).into(),
+        api_version: format!("{}/{version}", crd.group),
+        kind: crd.kind.into(),
+        plural: crd.plural.into(),
     })
 }
 
-/// A namespace and a name: of a ServiceExport, and of the Service it exports.
-type Key = (String, String);
-
-struct Exporter {
-    client: kube::Client,
-    resource: ApiResource,
-    config: Config,
-    exports: Store<DynamicObject>,
-    services: Store<Service>,
-    metrics: Arc<BridgeMetrics>,
-    leading: lease::Leading,
-}
-
-impl Exporter {
-    fn new(
-        client: kube::Client,
-        resource: ApiResource,
-        config: Config,
-        metrics: Arc<BridgeMetrics>,
-        leading: lease::Leading,
-    ) -> (Self, Writers) {
-        let exports_w = reflector::store::Writer::new(resource.clone());
-        let services_w = reflector::store::Writer::default();
-        let this = Exporter {
-            exports: exports_w.as_reader(),
-            services: services_w.as_reader(),
-            client,
-            resource,
-            config,
-            metrics,
-            leading,
-        };
-        (this, (exports_w, services_w))
-    }
-}
-
-/// The writers of [`Exporter`]'s stores, fed by its watches.
-type Writers = (
-    reflector::store::Writer<DynamicObject>,
-    reflector::store::Writer<Service>,
-);
-
-impl Exporter {
-    /// Watches and, while this replica leads, brings each export marked to its verdict.
-    async fn run(
-        self,
-        writers: Writers,
-        became_leader: Arc<tokio::sync::Notify>,
-        shutdown: CancellationToken,
-    ) {
-        let this = self;
-        let (exports_w, services_w) = writers;
-        let se_api: Api<DynamicObject> = Api::all_with(this.client.clone(), &this.resource);
-        let svc_api: Api<Service> = Api::all(this.client.clone());
-        let mut se_events = std::pin::pin!(
-            reflector::reflector(exports_w, watcher(se_api, watcher::Config::default()))
-                .default_backoff()
-        );
-        let mut svc_events = std::pin::pin!(
-            reflector::reflector(services_w, watcher(svc_api, watcher::Config::default()))
-                .default_backoff()
-        );
-        let (mut exports_listed, mut services_listed) = (false, false);
-        let mut dirty: BTreeSet<Key> = BTreeSet::new();
-        let mut retry: BTreeMap<Key, Instant> = BTreeMap::new();
-        let mut resync = tokio::time::interval(this.config.resync);
-        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            let next_retry = retry.values().min().copied();
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                ev = se_events.next() => match ev {
-                    Some(Ok(ev)) => {
-                        if matches!(ev, watcher::Event::InitDone) {
-                            exports_listed = true;
-                            dirty.extend(this.every_key());
-                        }
-                        if let Some(o) = touched(ev)
-                            && let (Some(ns), Some(name)) = (o.metadata.namespace, o.metadata.name)
-                        {
-                            dirty.insert((ns, name));
-                        }
-                    }
-                    Some(Err(e)) => warn!(error = %e, "watching ServiceExports"),
-                    None => return,
-                },
-                ev = svc_events.next() => match ev {
-                    Some(Ok(ev)) => {
-                        if matches!(ev, watcher::Event::InitDone) {
-                            services_listed = true;
-                            dirty.extend(this.every_key());
-                        }
-                        if let Some(s) = touched(ev) {
-                            dirty.extend(keys_of_service(&s));
-                        }
-                    }
-                    Some(Err(e)) => warn!(error = %e, "watching Services"),
-                    None => return,
-                },
-                _ = resync.tick() => dirty.extend(this.every_key()),
-                _ = became_leader.notified() => dirty.extend(this.every_key()),
-                _ = sleep_until(next_retry) => {
-                    let now = Instant::now();
-                    retry.retain(|k, at| {
-                        let due = *at <= now;
-                        if due {
-                            dirty.insert(k.clone());
-                        }
-                        !due
-                    });
-                }
-            }
-            if !(exports_listed && services_listed) {
-                continue;
-            }
-            this.metrics.waiting(None);
-            // A replica that does not lead keeps its watches, and its marks, for when it does.
-            if dirty.is_empty() || !this.leading.now() {
-                continue;
-            }
-            let keys = std::mem::take(&mut dirty);
-            for key in &keys {
-                retry.remove(key);
-            }
-            // Exports are independent: several are brought up to date at once (each is a
-            // round trip or two to the API server).
-            let mut results = futures::stream::iter(keys)
-                .map(|key| async {
-                    let result = this.reconcile(&key).await;
-                    (key, result)
-                })
-                .buffer_unordered(CONCURRENT);
-            while let Some((key, result)) = results.next().await {
-                this.metrics.reconciled(result.is_ok());
-                if let Err(e) = result {
-                    warn!(namespace = %key.0, name = %key.1, error = %said(&e), "export not brought up to date; trying again in {RETRY:?}");
-                    retry.insert(key, Instant::now() + RETRY);
-                }
-            }
-            let services = this.services.state();
-            let labelled = services
-                .iter()
-                .filter(|s| !owned_labels(s).is_empty())
-                .count();
-            this.metrics.managed(this.exports.state().len(), labelled);
-        }
-    }
-
-    /// Every export, and every Service the bridge has labelled (whose export may be gone).
-    fn every_key(&self) -> Vec<Key> {
-        let exports = self
-            .exports
-            .state()
-            .into_iter()
-            .filter_map(|o| Some((o.metadata.namespace.clone()?, o.metadata.name.clone()?)));
-        let labelled = self
-            .services
-            .state()
-            .into_iter()
-            .filter(|s| !owned_labels(s).is_empty())
-            .filter_map(|s| Some((s.metadata.namespace.clone()?, s.metadata.name.clone()?)));
-        exports.chain(labelled).collect()
-    }
-
-    /// Brings the export `key` (and its Service's label) to its verdict.
-    async fn reconcile(&self, key: &Key) -> Result<(), kube::Error> {
-        let (ns, name) = (key.0.as_str(), key.1.as_str());
-        let export = self
-            .exports
-            .get(&ObjectRef::new_with(name, self.resource.clone()).within(ns));
-        let service = self.services.get(&ObjectRef::new(name).within(ns));
-        let Some(export) = export else {
-            self.metrics.conditions(key, &[]);
-            // No export: take back a label the bridge put on.
-            if let Some(svc) = service
-                && !owned_labels(&svc).is_empty()
-            {
-                self.label(ns, name, None).await?;
-                info!(
-                    namespace = ns,
-                    name, "export gone: the bridge's label taken off the Service"
-                );
-            }
-            return Ok(());
-        };
-        let exported = service.as_deref().map(exported);
-        let peers = peers(ns, name, &self.services.state());
-        let annotation = export
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(export::MODE_ANNOTATION))
-            .map(String::as_str);
-        let mut verdict = export::judge(
-            ns,
-            name,
-            annotation,
-            self.config.default_mode,
-            exported.as_ref(),
-            &peers,
-        );
-        let owned = service.as_deref().map(owned_labels).unwrap_or_default();
-        match verdict.label {
-            Label::Set(mode) => {
-                let (k, v) = mode.label();
-                let svc = service
-                    .as_deref()
-                    .expect("a Service is labelled only when it exists");
-                let has = svc.metadata.labels.as_ref().and_then(|l| l.get(k));
-                let carry = carried(svc, &export);
-                let carries = svc
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(CARRIED));
-                if owned != BTreeSet::from([k.to_string()])
-                    || has.map(String::as_str) != Some(v)
-                    || carries != Some(&carry)
-                {
-                    match self.label(ns, name, Some((k, v, &carry))).await {
-                        Ok(()) => info!(namespace = ns, name, label = %format!("{k}={v}"), "Service labelled for Linkerd"),
-                        Err(kube::Error::Api(s)) if s.code == 409 => verdict.failed(&format!(
-                            "the Service's label {k} is held by another field manager with another value, and the bridge does not override it ({}): remove that label, or choose the mode it gives with annotation {}",
-                            s.message,
-                            export::MODE_ANNOTATION
-                        )),
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
-            Label::Remove if !owned.is_empty() => self.label(ns, name, None).await?,
-            Label::Remove | Label::Keep => {}
-        }
-        self.write_status(&export, &verdict).await?;
-        self.metrics.conditions(key, &verdict.conditions);
-        Ok(())
-    }
-
-    /// Applies the bridge's labels on Service `ns/name`: `label`, or none (taking back what it
-    /// applied; a label someone else also set stays).
-    async fn label(
-        &self,
-        ns: &str,
-        name: &str,
-        label: Option<(&str, &str, &str)>,
-    ) -> Result<(), kube::Error> {
-        let mut metadata = json!({"name": name, "namespace": ns});
-        if let Some((k, v, carry)) = label {
-            metadata["labels"] = json!({ k: v });
-            metadata["annotations"] = json!({ CARRIED: carry });
-        }
-        let patch = json!({"apiVersion": "v1", "kind": "Service", "metadata": metadata});
-        Api::<Service>::namespaced(self.client.clone(), ns)
-            .patch(
-                name,
-                &PatchParams::apply(FIELD_MANAGER),
-                &Patch::Apply(&patch),
-            )
-            .await
-            .map(drop)
-    }
-
-    /// Writes the verdict's conditions on the export, when they differ from its own.
-    async fn write_status(
-        &self,
-        export: &DynamicObject,
-        verdict: &Verdict,
-    ) -> Result<(), kube::Error> {
-        let generation = export.metadata.generation;
-        let current = export
-            .data
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let now = k8s_openapi::jiff::Timestamp::now()
-            .round(k8s_openapi::jiff::Unit::Second)
-            .map_or_else(|_| String::new(), |t| t.to_string());
-        let (conditions, changed) = conditions(&verdict.conditions, &current, generation, &now);
-        if !changed {
-            debug!(name = ?export.metadata.name, "conditions unchanged");
-            return Ok(());
-        }
-        let (ns, name) = (
-            export.metadata.namespace.as_deref().unwrap_or_default(),
-            export.metadata.name.as_deref().unwrap_or_default(),
-        );
-        let patch = json!({
-            "apiVersion": self.resource.api_version,
-            "kind": "ServiceExport",
-            "metadata": {"name": name, "namespace": ns},
-            "status": {"conditions": conditions},
-        });
-        Api::<DynamicObject>::namespaced_with(self.client.clone(), ns, &self.resource)
-            .patch_status(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&patch),
-            )
-            .await
-            .map(drop)
-    }
-}
-
 /// What the API server said, in a line: its code, reason and message for an API error.
-fn said(e: &kube::Error) -> String {
+pub(crate) fn said(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
         e => e.to_string(),
@@ -477,7 +232,7 @@ fn said(e: &kube::Error) -> String {
 }
 
 /// The object an event is about: one added, changed, listed or deleted.
-fn touched<K>(ev: watcher::Event<K>) -> Option<K> {
+pub(crate) fn touched<K>(ev: watcher::Event<K>) -> Option<K> {
     match ev {
         watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
             Some(o)
@@ -486,232 +241,9 @@ fn touched<K>(ev: watcher::Event<K>) -> Option<K> {
     }
 }
 
-async fn sleep_until(at: Option<Instant>) {
+pub(crate) async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
-}
-
-/// The conditions to write: each of `wanted`, with the `lastTransitionTime` of the current
-/// condition of its type when its status did not change (else `now`), and whether any differs
-/// from `current` (a condition the bridge no longer sets counts too).
-fn conditions(
-    wanted: &[Condition],
-    current: &[Value],
-    generation: Option<i64>,
-    now: &str,
-) -> (Vec<Value>, bool) {
-    let find = |kind: &str| current.iter().find(|c| c["type"] == kind);
-    let mut changed = current.len() != wanted.len();
-    let out = wanted
-        .iter()
-        .map(|w| {
-            let old = find(w.kind);
-            let same_status = old.is_some_and(|o| o["status"] == w.status.word());
-            let time = match old {
-                Some(o) if same_status => o["lastTransitionTime"].clone(),
-                _ => Value::from(now),
-            };
-            let c = json!({
-                "type": w.kind,
-                "status": w.status.word(),
-                "reason": w.reason,
-                "message": w.message,
-                "lastTransitionTime": time,
-                "observedGeneration": generation,
-            });
-            if old != Some(&c) {
-                changed = true;
-            }
-            c
-        })
-        .collect();
-    (out, changed)
-}
-
-/// The labels of `svc` that the bridge's field manager holds.
-fn owned_labels(svc: &Service) -> BTreeSet<String> {
-    let entries = svc.metadata.managed_fields.iter().flatten();
-    entries
-        .filter(|m| m.manager.as_deref() == Some(FIELD_MANAGER) && m.subresource.is_none())
-        .filter_map(|m| {
-            m.fields_v1
-                .as_ref()?
-                .0
-                .pointer("/f:metadata/f:labels")?
-                .as_object()
-                .cloned()
-        })
-        .flat_map(|labels| {
-            labels
-                .into_iter()
-                .filter_map(|(k, _)| k.strip_prefix("f:").map(str::to_string))
-        })
-        .collect()
-}
-
-/// The Service annotation in which the export half carries, through Linkerd's service mirror
-/// (which copies every annotation onto its mirrors and federated Services), what the import
-/// half needs and Linkerd does not copy: see [`carried`].
-pub const CARRIED: &str = "linkerd-bridge.clusterset-dns.io/export";
-
-/// The value of [`CARRIED`] for `svc` exported by `export`: JSON with the export's creation
-/// time (the MCS API resolves conflicts by the oldest export), the Service's
-/// `sessionAffinity`, `sessionAffinityConfig`, `internalTrafficPolicy`,
-/// `trafficDistribution` and `ipFamilies` (each only when set), and its ports with their
-/// `appProtocol`. The keys come in a fixed order, so the same Service gives the same text.
-fn carried(svc: &Service, export: &DynamicObject) -> String {
-    let spec = svc.spec.clone().unwrap_or_default();
-    let mut v = serde_json::Map::new();
-    let mut put = |key: &str, value: Value| {
-        if !value.is_null() {
-            v.insert(key.into(), value);
-        }
-    };
-    put(
-        "exportCreated",
-        json!(
-            export
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0.to_string())
-        ),
-    );
-    put("sessionAffinity", json!(spec.session_affinity));
-    put("sessionAffinityConfig", json!(spec.session_affinity_config));
-    put("internalTrafficPolicy", json!(spec.internal_traffic_policy));
-    put("trafficDistribution", json!(spec.traffic_distribution));
-    put("ipFamilies", json!(spec.ip_families));
-    let ports: Vec<Value> = spec
-        .ports
-        .unwrap_or_default()
-        .iter()
-        .map(|p| {
-            json!({
-                "name": p.name.clone().unwrap_or_default(),
-                "port": p.port,
-                "protocol": p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-                "appProtocol": p.app_protocol,
-            })
-        })
-        .collect();
-    put("ports", Value::Array(ports));
-    Value::Object(v).to_string()
-}
-
-/// What the export half reads of a Service.
-fn exported(svc: &Service) -> Exported {
-    let spec = svc.spec.clone().unwrap_or_default();
-    Exported {
-        kind: spec.type_.unwrap_or_else(|| "ClusterIP".into()),
-        headless: spec.cluster_ip.as_deref() == Some("None"),
-        ports: ports(&spec.ports.unwrap_or_default()),
-    }
-}
-
-fn ports(ports: &[k8s_openapi::api::core::v1::ServicePort]) -> BTreeSet<Port> {
-    ports
-        .iter()
-        .map(|p| Port {
-            name: p.name.clone().unwrap_or_default(),
-            protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-            port: p.port,
-        })
-        .collect()
-}
-
-/// Whether `svc` is a Service Linkerd's service mirror wrote (not a gateway's mirror).
-fn linkerd_wrote(svc: &Service) -> bool {
-    let labels = svc.metadata.labels.as_ref();
-    labels
-        .and_then(|l| l.get(LABEL_MIRRORED))
-        .map(String::as_str)
-        == Some("true")
-        && !labels.is_some_and(|l| l.contains_key(LABEL_GATEWAY))
-}
-
-/// The other clusters' exports of `ns/name` that Linkerd's service mirror shows here: its
-/// mirrors (`mirror.linkerd.io/cluster-name`, `remote-svc-fq-name` of `<name>.<ns>.svc.…`),
-/// and the remote members of its federated Service (`<name>@<link>` in
-/// `multicluster.linkerd.io/remote-discovery`).
-fn peers(ns: &str, name: &str, services: &[Arc<Service>]) -> Vec<Peer> {
-    let prefix = format!("{name}.{ns}.svc.");
-    let mut out = Vec::new();
-    for s in services
-        .iter()
-        .filter(|s| s.metadata.namespace.as_deref() == Some(ns))
-    {
-        if !linkerd_wrote(s) {
-            continue;
-        }
-        let labels = s.metadata.labels.clone().unwrap_or_default();
-        let annotations = s.metadata.annotations.clone().unwrap_or_default();
-        let via = s.metadata.name.clone().unwrap_or_default();
-        let e = exported(s);
-        match labels.get(LABEL_CLUSTER) {
-            Some(cluster) => {
-                let fq = annotations
-                    .get(ANNOTATION_FQ_NAME)
-                    .map(String::as_str)
-                    .unwrap_or_default();
-                if fq.starts_with(&prefix) && !labels.contains_key(LABEL_HEADLESS_PARENT) {
-                    out.push(Peer {
-                        cluster: cluster.clone(),
-                        via,
-                        headless: e.headless,
-                        ports: e.ports,
-                    });
-                }
-            }
-            None => {
-                let members = annotations
-                    .get(ANNOTATION_REMOTE)
-                    .map(String::as_str)
-                    .unwrap_or_default();
-                for m in members.split(',').map(str::trim) {
-                    if let Some((svc, link)) = m.split_once('@')
-                        && svc == name
-                        && !link.is_empty()
-                    {
-                        out.push(Peer {
-                            cluster: link.to_string(),
-                            via: via.clone(),
-                            headless: false,
-                            ports: e.ports.clone(),
-                        });
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-/// The exports a change of `svc` can affect: its own, and the one each of Linkerd's mirrors or
-/// federated Services stands for.
-fn keys_of_service(svc: &Service) -> Vec<Key> {
-    let (Some(ns), Some(name)) = (&svc.metadata.namespace, &svc.metadata.name) else {
-        return Vec::new();
-    };
-    let mut keys = vec![(ns.clone(), name.clone())];
-    if linkerd_wrote(svc) {
-        let annotations = svc.metadata.annotations.as_ref();
-        let get = |k: &str| {
-            annotations
-                .and_then(|a| a.get(k))
-                .map(String::as_str)
-                .unwrap_or_default()
-        };
-        if let Some((svc_name, _)) = get(ANNOTATION_FQ_NAME).split_once('.') {
-            keys.push((ns.clone(), svc_name.to_string()));
-        }
-        for m in get(ANNOTATION_REMOTE).split(',') {
-            if let Some((svc_name, _)) = m.trim().split_once('@') {
-                keys.push((ns.clone(), svc_name.to_string()));
-            }
-        }
-    }
-    keys
 }

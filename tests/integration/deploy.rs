@@ -57,6 +57,11 @@ fn manifests_render_and_validate() {
 /// `group/resource verbs` of each grant of the ClusterRole in `objects`, sorted.
 pub(crate) fn grants(objects: &[serde_json::Value]) -> Vec<String> {
     let role = objects.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+    role_grants(role)
+}
+
+/// `group/resource verbs` of each grant of `role`, sorted.
+pub(crate) fn role_grants(role: &serde_json::Value) -> Vec<String> {
     let mut grants: Vec<String> = Vec::new();
     for rule in role["rules"].as_array().unwrap() {
         for g in rule["apiGroups"].as_array().unwrap() {
@@ -574,4 +579,63 @@ pub(crate) fn container(objects: &[serde_json::Value]) -> &serde_json::Value {
         .iter()
         .find(|o| o["kind"] == "Deployment")
         .expect("a Deployment")["spec"]["template"]["spec"]["containers"][0]
+}
+
+/// deploy/linkerd-bridge's roles are exactly what each half does, spelled out: the export
+/// half reads ServiceExports and patches their status and reads and patches Services; the import
+/// half reads Services and Links, creates, replaces and deletes ServiceImports and patches their
+/// status, creates, patches and deletes EndpointSlices, and writes Events; both hold a Lease in
+/// their own namespace. (linkerd_bridge*.rs run each half as these roles: a grant too few fails
+/// there, one too many fails here.) The chart renders the same objects (chart.rs).
+#[test]
+fn the_bridges_roles_are_exactly_what_each_half_does() {
+    let _module = common::module(module_path!());
+    let o = objects(&render_dir("deploy/linkerd-bridge"));
+    let role = |kind: &str, name: &str| {
+        let r = o
+            .iter()
+            .find(|r| r["kind"] == kind && r["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{kind} {name}"));
+        role_grants(r)
+    };
+    assert_eq!(
+        role("ClusterRole", "clusterset-dns-linkerd-bridge-export"),
+        [
+            "/services get,list,patch,watch",
+            "multicluster.x-k8s.io/serviceexports get,list,watch",
+            "multicluster.x-k8s.io/serviceexports/status patch",
+        ]
+    );
+    assert_eq!(
+        role("ClusterRole", "clusterset-dns-linkerd-bridge-import"),
+        [
+            "/services get,list,watch",
+            "discovery.k8s.io/endpointslices create,delete,get,list,patch,watch",
+            "events.k8s.io/events create,patch",
+            "multicluster.linkerd.io/links get,list,watch",
+            "multicluster.x-k8s.io/serviceimports create,delete,get,list,update,watch",
+            "multicluster.x-k8s.io/serviceimports/status patch",
+        ]
+    );
+    assert_eq!(
+        role("Role", "clusterset-dns-linkerd-bridge-lease"),
+        ["coordination.k8s.io/leases create,get,update"]
+    );
+    let kinds: Vec<&str> = o
+        .iter()
+        .filter(|r| r["kind"].as_str().unwrap().contains("Role"))
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "Role",
+            "ClusterRole",
+            "ClusterRole",
+            "RoleBinding",
+            "ClusterRoleBinding",
+            "ClusterRoleBinding"
+        ],
+        "no other role or binding"
+    );
 }

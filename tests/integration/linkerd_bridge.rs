@@ -11,10 +11,10 @@ use common::wait::value;
 use common::{Steps, until};
 use serde_json::Value;
 
-const CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds");
+pub(crate) const CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds");
 
 /// The bridge, run as a user runs it; its log is in `log` and shown when a wait fails.
-struct Bridge {
+pub(crate) struct Bridge {
     child: Child,
     log: std::path::PathBuf,
     admin: std::net::SocketAddr,
@@ -28,7 +28,7 @@ impl Drop for Bridge {
 }
 
 impl Bridge {
-    fn start(k: &Cluster, args: &[&str]) -> Bridge {
+    pub(crate) fn start(k: &Cluster, args: &[&str]) -> Bridge {
         let admin: std::net::SocketAddr = format!("127.0.0.1:{}", common::k8s::free_port())
             .parse()
             .unwrap();
@@ -45,12 +45,12 @@ impl Bridge {
         Bridge { child, log, admin }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// `path` on the admin server: the status and the body (0 and "" while nothing answers).
-    fn admin(&self, path: &str) -> (u16, String) {
+    pub(crate) fn admin(&self, path: &str) -> (u16, String) {
         common::http_get_blocking(self.admin, path, std::time::Duration::from_secs(2))
             .unwrap_or_default()
     }
@@ -62,7 +62,7 @@ const USER: &str = "clusterset-dns";
 
 /// deploy/linkerd-bridge's ClusterRole and Role (the Lease's, here in namespace `shop`), bound to
 /// [`USER`] instead of the ServiceAccount: the bridge does its work with exactly these grants.
-fn bridge_rbac() -> String {
+pub(crate) fn bridge_rbac() -> String {
     let mut out = String::new();
     for mut o in common::yaml_objects(&common::kustomize("deploy/linkerd-bridge")) {
         let binding = match o["kind"].as_str().unwrap() {
@@ -98,7 +98,7 @@ fn bridge_cluster(crds: bool) -> Cluster {
     k
 }
 
-fn get(k: &Cluster, kind: &str, name: &str) -> Option<Value> {
+pub(crate) fn get(k: &Cluster, kind: &str, name: &str) -> Option<Value> {
     let out = k
         .kubectl()
         .args(["get", kind, "-n", "shop", name, "-o", "json"])
@@ -204,7 +204,7 @@ fn exports_become_linkerd_labels_and_conditions() {
     let _module = common::module(module_path!());
     let k = bridge_cluster(true);
     k.apply(&service("web", HTTP));
-    let bridge = Bridge::start(&k, &["--resync", "1s"]);
+    let bridge = Bridge::start(&k, &["--halves", "export", "--resync", "1s"]);
     let mut steps = Steps::default();
     let federated = "mirror.linkerd.io/federated=member";
     let valid = [
@@ -490,7 +490,7 @@ fn without_the_crds_the_bridge_says_what_to_install_and_waits() {
     let _module = common::module(module_path!());
     let k = bridge_cluster(false);
     k.apply(&service("web", HTTP));
-    let mut bridge = Bridge::start(&k, &[]);
+    let mut bridge = Bridge::start(&k, &["--halves", "export"]);
     let body = value(
         common::wait::Lazy(|| format!("/ready to say why\n{}", bridge.log())),
         20,
@@ -552,13 +552,13 @@ fn replicas_take_turns_through_the_lease() {
         "Conflict=Unknown/NoPeers",
     ];
     let federated = ["mirror.linkerd.io/federated=member"];
-    let mut a = Bridge::start(&k, &[]);
+    let mut a = Bridge::start(&k, &["--halves", "export"]);
     until(
         common::wait::Lazy(|| format!("a to lead\n{}", a.log())),
         10,
         || leader(&a) == 1.0,
     );
-    let b = Bridge::start(&k, &[]);
+    let b = Bridge::start(&k, &["--halves", "export"]);
     until(
         common::wait::Lazy(|| format!("b to be ready\n{}", b.log())),
         10,
@@ -616,7 +616,7 @@ fn replicas_take_turns_through_the_lease() {
         10,
         || holder().is_empty(),
     );
-    let c = Bridge::start(&k, &[]);
+    let c = Bridge::start(&k, &["--halves", "export"]);
     until(
         common::wait::Lazy(|| format!("c to lead\n{}", c.log())),
         5,

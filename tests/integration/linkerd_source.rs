@@ -12,7 +12,7 @@ use common::{Steps, metric_value, ready, short, spawn_binary, until};
 
 /// A Service as Linkerd's service mirror creates it (linkerd2 version-2.20): `labels` and
 /// `annotations` as flow-mapping entries, the ClusterIP left to the API server unless headless.
-fn linkerd_service(
+pub(crate) fn linkerd_service(
     ns: &str,
     name: &str,
     labels: &str,
@@ -28,7 +28,7 @@ fn linkerd_service(
 }
 
 /// Link `link`'s mirror of `svc` in `ns`.
-fn mirror(ns: &str, svc: &str, link: &str, headless: bool) -> String {
+pub(crate) fn mirror(ns: &str, svc: &str, link: &str, headless: bool) -> String {
     linkerd_service(
         ns,
         &format!("{svc}-{link}"),
@@ -41,7 +41,7 @@ fn mirror(ns: &str, svc: &str, link: &str, headless: bool) -> String {
 }
 
 /// Host `host` of Link `link`'s headless mirror of `svc`: an endpoint mirror.
-fn host_mirror(ns: &str, svc: &str, host: &str, link: &str) -> String {
+pub(crate) fn host_mirror(ns: &str, svc: &str, host: &str, link: &str) -> String {
     linkerd_service(
         ns,
         &format!("{host}-{link}"),
@@ -54,7 +54,7 @@ fn host_mirror(ns: &str, svc: &str, host: &str, link: &str) -> String {
 }
 
 /// The federated Service of `svc` with `remote-discovery: members`.
-fn federated(ns: &str, svc: &str, members: &str) -> String {
+pub(crate) fn federated(ns: &str, svc: &str, members: &str) -> String {
     linkerd_service(
         ns,
         &format!("{svc}-federated"),
@@ -64,7 +64,7 @@ fn federated(ns: &str, svc: &str, members: &str) -> String {
     )
 }
 
-fn cluster_ip(k: &Cluster, ns: &str, name: &str) -> String {
+pub(crate) fn cluster_ip(k: &Cluster, ns: &str, name: &str) -> String {
     let out = k
         .kubectl()
         .args([
@@ -86,7 +86,7 @@ fn cluster_ip(k: &Cluster, ns: &str, name: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn sorted(mut v: Vec<String>) -> Vec<String> {
+pub(crate) fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
 }

@@ -40,6 +40,8 @@ pub struct Cluster {
     pub api: Option<Child>,
     pub etcd_port: u16,
     pub api_port: u16,
+    /// `--service-cluster-ip-range`: the family (or families) of the cluster's ClusterIPs.
+    pub service_range: String,
 }
 
 impl Drop for Cluster {
@@ -55,6 +57,12 @@ impl Drop for Cluster {
 
 impl Cluster {
     pub fn start() -> Cluster {
+        Cluster::start_with("198.19.224.0/19")
+    }
+
+    /// A cluster whose Services get ClusterIPs from `service_range` (an IPv6 range makes an
+    /// IPv6-only cluster).
+    pub fn start_with(service_range: &str) -> Cluster {
         let bin = k8s_bin();
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
@@ -120,6 +128,7 @@ impl Cluster {
             api: None,
             etcd_port,
             api_port,
+            service_range: service_range.to_string(),
         };
         c.start_api();
         c
@@ -160,7 +169,7 @@ impl Cluster {
                 "--authorization-mode",
                 "RBAC",
                 "--service-cluster-ip-range",
-                "198.19.224.0/19",
+                &self.service_range,
             ])
             .current_dir(d)
             .stdout(Stdio::null())

@@ -1,0 +1,868 @@
+//! The import half's judge: from the Services Linkerd's service mirror writes in this cluster
+//! and the Links present, the ServiceImports (and their EndpointSlices) the cluster should
+//! have. Pure: the runtime ([`super::importer`]) reads the objects and writes what this says.
+//!
+//! Shapes, from linkerd/linkerd2 `version-2.20` (`multicluster/service-mirror/cluster_watcher.go`,
+//! `cluster_watcher_headless.go`, `federated_service_watcher.go`; the same as `--source linkerd`
+//! reads, see [`crate::source::linkerd`]). Objects are told apart by labels and annotations,
+//! and the exported service's name comes from them, never from a cut name:
+//! - federated `<svc>-federated`: `mirror.linkerd.io/mirrored-service: "true"` without
+//!   `mirror.linkerd.io/cluster-name`; members in `multicluster.linkerd.io/remote-discovery:
+//!   <svc>@<cluster>[,…]` and `multicluster.linkerd.io/local-discovery: <svc>`;
+//! - mirror `<svc>-<link>`: `cluster-name: <cluster>`, `remote-svc-fq-name:
+//!   <svc>.<ns>.svc.<domain>`; `clusterIP: None` for a headless mirror (gateway mode with
+//!   headless mirroring), whose hosts are endpoint mirrors labelled
+//!   `mirror.linkerd.io/headless-mirror-svc-name: <svc>-<link>` with `remote-svc-fq-name:
+//!   <host>.<svc>.<ns>.svc.<domain>` and a ClusterIP each.
+//!
+//! Per exported service: with a federated Service, `ClusterSetIP` at its ClusterIPs, clusters
+//! from its members and no slices; else with headless mirrors, `Headless` with one slice per
+//! cluster (and family) naming each host; else `ClusterSetIP` without `ips` and one slice per
+//! cluster holding its mirror's ClusterIP. A cluster counts only while a Link to it exists
+//! (Linkerd leaves mirrors behind when a Link is deleted).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Service;
+use serde_json::{Value, json};
+
+use super::CARRIED;
+use crate::source::linkerd::{
+    ANNOTATION_FQ_NAME, ANNOTATION_LOCAL, ANNOTATION_REMOTE, LABEL_CLUSTER, LABEL_GATEWAY,
+    LABEL_HEADLESS_PARENT, LABEL_MIRRORED,
+};
+use crate::source::mcs::{LABEL_SERVICE_NAME, LABEL_SOURCE_CLUSTER};
+use crate::wire::{cluster_id, is_label};
+
+/// The value of `endpointslice.kubernetes.io/managed-by` on the bridge's EndpointSlices, and of
+/// `app.kubernetes.io/managed-by` on its ServiceImports: what carries it is the bridge's to
+/// change and delete; nothing else is.
+pub const MANAGER: &str = "linkerd-bridge.clusterset-dns.io";
+pub const LABEL_SLICE_MANAGER: &str = "endpointslice.kubernetes.io/managed-by";
+pub const LABEL_MANAGER: &str = "app.kubernetes.io/managed-by";
+
+/// How clusters are named.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Naming {
+    /// `--linkerd-cluster-id`: the cluster id for a Link's target cluster name, where they
+    /// differ.
+    pub cluster_ids: BTreeMap<String, String>,
+    /// `--cluster-id`: this cluster's id, for a federated Service's local member.
+    pub own: Option<String>,
+}
+
+impl Naming {
+    fn id(&self, link: &str) -> Option<String> {
+        cluster_id(self.cluster_ids.get(link).map_or(link, String::as_str))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    pub fn of(ip: &IpAddr) -> Family {
+        if ip.is_ipv4() { Family::V4 } else { Family::V6 }
+    }
+
+    /// The word of `ipFamilies` and of an EndpointSlice's `addressType`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ImportPort {
+    pub name: String,
+    pub protocol: String,
+    pub port: i32,
+    pub app_protocol: Option<String>,
+}
+
+impl ImportPort {
+    fn json(&self) -> Value {
+        let mut p = json!({"port": self.port, "protocol": self.protocol});
+        if !self.name.is_empty() {
+            p["name"] = self.name.clone().into();
+        }
+        if let Some(a) = &self.app_protocol {
+            p["appProtocol"] = a.clone().into();
+        }
+        p
+    }
+}
+
+/// One EndpointSlice of an import: one cluster's addresses of one family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceSpec {
+    pub cluster: String,
+    pub family: Family,
+    /// Hostname (headless) and address, sorted.
+    pub endpoints: Vec<(Option<String>, IpAddr)>,
+    pub ports: Vec<ImportPort>,
+}
+
+/// The ServiceImport one exported service should have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Import {
+    pub namespace: String,
+    pub name: String,
+    pub headless: bool,
+    pub ips: Vec<IpAddr>,
+    pub families: Vec<Family>,
+    pub ports: Vec<ImportPort>,
+    /// What the export half carried (see [`super::CARRIED`]): the fields of the exported
+    /// Service that Linkerd does not copy, by their ServiceImport names.
+    pub carried: BTreeMap<String, Value>,
+    pub clusters: BTreeSet<String>,
+    pub slices: Vec<SliceSpec>,
+}
+
+/// Something in Linkerd's objects the bridge could not use, to say in an Event on `object`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub namespace: String,
+    pub object: String,
+    pub message: String,
+}
+
+/// What the judge found: the imports by namespace and name, and the problems it stepped over.
+#[derive(Debug, Default)]
+pub struct Judged {
+    pub imports: BTreeMap<(String, String), Import>,
+    pub problems: Vec<Problem>,
+}
+
+/// What one of Linkerd's Services is.
+#[derive(Debug, Clone)]
+enum Shape {
+    Federated {
+        remote: Vec<String>,
+        local: bool,
+        ips: Vec<IpAddr>,
+        families: Vec<Family>,
+    },
+    Mirror {
+        cluster: String,
+        ips: Vec<IpAddr>,
+    },
+    HeadlessMirror {
+        cluster: String,
+    },
+    Host {
+        cluster: String,
+        parent: String,
+        hostname: String,
+        ip: Option<IpAddr>,
+    },
+}
+
+struct Read {
+    /// The exported service's name (for a host, its headless mirror's object name).
+    service: String,
+    object: String,
+    shape: Shape,
+    ports: Vec<ImportPort>,
+    carried: Option<Result<BTreeMap<String, Value>, String>>,
+}
+
+/// The imports `services` (Linkerd's, and any other: those are passed over) give while Links
+/// to the clusters in `links` (their target cluster names) exist.
+pub fn judge(services: &[Arc<Service>], links: &BTreeSet<String>, naming: &Naming) -> Judged {
+    let mut out = Judged::default();
+    // By namespace: the Services read, and the headless mirrors' hosts by parent object name.
+    let mut by_ns: BTreeMap<String, Vec<Read>> = BTreeMap::new();
+    for s in services {
+        let (Some(ns), Some(object)) = (&s.metadata.namespace, &s.metadata.name) else {
+            continue;
+        };
+        match read(ns, s) {
+            Ok(Some(r)) => by_ns.entry(ns.clone()).or_default().push(r),
+            Ok(None) => {}
+            Err(message) => out.problems.push(Problem {
+                namespace: ns.clone(),
+                object: object.clone(),
+                message,
+            }),
+        }
+    }
+    for (ns, reads) in by_ns {
+        let mut by_service: BTreeMap<&str, Vec<&Read>> = BTreeMap::new();
+        let mut hosts: BTreeMap<&str, Vec<&Read>> = BTreeMap::new();
+        for r in &reads {
+            match r.shape {
+                Shape::Host { ref parent, .. } => hosts.entry(parent).or_default().push(r),
+                _ => by_service.entry(&r.service).or_default().push(r),
+            }
+        }
+        for (name, members) in by_service {
+            let mut problems = Vec::new();
+            if let Some(i) = import(&ns, name, &members, &hosts, links, naming, &mut problems) {
+                out.imports.insert((ns.clone(), name.to_string()), i);
+            }
+            out.problems.extend(problems);
+        }
+    }
+    out
+}
+
+fn import(
+    ns: &str,
+    name: &str,
+    members: &[&Read],
+    hosts: &BTreeMap<&str, Vec<&Read>>,
+    links: &BTreeSet<String>,
+    naming: &Naming,
+    problems: &mut Vec<Problem>,
+) -> Option<Import> {
+    let mut problem = |object: &str, message: String| {
+        problems.push(Problem {
+            namespace: ns.into(),
+            object: object.into(),
+            message,
+        });
+    };
+    let mut clusters = BTreeSet::new();
+    // The cluster id of a member through Link `cluster`, if that Link exists.
+    let live = |cluster: &str, object: &str, problem: &mut dyn FnMut(&str, String)| {
+        if !links.contains(cluster) {
+            return None;
+        }
+        let id = naming.id(cluster);
+        if id.is_none() {
+            problem(
+                object,
+                format!(
+                    "cluster name {cluster:?} is not a cluster id (one or two DNS labels): give one with --linkerd-cluster-id {cluster}=ID"
+                ),
+            );
+        }
+        id
+    };
+    // The carried fields: from the federated Service, else the first mirror that has them.
+    let mut carried = BTreeMap::new();
+    for r in members {
+        match &r.carried {
+            Some(Ok(c)) => {
+                carried = c.clone();
+                break;
+            }
+            Some(Err(e)) => problem(&r.object, e.clone()),
+            None => {}
+        }
+    }
+    let with_app = |ports: &[ImportPort]| -> Vec<ImportPort> {
+        let carried_ports = carried.get("ports").and_then(Value::as_array);
+        let mut out: Vec<ImportPort> = ports
+            .iter()
+            .map(|p| {
+                let app = carried_ports
+                    .into_iter()
+                    .flatten()
+                    .find(|c| {
+                        c["port"] == p.port
+                            && c["protocol"] == p.protocol.as_str()
+                            && c["name"].as_str().unwrap_or_default() == p.name
+                    })
+                    .and_then(|c| c["appProtocol"].as_str().map(str::to_string));
+                ImportPort {
+                    app_protocol: app.or_else(|| p.app_protocol.clone()),
+                    ..p.clone()
+                }
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    };
+    let spec_fields: BTreeMap<String, Value> = carried
+        .iter()
+        .filter(|(k, _)| {
+            [
+                "sessionAffinity",
+                "sessionAffinityConfig",
+                "internalTrafficPolicy",
+                "trafficDistribution",
+            ]
+            .contains(&k.as_str())
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let base = |headless: bool, clusters: BTreeSet<String>| Import {
+        namespace: ns.into(),
+        name: name.into(),
+        headless,
+        ips: Vec::new(),
+        families: Vec::new(),
+        ports: Vec::new(),
+        carried: spec_fields.clone(),
+        clusters,
+        slices: Vec::new(),
+    };
+
+    // Federated: the first by object name, should two claim the service.
+    if let Some(r) = members
+        .iter()
+        .find(|r| matches!(r.shape, Shape::Federated { .. }))
+    {
+        let Shape::Federated {
+            remote,
+            local,
+            ips,
+            families,
+        } = &r.shape
+        else {
+            unreachable!("matched above")
+        };
+        for link in remote {
+            clusters.extend(live(link, &r.object, &mut problem));
+        }
+        if *local {
+            match &naming.own {
+                Some(own) => {
+                    clusters.insert(own.clone());
+                }
+                None => problem(
+                    &r.object,
+                    "a local member is not listed in status.clusters without --cluster-id".into(),
+                ),
+            }
+        }
+        if clusters.is_empty() || ips.is_empty() {
+            return None;
+        }
+        let mut i = base(false, std::mem::take(&mut clusters));
+        i.ips = ips.clone();
+        i.families = families.clone();
+        i.ports = with_app(&r.ports);
+        return Some(i);
+    }
+
+    let mut slices: BTreeMap<(String, Family), SliceSpec> = BTreeMap::new();
+    let mut ports = Vec::new();
+    let headless: Vec<&&Read> = members
+        .iter()
+        .filter(|r| matches!(r.shape, Shape::HeadlessMirror { .. }))
+        .collect();
+    let is_headless = !headless.is_empty();
+    if is_headless {
+        for r in headless {
+            let Shape::HeadlessMirror { cluster } = &r.shape else {
+                continue;
+            };
+            let Some(id) = live(cluster, &r.object, &mut problem) else {
+                continue;
+            };
+            clusters.insert(id.clone());
+            let r_ports = with_app(&r.ports);
+            for h in hosts.get(r.object.as_str()).into_iter().flatten() {
+                let Shape::Host {
+                    cluster: hc,
+                    hostname,
+                    ip: Some(ip),
+                    ..
+                } = &h.shape
+                else {
+                    continue;
+                };
+                if hc != cluster {
+                    continue;
+                }
+                let s = slices
+                    .entry((id.clone(), Family::of(ip)))
+                    .or_insert_with(|| SliceSpec {
+                        cluster: id.clone(),
+                        family: Family::of(ip),
+                        endpoints: Vec::new(),
+                        ports: r_ports.clone(),
+                    });
+                s.endpoints.push((Some(hostname.clone()), *ip));
+            }
+            ports.extend(r_ports);
+        }
+    } else {
+        for r in members {
+            let Shape::Mirror { cluster, ips } = &r.shape else {
+                continue;
+            };
+            let Some(id) = live(cluster, &r.object, &mut problem) else {
+                continue;
+            };
+            clusters.insert(id.clone());
+            let r_ports = with_app(&r.ports);
+            for ip in ips {
+                let s = slices
+                    .entry((id.clone(), Family::of(ip)))
+                    .or_insert_with(|| SliceSpec {
+                        cluster: id.clone(),
+                        family: Family::of(ip),
+                        endpoints: Vec::new(),
+                        ports: r_ports.clone(),
+                    });
+                s.endpoints.push((None, *ip));
+            }
+            ports.extend(r_ports);
+        }
+    }
+    if clusters.is_empty() {
+        return None;
+    }
+    ports.sort();
+    ports.dedup();
+    let mut i = base(is_headless, std::mem::take(&mut clusters));
+    i.ports = ports;
+    i.slices = slices
+        .into_values()
+        .map(|mut s| {
+            s.endpoints.sort();
+            s.endpoints.dedup();
+            s
+        })
+        .collect();
+    let families: BTreeSet<Family> = i.slices.iter().map(|s| s.family).collect();
+    i.families = families.into_iter().collect();
+    Some(i)
+}
+
+/// What `svc` is, if it is one of Linkerd's multicluster Services; an error names what is
+/// wrong with one that is.
+fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
+    let labels = svc.metadata.labels.clone().unwrap_or_default();
+    let annotations = svc.metadata.annotations.clone().unwrap_or_default();
+    if labels.get(LABEL_MIRRORED).map(String::as_str) != Some("true")
+        || labels.contains_key(LABEL_GATEWAY)
+    {
+        return Ok(None);
+    }
+    let object = svc.metadata.name.clone().unwrap_or_default();
+    let spec = svc.spec.clone().unwrap_or_default();
+    let headless = spec.cluster_ip.as_deref() == Some("None");
+    let ips = cluster_ips(&spec)?;
+    let ports = spec
+        .ports
+        .unwrap_or_default()
+        .iter()
+        .map(|p| ImportPort {
+            name: p.name.clone().unwrap_or_default(),
+            protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+            port: p.port,
+            app_protocol: p.app_protocol.clone(),
+        })
+        .collect();
+    let carried = annotations.get(CARRIED).map(|text| {
+        serde_json::from_str::<BTreeMap<String, Value>>(text).map_err(|e| {
+            format!("annotation {CARRIED} is not the JSON object the export half writes ({e}); the import leaves out the fields it carries")
+        })
+    });
+    let fq = |what: &str| -> Result<Vec<String>, String> {
+        let fq = annotations.get(ANNOTATION_FQ_NAME).ok_or_else(|| {
+            format!("a {what} without annotation {ANNOTATION_FQ_NAME}: no service to import")
+        })?;
+        Ok(fq.split('.').map(str::to_string).collect())
+    };
+    let Some(cluster) = labels.get(LABEL_CLUSTER).cloned() else {
+        // Federated.
+        let mut names = BTreeSet::new();
+        let mut remote = Vec::new();
+        if let Some(members) = annotations.get(ANNOTATION_REMOTE) {
+            for m in members.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+                let Some((svc, link)) = m
+                    .split_once('@')
+                    .filter(|(s, l)| is_label(s) && !l.is_empty())
+                else {
+                    return Err(format!(
+                        "annotation {ANNOTATION_REMOTE} entry {m:?} is not <service>@<cluster>"
+                    ));
+                };
+                names.insert(svc.to_string());
+                remote.push(link.to_string());
+            }
+        }
+        let local = annotations
+            .get(ANNOTATION_LOCAL)
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty());
+        if let Some(l) = local {
+            names.insert(l.to_string());
+        }
+        let mut names = names.into_iter();
+        let Some(service) = names.next() else {
+            // `remote-discovery: ""` left behind by the last member: nothing exported.
+            return Ok(None);
+        };
+        if let Some(other) = names.next() {
+            return Err(format!(
+                "federated Service's members name two services ({service:?} and {other:?})"
+            ));
+        }
+        let families = match spec.ip_families {
+            Some(f) if !f.is_empty() => f
+                .iter()
+                .filter_map(|w| match w.as_str() {
+                    "IPv4" => Some(Family::V4),
+                    "IPv6" => Some(Family::V6),
+                    _ => None,
+                })
+                .collect(),
+            _ => ips.iter().map(Family::of).collect(),
+        };
+        return Ok(Some(Read {
+            service,
+            object,
+            shape: Shape::Federated {
+                remote,
+                local: local.is_some(),
+                ips,
+                families,
+            },
+            ports,
+            carried,
+        }));
+    };
+    if let Some(parent) = labels.get(LABEL_HEADLESS_PARENT) {
+        let fq = fq("headless mirror's host")?;
+        let (Some(host), Some(svc), Some(fq_ns)) = (fq.first(), fq.get(1), fq.get(2)) else {
+            return Err(format!(
+                "annotation {ANNOTATION_FQ_NAME} is not <host>.<service>.<namespace>.svc.<domain>"
+            ));
+        };
+        if fq_ns != ns || !is_label(host) {
+            return Err(format!(
+                "annotation {ANNOTATION_FQ_NAME} names host {host:?} of {svc}.{fq_ns}, not a host in namespace {ns}"
+            ));
+        }
+        return Ok(Some(Read {
+            service: svc.clone(),
+            object,
+            shape: Shape::Host {
+                cluster,
+                parent: parent.clone(),
+                hostname: host.clone(),
+                ip: ips.first().copied(),
+            },
+            ports,
+            carried,
+        }));
+    }
+    let fq = fq("mirror")?;
+    let (Some(svc), Some(fq_ns)) = (fq.first(), fq.get(1)) else {
+        return Err(format!(
+            "annotation {ANNOTATION_FQ_NAME} is not <service>.<namespace>.svc.<domain>"
+        ));
+    };
+    if fq_ns != ns || !is_label(svc) {
+        return Err(format!(
+            "annotation {ANNOTATION_FQ_NAME} names {svc}.{fq_ns}, not a service in namespace {ns}"
+        ));
+    }
+    let shape = if headless {
+        Shape::HeadlessMirror { cluster }
+    } else {
+        Shape::Mirror { cluster, ips }
+    };
+    Ok(Some(Read {
+        service: svc.clone(),
+        object,
+        shape,
+        ports,
+        carried,
+    }))
+}
+
+/// The Service's ClusterIPs (none when headless or not yet given), one per family.
+fn cluster_ips(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Result<Vec<IpAddr>, String> {
+    let texts = match (&spec.cluster_ips, &spec.cluster_ip) {
+        (Some(v), _) if !v.is_empty() => v.clone(),
+        (_, Some(one)) => vec![one.clone()],
+        _ => Vec::new(),
+    };
+    let mut out: Vec<IpAddr> = Vec::new();
+    for t in texts.iter().filter(|t| !t.is_empty() && *t != "None") {
+        let ip: IpAddr = t
+            .parse()
+            .map_err(|_| format!("ClusterIP {t:?} is not an IP address"))?;
+        if out.iter().any(|o| Family::of(o) == Family::of(&ip)) {
+            return Err(format!(
+                "ClusterIPs {texts:?} hold more than one address of a family"
+            ));
+        }
+        out.push(ip);
+    }
+    Ok(out)
+}
+
+impl Import {
+    /// The ServiceImport's spec.
+    pub fn spec(&self) -> Value {
+        let mut spec = json!({
+            "type": if self.headless { "Headless" } else { "ClusterSetIP" },
+            "ports": self.ports.iter().map(ImportPort::json).collect::<Vec<_>>(),
+        });
+        if !self.families.is_empty() {
+            spec["ipFamilies"] = self.families.iter().map(|f| f.word()).collect();
+        }
+        if !self.ips.is_empty() {
+            spec["ips"] = self.ips.iter().map(ToString::to_string).collect();
+        }
+        for (k, v) in &self.carried {
+            spec[k] = v.clone();
+        }
+        spec
+    }
+
+    /// The ServiceImport's status: the clusters, and whether slices are published.
+    pub fn status(&self) -> Value {
+        json!({
+            "clusters": self.clusters.iter().map(|c| json!({"cluster": c})).collect::<Vec<_>>(),
+            "endpointSliceObjects": if self.slices.is_empty() { "Absent" } else { "Present" },
+        })
+    }
+
+    /// The slices, by object name.
+    pub fn slice_objects(&self) -> BTreeMap<String, Value> {
+        self.slices
+            .iter()
+            .map(|s| {
+                let name = slice_name(&self.name, &s.cluster, s.family);
+                let endpoints: Vec<Value> = s
+                    .endpoints
+                    .iter()
+                    .map(|(host, ip)| {
+                        let mut e =
+                            json!({"addresses": [ip.to_string()], "conditions": {"ready": true}});
+                        if let Some(h) = host {
+                            e["hostname"] = h.clone().into();
+                        }
+                        e
+                    })
+                    .collect();
+                let o = json!({
+                    "apiVersion": "discovery.k8s.io/v1",
+                    "kind": "EndpointSlice",
+                    "metadata": {
+                        "name": name,
+                        "namespace": self.namespace,
+                        "labels": {
+                            LABEL_SERVICE_NAME: self.name,
+                            LABEL_SOURCE_CLUSTER: s.cluster,
+                            LABEL_SLICE_MANAGER: MANAGER,
+                        },
+                    },
+                    "addressType": s.family.word(),
+                    "endpoints": endpoints,
+                    "ports": s.ports.iter().map(ImportPort::json).collect::<Vec<_>>(),
+                });
+                (name, o)
+            })
+            .collect()
+    }
+}
+
+/// The object name of the slice of `service`'s addresses of `family` from `cluster`:
+/// readable, and unique in the namespace through a hash of all three (`a-b` of cluster `c` and
+/// `a` of cluster `b-c` differ).
+pub fn slice_name(service: &str, cluster: &str, family: Family) -> String {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in service
+        .bytes()
+        .chain([0])
+        .chain(cluster.bytes())
+        .chain([0])
+        .chain(family.word().bytes())
+    {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    format!("{service}-{}-{h:08x}", cluster.replace('.', "-"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn svc(yaml: &str) -> Arc<Service> {
+        Arc::new(serde_yaml_ng::from_str(yaml).unwrap())
+    }
+
+    fn mirror(svc_name: &str, link: &str, ip: &str) -> Arc<Service> {
+        svc(&format!(
+            "metadata: {{name: {svc_name}-{link}, namespace: shop, labels: {{mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: {link}}}, annotations: {{mirror.linkerd.io/remote-svc-fq-name: {svc_name}.shop.svc.cluster.local}}}}\n\
+             spec: {{clusterIP: '{ip}', clusterIPs: ['{ip}'], ports: [{{name: http, port: 80, protocol: TCP}}]}}"
+        ))
+    }
+
+    fn links(l: &[&str]) -> BTreeSet<String> {
+        l.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn key(name: &str) -> (String, String) {
+        ("shop".into(), name.into())
+    }
+
+    #[test]
+    fn federated_gives_its_addresses_and_members() {
+        let fed = svc(
+            "metadata: {name: web-federated, namespace: shop, labels: {mirror.linkerd.io/mirrored-service: 'true'}, annotations: {multicluster.linkerd.io/remote-discovery: 'web@east,web@west', multicluster.linkerd.io/local-discovery: web, linkerd-bridge.clusterset-dns.io/export: '{\"sessionAffinity\":\"ClientIP\",\"ports\":[{\"name\":\"http\",\"port\":80,\"protocol\":\"TCP\",\"appProtocol\":\"http\"}]}'}}\n\
+             spec: {clusterIP: 198.18.0.10, clusterIPs: [198.18.0.10], ipFamilies: [IPv4], ports: [{name: http, port: 80, protocol: TCP}]}",
+        );
+        let naming = Naming {
+            cluster_ids: BTreeMap::from([("west".into(), "west.eu".into())]),
+            own: Some("north".into()),
+        };
+        let j = judge(
+            std::slice::from_ref(&fed),
+            &links(&["east", "west"]),
+            &naming,
+        );
+        let i = &j.imports[&key("web")];
+        assert!(!i.headless && i.slices.is_empty());
+        assert_eq!(i.ips, vec!["198.18.0.10".parse::<IpAddr>().unwrap()]);
+        assert_eq!(i.families, vec![Family::V4]);
+        assert_eq!(
+            i.clusters,
+            BTreeSet::from(["east".into(), "west.eu".into(), "north".into()])
+        );
+        assert_eq!(i.ports[0].app_protocol.as_deref(), Some("http"));
+        assert_eq!(i.spec()["sessionAffinity"], "ClientIP");
+        assert_eq!(i.status()["endpointSliceObjects"], "Absent");
+        assert!(j.problems.is_empty(), "{:?}", j.problems);
+
+        // A Link gone: its member does not count; the last one gone, no import.
+        let j = judge(
+            std::slice::from_ref(&fed),
+            &links(&["west"]),
+            &Naming::default(),
+        );
+        assert_eq!(
+            j.imports[&key("web")].clusters,
+            BTreeSet::from(["west".into()])
+        );
+        assert_eq!(j.problems.len(), 1, "the local member without --cluster-id");
+        let gone = svc(
+            "metadata: {name: web-federated, namespace: shop, labels: {mirror.linkerd.io/mirrored-service: 'true'}, annotations: {multicluster.linkerd.io/remote-discovery: ''}}\n\
+             spec: {clusterIP: 198.18.0.10, ports: [{name: http, port: 80}]}",
+        );
+        assert!(
+            judge(&[gone], &links(&["east"]), &naming)
+                .imports
+                .is_empty()
+        );
+        assert!(
+            judge(&[fed], &links(&[]), &Naming::default())
+                .imports
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn mirrors_only_give_a_slice_per_cluster() {
+        let j = judge(
+            &[
+                mirror("api", "east", "198.18.1.1"),
+                mirror("api", "west", "fd00::5"),
+                mirror("api", "south", "198.18.1.3"),
+            ],
+            &links(&["east", "west"]),
+            &Naming::default(),
+        );
+        let i = &j.imports[&key("api")];
+        assert!(i.ips.is_empty() && !i.headless);
+        assert_eq!(i.families, vec![Family::V4, Family::V6]);
+        assert_eq!(i.clusters, BTreeSet::from(["east".into(), "west".into()]));
+        let objects = i.slice_objects();
+        assert_eq!(objects.len(), 2);
+        let east = &objects[&slice_name("api", "east", Family::V4)];
+        assert_eq!(east["addressType"], "IPv4");
+        assert_eq!(east["endpoints"][0]["addresses"][0], "198.18.1.1");
+        assert_eq!(
+            east["metadata"]["labels"]["multicluster.kubernetes.io/source-cluster"],
+            "east"
+        );
+        assert_eq!(east["ports"][0]["name"], "http");
+        assert_eq!(i.status()["endpointSliceObjects"], "Present");
+    }
+
+    #[test]
+    fn headless_mirrors_name_each_host() {
+        let parent = svc(
+            "metadata: {name: db-east, namespace: shop, labels: {mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: east}, annotations: {mirror.linkerd.io/remote-svc-fq-name: db.shop.svc.cluster.local}}\n\
+             spec: {clusterIP: None, ports: [{name: pg, port: 5432}]}",
+        );
+        let host = |h: &str, ip: &str| {
+            svc(&format!(
+                "metadata: {{name: {h}-east, namespace: shop, labels: {{mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: east, mirror.linkerd.io/headless-mirror-svc-name: db-east}}, annotations: {{mirror.linkerd.io/remote-svc-fq-name: {h}.db.shop.svc.cluster.local}}}}\n\
+                 spec: {{clusterIP: '{ip}', ports: [{{name: pg, port: 5432}}]}}"
+            ))
+        };
+        let j = judge(
+            &[
+                parent,
+                host("db-1", "198.18.2.2"),
+                host("db-0", "198.18.2.1"),
+            ],
+            &links(&["east"]),
+            &Naming::default(),
+        );
+        let i = &j.imports[&key("db")];
+        assert!(i.headless && i.ips.is_empty());
+        assert_eq!(
+            i.slices[0].endpoints,
+            vec![
+                (Some("db-0".into()), "198.18.2.1".parse().unwrap()),
+                (Some("db-1".into()), "198.18.2.2".parse().unwrap()),
+            ]
+        );
+        assert_eq!(i.spec()["type"], "Headless");
+    }
+
+    #[test]
+    fn bad_objects_are_named_and_passed_over() {
+        let bad = svc(
+            "metadata: {name: x-east, namespace: shop, labels: {mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: east}, annotations: {mirror.linkerd.io/remote-svc-fq-name: x.other.svc.cluster.local}}\n\
+             spec: {clusterIP: 198.18.1.9}",
+        );
+        let carried = svc(
+            "metadata: {name: y-east, namespace: shop, labels: {mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: east}, annotations: {mirror.linkerd.io/remote-svc-fq-name: y.shop.svc.cluster.local, linkerd-bridge.clusterset-dns.io/export: '{not json'}}\n\
+             spec: {clusterIP: 198.18.1.8}",
+        );
+        let user =
+            svc("metadata: {name: web-federated, namespace: shop}\nspec: {clusterIP: 198.18.1.7}");
+        let j = judge(
+            &[bad, carried, user, mirror("api", "east", "198.18.1.1")],
+            &links(&["east"]),
+            &Naming::default(),
+        );
+        assert_eq!(
+            j.imports.keys().cloned().collect::<Vec<_>>(),
+            vec![key("api"), key("y")]
+        );
+        assert_eq!(j.problems.len(), 2, "{:?}", j.problems);
+        assert!(
+            j.problems[0]
+                .message
+                .contains("not a service in namespace shop")
+        );
+        assert!(j.problems[1].message.contains("not the JSON object"));
+    }
+
+    #[test]
+    fn slice_names_differ_where_dashes_would_make_them_equal() {
+        assert_ne!(
+            slice_name("a-b", "c", Family::V4),
+            slice_name("a", "b-c", Family::V4)
+        );
+        assert_ne!(
+            slice_name("a", "b", Family::V4),
+            slice_name("a", "b", Family::V6)
+        );
+        assert!(slice_name("web", "east.eu", Family::V4).starts_with("web-east-eu-"));
+    }
+}
