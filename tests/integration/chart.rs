@@ -198,10 +198,47 @@ fn the_chart_with_the_bridge_adds_deploy_linkerd_bridge() {
     ] {
         assert!(args.contains(a), "{a}: {args}");
     }
+    // One half alone: its flag, and only its role.
+    for (half, other) in [("export", "import"), ("import", "export")] {
+        let set = [
+            "linkerdBridge.enabled=true".to_string(),
+            format!("linkerdBridge.{other}.enabled=false"),
+        ];
+        let set: Vec<&str> = set.iter().map(String::as_str).collect();
+        let c = bridge(&set).unwrap();
+        assert!(
+            c["args"]
+                .to_string()
+                .contains(&format!("\"--halves={half}\"")),
+            "{c}"
+        );
+        let roles: Vec<String> = objects(&helm_template(home.path(), &set))
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRole")
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            roles.contains(&format!("clusterset-dns-linkerd-bridge-{half}"))
+                && !roles.contains(&format!("clusterset-dns-linkerd-bridge-{other}")),
+            "{roles:?}"
+        );
+    }
+    let c = bridge(&[
+        "linkerdBridge.enabled=true",
+        "clusterId=north",
+        "source.linkerd.clusterIds.west=west.eu",
+    ])
+    .unwrap();
+    let args = c["args"].to_string();
+    assert!(
+        args.contains("--cluster-id=north") && args.contains("--linkerd-cluster-id=west=west.eu"),
+        "{args}"
+    );
     assert!(
         bridge(&[
             "linkerdBridge.enabled=true",
-            "linkerdBridge.export.enabled=false"
+            "linkerdBridge.export.enabled=false",
+            "linkerdBridge.import.enabled=false"
         ])
         .is_none()
     );
