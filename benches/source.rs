@@ -7,6 +7,7 @@
 //! cargo bench --bench source -- linkerd       # 2,100 of Linkerd's Services: memory, 1,000 changes timed
 //! cargo bench --bench source -- capacity      # memory and start-up at 10k, 100k and 1M endpoints
 //! cargo bench --bench source -- bridge        # linkerd-bridge: 1,000 exports' memory, 1,000 more timed
+//! cargo bench --bench source -- bridge-import # linkerd-bridge, both halves: 1,000 exports and 1,000 imports' memory, 1,000 mirrors timed
 //! ```
 //!
 //! `capacity` runs each build named in `BINS` (`name=path ...`; default: this build) side by side.
@@ -29,12 +30,13 @@ use hickory_proto::rr::RecordType;
 /// The flags that turn the zone's caps off.
 const NO_CAPS: [&str; 4] = ["--max-zone-names", "0", "--max-endpoints-per-service", "0"];
 
-const MEASUREMENTS: [(&str, fn()); 5] = [
+const MEASUREMENTS: [(&str, fn()); 6] = [
     ("programming", programming),
     ("flood", flood),
     ("linkerd", linkerd),
     ("capacity", capacity),
     ("bridge", bridge),
+    ("bridge-import", bridge_import),
 ];
 
 fn main() {
@@ -670,7 +672,8 @@ fn bridge() {
         .parse()
         .unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_clusterset-dns"))
-        .args(["linkerd-bridge", "--kubeconfig", &k.kubeconfig("admin")])
+        .args(["linkerd-bridge", "--halves", "export"])
+        .args(["--kubeconfig", &k.kubeconfig("admin")])
         .args([
             "--admin-listen",
             &admin.to_string(),
@@ -738,6 +741,194 @@ fn bridge() {
     took.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(
         "ServiceExport created -> Service labelled and Ready=True, 1000 exports: median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        percentile(&took, 0.5),
+        percentile(&took, 0.9),
+        percentile(&took, 0.99),
+        took[took.len() - 1]
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `bridge-import`: `clusterset-dns linkerd-bridge` with both halves, 1,000 ServiceExports of
+/// 1,000 Services and 1,000 of Linkerd's mirrors (one Link): the time until all exports are
+/// labelled and all imports written, the bridge's memory then, and the time from each of 1,000
+/// more mirrors, created one at a time, to its ServiceImport and slice.
+fn bridge_import() {
+    let k = Cluster::start();
+    for crd in [
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/crds/multicluster.x-k8s.io_serviceexports.yaml"
+        ),
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/crds/multicluster.x-k8s.io_serviceimports.yaml"
+        ),
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/k8s/crds/linkerd-links.yaml"
+        ),
+    ] {
+        k.apply(&std::fs::read_to_string(crd).unwrap());
+    }
+    k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: scale}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: linkerd-multicluster}\n");
+    until("the CRDs served", 60, || {
+        k.kubectl_ok(&["get", "serviceimports,serviceexports,links", "-A"])
+    });
+    k.apply("apiVersion: multicluster.linkerd.io/v1alpha3\nkind: Link\nmetadata: {name: east, namespace: linkerd-multicluster}\nspec: {targetClusterName: east}\n");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(admin_client(&k));
+    let resource = |kind: &str, plural: &str| kube::discovery::ApiResource {
+        group: "multicluster.x-k8s.io".into(),
+        version: "v1beta1".into(),
+        api_version: "multicluster.x-k8s.io/v1beta1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let exports: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        client.clone(),
+        "scale",
+        &resource("ServiceExport", "serviceexports"),
+    );
+    let imports: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        client.clone(),
+        "scale",
+        &resource("ServiceImport", "serviceimports"),
+    );
+    let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+        kube::Api::namespaced(client.clone(), "scale");
+    let slices: kube::Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        kube::Api::namespaced(client.clone(), "scale");
+    // A service of this cluster (exported), or Link east's mirror of remote service `m{i}`, in
+    // the shape Linkerd's service mirror writes (see tests/integration/linkerd_source.rs).
+    let service = |i: u32| -> k8s_openapi::api::core::v1::Service {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": format!("svc{i}"), "namespace": "scale"},
+            "spec": {"ports": [{"name": "http", "protocol": "TCP", "port": 80}]}
+        }))
+        .unwrap()
+    };
+    let mirror = |i: u32| -> k8s_openapi::api::core::v1::Service {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {
+                "name": format!("m{i}-east"), "namespace": "scale",
+                "labels": {"mirror.linkerd.io/mirrored-service": "true", "mirror.linkerd.io/cluster-name": "east"},
+                "annotations": {"mirror.linkerd.io/remote-svc-fq-name": format!("m{i}.scale.svc.cluster.local")}
+            },
+            "spec": {"ports": [{"name": "http", "protocol": "TCP", "port": 80}]}
+        }))
+        .unwrap()
+    };
+    let export = |i: u32| -> kube::api::DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+            "metadata": {"name": format!("svc{i}"), "namespace": "scale"}
+        }))
+        .unwrap()
+    };
+    rt.block_on(async {
+        use futures::StreamExt;
+        futures::stream::iter(0..1000u32)
+            .for_each_concurrent(16, |i| {
+                let (services, exports) = (services.clone(), exports.clone());
+                let (s, m, e) = (service(i), mirror(i), export(i));
+                async move {
+                    services.create(&Default::default(), &s).await.unwrap();
+                    services.create(&Default::default(), &m).await.unwrap();
+                    exports.create(&Default::default(), &e).await.unwrap();
+                }
+            })
+            .await;
+    });
+    let admin: std::net::SocketAddr = format!("127.0.0.1:{}", common::k8s::free_port())
+        .parse()
+        .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_clusterset-dns"))
+        .args(["linkerd-bridge", "--halves", "export,import"])
+        .args(["--kubeconfig", &k.kubeconfig("admin")])
+        .args([
+            "--admin-listen",
+            &admin.to_string(),
+            "--lease-namespace",
+            "scale",
+        ])
+        .args(["--log-level", "warn"])
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let count = |lp: kube::api::ListParams, what: &str| match what {
+        "labelled" => rt
+            .block_on(services.list_metadata(&lp))
+            .unwrap()
+            .items
+            .len(),
+        "imports" => rt.block_on(imports.list_metadata(&lp)).unwrap().items.len(),
+        _ => rt.block_on(slices.list_metadata(&lp)).unwrap().items.len(),
+    };
+    until(
+        "1,000 Services labelled, 1,000 imports with their slices",
+        600,
+        || {
+            count(
+                kube::api::ListParams::default().labels("mirror.linkerd.io/federated=member"),
+                "labelled",
+            ) == 1000
+                && count(kube::api::ListParams::default(), "imports") == 1000
+                && count(
+                    kube::api::ListParams::default().labels(
+                        "endpointslice.kubernetes.io/managed-by=linkerd-bridge.clusterset-dns.io",
+                    ),
+                    "slices",
+                ) == 1000
+        },
+    );
+    println!(
+        "linkerd-bridge (both halves): 1,000 exports labelled and 1,000 imports written {:.1?} after start",
+        started.elapsed()
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    for l in status
+        .lines()
+        .filter(|l| l.starts_with("VmRSS") || l.starts_with("VmHWM"))
+    {
+        println!("bridge memory with 1,000 exports and 1,000 imports (3,000 Services): {l}");
+    }
+    let mut took = Vec::with_capacity(1000);
+    for i in 1000..2000u32 {
+        let t0 = Instant::now();
+        rt.block_on(services.create(&Default::default(), &mirror(i)))
+            .unwrap();
+        let deadline = t0 + Duration::from_secs(10);
+        let lp = kube::api::ListParams::default()
+            .labels(&format!("multicluster.kubernetes.io/service-name=m{i}"));
+        loop {
+            let written = rt
+                .block_on(imports.get_opt(&format!("m{i}")))
+                .unwrap()
+                .is_some()
+                && !rt
+                    .block_on(slices.list_metadata(&lp))
+                    .unwrap()
+                    .items
+                    .is_empty();
+            if written {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "mirror m{i}-east not imported in 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        took.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    took.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "mirror Service created -> ServiceImport and EndpointSlice, 1000 mirrors: median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         percentile(&took, 0.5),
         percentile(&took, 0.9),
         percentile(&took, 0.99),
