@@ -331,7 +331,9 @@ pub enum Command {
     },
     /// Run as the bridge between the MCS API and Linkerd's multicluster (its own Deployment):
     /// each ServiceExport gets the Service the label Linkerd's service mirror exports by, and
-    /// conditions that say how the export went. Uses --kubeconfig and --context.
+    /// conditions that say how the export went; Linkerd's federated Services and mirrors become
+    /// ServiceImports. Uses --kubeconfig, --context, --cluster-id, --linkerd-cluster-id,
+    /// --admin-listen, --log-format and --log-level.
     LinkerdBridge {
         /// Which halves run: export (ServiceExports to Linkerd's labels and the exports'
         /// conditions), import (Linkerd's mirrors and federated Services to ServiceImports and
@@ -348,7 +350,8 @@ pub enum Command {
         /// is exported (a headless Service is never federated: remote-discovery instead).
         #[arg(long, value_enum, value_name = "MODE", default_value = "federated")]
         default_mode: crate::bridge::export::Mode,
-        /// Every export is brought up to date this often, whether or not anything changed.
+        /// Every export and import is brought up to date this often, whether or not anything
+        /// changed.
         #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
         resync: Duration,
         /// Namespace of the Lease the replicas share (one writes at a time).
@@ -402,7 +405,56 @@ fn unlimited_if_zero(n: usize) -> usize {
     if n == 0 { usize::MAX } else { n }
 }
 
+/// The top-level flags `linkerd-bridge` reads; any other given on its command line is an error.
+const BRIDGE_READS: &[&str] = &[
+    "kubeconfig",
+    "context",
+    "cluster_id",
+    "linkerd_cluster_ids",
+    "admin_listen",
+    "log_format",
+    "log_level",
+];
+
 impl Args {
+    /// Parses a command line as `Args::try_parse_from` does, and refuses flags of the DNS
+    /// server given to `linkerd-bridge` (`--file`, `--namespace`, `--listen`, …): the bridge
+    /// would ignore them, and an operator who passes one expects it to do something.
+    pub fn try_parse_checked_from<I, T>(args: I) -> Result<Args, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+        let mut cmd = Args::command();
+        let matches = cmd.try_get_matches_from_mut(args)?;
+        let parsed = Args::from_arg_matches(&matches)?;
+        if let Some(("linkerd-bridge", sub)) = matches.subcommand() {
+            let given = |id: &str, global: bool| {
+                matches.value_source(id) == Some(ValueSource::CommandLine)
+                    || (global && sub.value_source(id) == Some(ValueSource::CommandLine))
+            };
+            let ignored: Vec<String> = cmd
+                .get_arguments()
+                .filter(|a| !BRIDGE_READS.contains(&a.get_id().as_str()))
+                .filter(|a| given(a.get_id().as_str(), a.is_global_set()))
+                .map(|a| format!("--{}", a.get_long().unwrap_or(a.get_id().as_str())))
+                .collect();
+            if !ignored.is_empty() {
+                return Err(cmd.error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "linkerd-bridge does not read {}: it takes --kubeconfig, --context, \
+                         --cluster-id, --linkerd-cluster-id, --admin-listen, --log-format, \
+                         --log-level and its own flags",
+                        ignored.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(parsed)
+    }
+
     /// The bridge's configuration, for `linkerd-bridge`.
     pub fn bridge(&self) -> Option<Result<crate::bridge::Config, ConfigError>> {
         let Some(Command::LinkerdBridge {
@@ -572,6 +624,56 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bridge_refuses_the_dns_servers_flags() {
+        let ok = Args::try_parse_checked_from([
+            "clusterset-dns",
+            "--log-level",
+            "debug",
+            "linkerd-bridge",
+            "--cluster-id",
+            "east",
+            "--linkerd-cluster-id",
+            "west=west.eu",
+            "--kubeconfig",
+            "k",
+            "--halves",
+            "import",
+        ]);
+        assert!(ok.is_ok(), "{ok:?}");
+        for (given, flag) in [
+            (
+                &["clusterset-dns", "--file", "f.yaml", "linkerd-bridge"][..],
+                "--file",
+            ),
+            (
+                &["clusterset-dns", "linkerd-bridge", "--file", "f.yaml"][..],
+                "--file",
+            ),
+            (
+                &["clusterset-dns", "linkerd-bridge", "--namespace", "shop"][..],
+                "--namespace",
+            ),
+            (
+                &[
+                    "clusterset-dns",
+                    "--listen",
+                    "127.0.0.1:53",
+                    "linkerd-bridge",
+                ][..],
+                "--listen",
+            ),
+        ] {
+            let e = Args::try_parse_checked_from(given).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("linkerd-bridge does not read {flag}:")),
+                "{given:?}: {e}"
+            );
+        }
+        // The DNS server itself takes them, as before.
+        assert!(Args::try_parse_checked_from(["clusterset-dns", "--file", "f.yaml"]).is_ok());
+    }
 
     #[test]
     fn xdp_coalescing_is_adaptive_by_default() {

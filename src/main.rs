@@ -3,7 +3,6 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
 use clusterset_dns::cli::{Args, Command, LogFormat, LogLevel};
 use clusterset_dns::server::{Listeners, Shutdown};
 use tracing::{error, info};
@@ -49,7 +48,7 @@ fn init_logging(format: LogFormat, level: LogLevel) {
 
 fn main() -> ExitCode {
     clusterset_dns::sys::one_malloc_arena();
-    let args = match Args::try_parse() {
+    let args = match Args::try_parse_checked_from(std::env::args_os()) {
         Ok(a) => a,
         Err(e) if !e.use_stderr() => e.exit(), // --help, --version
         Err(e) => {
