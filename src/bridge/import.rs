@@ -131,8 +131,15 @@ pub struct Import {
 pub struct Problem {
     pub namespace: String,
     pub object: String,
+    /// The Event's reason: [`NOT_IMPORTED`] or [`CONFLICT`].
+    pub reason: &'static str,
     pub message: String,
 }
+
+/// A Linkerd Service the import cannot use (or not all of).
+pub const NOT_IMPORTED: &str = "NotImported";
+/// Clusters export the service differently; the oldest export decides.
+pub const CONFLICT: &str = "ExportConflict";
 
 /// What the judge found: the imports by namespace and name, and the problems it stepped over.
 #[derive(Debug, Default)]
@@ -190,6 +197,7 @@ pub fn judge(services: &[Arc<Service>], links: &BTreeSet<String>, naming: &Namin
             Err(message) => out.problems.push(Problem {
                 namespace: ns.clone(),
                 object: object.clone(),
+                reason: NOT_IMPORTED,
                 message,
             }),
         }
@@ -227,9 +235,41 @@ fn import(
         problems.push(Problem {
             namespace: ns.into(),
             object: object.into(),
+            reason: NOT_IMPORTED,
             message,
         });
     };
+    let mut conflicts: Vec<Problem> = Vec::new();
+    let mut conflict = |object: &str, message: String| {
+        conflicts.push(Problem {
+            namespace: ns.into(),
+            object: object.into(),
+            reason: CONFLICT,
+            message,
+        });
+    };
+    // Oldest export first, as the MCS API resolves conflicts: the export's creation time is
+    // carried by the export half (exports labelled by hand have none and come after, by
+    // name). A federated Service comes before all: Linkerd already made it follow its oldest
+    // member.
+    let created = |r: &Read| match &r.carried {
+        Some(Ok(c)) => c
+            .get("exportCreated")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        _ => None,
+    };
+    let mut members: Vec<&Read> = members.to_vec();
+    members.sort_by_key(|r| {
+        let c = created(r);
+        (
+            !matches!(r.shape, Shape::Federated { .. }),
+            c.is_none(),
+            c,
+            r.object.clone(),
+        )
+    });
+    let members = &members[..];
     let mut clusters = BTreeSet::new();
     // The cluster id of a member through Link `cluster`, if that Link exists.
     let live = |cluster: &str, object: &str, problem: &mut dyn FnMut(&str, String)| {
@@ -247,7 +287,7 @@ fn import(
         }
         id
     };
-    // The carried fields: from the federated Service, else the first mirror that has them.
+    // The carried fields: from the federated Service, else the oldest export's mirror.
     let mut carried = BTreeMap::new();
     for r in members {
         match &r.carried {
@@ -346,77 +386,86 @@ fn import(
         return Some(i);
     }
 
-    let mut slices: BTreeMap<(String, Family), SliceSpec> = BTreeMap::new();
-    let mut ports = Vec::new();
-    let headless: Vec<&&Read> = members
+    // Mirrors only. Each cluster's mirror is its export as it is; the oldest decides whether
+    // the import is headless and what its ports are. A cluster exporting the other type is
+    // left out (its addresses cannot be served as the oldest's type); one with other ports
+    // stays, with its own ports in its slices.
+    let mirrors: Vec<&Read> = members
         .iter()
-        .filter(|r| matches!(r.shape, Shape::HeadlessMirror { .. }))
+        .copied()
+        .filter(|r| matches!(r.shape, Shape::Mirror { .. } | Shape::HeadlessMirror { .. }))
         .collect();
-    let is_headless = !headless.is_empty();
-    if is_headless {
-        for r in headless {
-            let Shape::HeadlessMirror { cluster } = &r.shape else {
-                continue;
-            };
-            let Some(id) = live(cluster, &r.object, &mut problem) else {
-                continue;
-            };
-            clusters.insert(id.clone());
-            let r_ports = with_app(&r.ports);
-            for h in hosts.get(r.object.as_str()).into_iter().flatten() {
-                let Shape::Host {
-                    cluster: hc,
-                    hostname,
-                    ip: Some(ip),
-                    ..
-                } = &h.shape
-                else {
-                    continue;
-                };
-                if hc != cluster {
-                    continue;
-                }
-                let s = slices
-                    .entry((id.clone(), Family::of(ip)))
-                    .or_insert_with(|| SliceSpec {
-                        cluster: id.clone(),
-                        family: Family::of(ip),
-                        endpoints: Vec::new(),
-                        ports: r_ports.clone(),
-                    });
-                s.endpoints.push((Some(hostname.clone()), *ip));
-            }
-            ports.extend(r_ports);
+    let oldest = mirrors.first()?;
+    let is_headless = matches!(oldest.shape, Shape::HeadlessMirror { .. });
+    let ports = with_app(&oldest.ports);
+    let kind = |headless: bool| if headless { "headless" } else { "ClusterSetIP" };
+    let mut slices: BTreeMap<(String, Family), SliceSpec> = BTreeMap::new();
+    for r in &mirrors {
+        let (cluster, this_headless) = match &r.shape {
+            Shape::Mirror { cluster, .. } => (cluster, false),
+            Shape::HeadlessMirror { cluster } => (cluster, true),
+            _ => continue,
+        };
+        let Some(id) = live(cluster, &r.object, &mut problem) else {
+            continue;
+        };
+        if this_headless != is_headless {
+            conflict(
+                &r.object,
+                format!(
+                    "cluster {id} exports {name} as {} but the oldest export ({}) is {}: left out of the import, as the MCS API resolves a type conflict by the oldest export",
+                    kind(this_headless),
+                    oldest.object,
+                    kind(is_headless)
+                ),
+            );
+            continue;
         }
-    } else {
-        for r in members {
-            let Shape::Mirror { cluster, ips } = &r.shape else {
-                continue;
-            };
-            let Some(id) = live(cluster, &r.object, &mut problem) else {
-                continue;
-            };
-            clusters.insert(id.clone());
-            let r_ports = with_app(&r.ports);
-            for ip in ips {
-                let s = slices
-                    .entry((id.clone(), Family::of(ip)))
-                    .or_insert_with(|| SliceSpec {
-                        cluster: id.clone(),
-                        family: Family::of(ip),
-                        endpoints: Vec::new(),
-                        ports: r_ports.clone(),
-                    });
-                s.endpoints.push((None, *ip));
+        clusters.insert(id.clone());
+        let r_ports = with_app(&r.ports);
+        if r_ports != ports {
+            conflict(
+                &r.object,
+                format!(
+                    "cluster {id} exports {name} with other ports than the oldest export ({}): the import has the oldest's ports, as the MCS API resolves a port conflict",
+                    oldest.object
+                ),
+            );
+        }
+        let mut add = |ip: IpAddr, hostname: Option<String>| {
+            slices
+                .entry((id.clone(), Family::of(&ip)))
+                .or_insert_with(|| SliceSpec {
+                    cluster: id.clone(),
+                    family: Family::of(&ip),
+                    endpoints: Vec::new(),
+                    ports: r_ports.clone(),
+                })
+                .endpoints
+                .push((hostname, ip));
+        };
+        match &r.shape {
+            Shape::Mirror { ips, .. } => ips.iter().for_each(|ip| add(*ip, None)),
+            _ => {
+                for h in hosts.get(r.object.as_str()).into_iter().flatten() {
+                    if let Shape::Host {
+                        cluster: hc,
+                        hostname,
+                        ip: Some(ip),
+                        ..
+                    } = &h.shape
+                        && hc == cluster
+                    {
+                        add(*ip, Some(hostname.clone()));
+                    }
+                }
             }
-            ports.extend(r_ports);
         }
     }
+    problems.extend(conflicts);
     if clusters.is_empty() {
         return None;
     }
-    ports.sort();
-    ports.dedup();
     let mut i = base(is_headless, std::mem::take(&mut clusters));
     i.ports = ports;
     i.slices = slices
@@ -821,6 +870,100 @@ mod tests {
             ]
         );
         assert_eq!(i.spec()["type"], "Headless");
+    }
+
+    #[test]
+    fn the_oldest_export_decides_type_and_ports() {
+        // A mirror as Linkerd writes it for a cluster whose export the export half made at
+        // `created` (None: labelled by hand), with one port and headless or not.
+        let exported = |link: &str, created: Option<&str>, port: u16, headless: bool| {
+            let carried = created.map_or(String::new(), |c| {
+                format!(
+                    ", linkerd-bridge.clusterset-dns.io/export: '{{\"exportCreated\":\"{c}\"}}'"
+                )
+            });
+            let ip = if headless {
+                "None".to_string()
+            } else {
+                format!("198.18.3.{port}")
+            };
+            svc(&format!(
+                "metadata: {{name: web-{link}, namespace: shop, labels: {{mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: {link}}}, annotations: {{mirror.linkerd.io/remote-svc-fq-name: web.shop.svc.cluster.local{carried}}}}}\n\
+                 spec: {{clusterIP: '{ip}', ports: [{{name: http, port: {port}, protocol: TCP}}]}}"
+            ))
+        };
+        let all = links(&["a", "b", "c"]);
+        // `c` exported first: its port 82 is the import's, whatever the names' order; the
+        // others stay, each slice with its own cluster's port, and each is said to conflict.
+        let j = judge(
+            &[
+                exported("a", Some("2026-12-04T10:00:00Z"), 80, false),
+                exported("b", None, 81, false),
+                exported("c", Some("2026-12-01T10:00:00Z"), 82, false),
+            ],
+            &all,
+            &Naming::default(),
+        );
+        let i = &j.imports[&key("web")];
+        assert_eq!(i.ports.iter().map(|p| p.port).collect::<Vec<_>>(), [82]);
+        assert_eq!(
+            i.clusters,
+            BTreeSet::from(["a".into(), "b".into(), "c".into()])
+        );
+        let slice_ports: Vec<(String, i32)> = i
+            .slices
+            .iter()
+            .map(|s| (s.cluster.clone(), s.ports[0].port))
+            .collect();
+        assert_eq!(
+            slice_ports,
+            [("a".into(), 80), ("b".into(), 81), ("c".into(), 82)]
+        );
+        let conflicts: Vec<&str> = j
+            .problems
+            .iter()
+            .filter(|p| p.reason == CONFLICT)
+            .map(|p| p.object.as_str())
+            .collect();
+        assert_eq!(conflicts, ["web-a", "web-b"], "{:?}", j.problems);
+        assert!(
+            j.problems[0].message.contains("oldest export (web-c)"),
+            "{:?}",
+            j.problems
+        );
+
+        // The oldest is a ClusterSetIP export: a headless one of another cluster is left out,
+        // and the other way round.
+        let j = judge(
+            &[
+                exported("a", Some("2026-12-04T10:00:00Z"), 80, true),
+                exported("c", Some("2026-12-01T10:00:00Z"), 80, false),
+            ],
+            &all,
+            &Naming::default(),
+        );
+        let i = &j.imports[&key("web")];
+        assert!(!i.headless);
+        assert_eq!(i.clusters, BTreeSet::from(["c".into()]));
+        assert!(
+            j.problems[0]
+                .message
+                .contains("as headless but the oldest export (web-c) is ClusterSetIP"),
+            "{:?}",
+            j.problems
+        );
+        let j = judge(
+            &[
+                exported("a", Some("2026-11-04T10:00:00Z"), 80, true),
+                exported("c", Some("2026-12-01T10:00:00Z"), 80, false),
+            ],
+            &all,
+            &Naming::default(),
+        );
+        let i = &j.imports[&key("web")];
+        assert!(i.headless);
+        assert_eq!(i.clusters, BTreeSet::from(["a".into()]));
+        assert_eq!(j.problems.len(), 1, "{:?}", j.problems);
     }
 
     #[test]

@@ -372,13 +372,13 @@ impl Importer {
             if !self.first_time(&what) {
                 continue;
             }
-            warn!(namespace = %p.namespace, service = %p.object, "not imported as it is: {}", p.message);
+            warn!(namespace = %p.namespace, service = %p.object, reason = p.reason, "{}", p.message);
             let svc = self
                 .services
                 .get(&ObjectRef::new(&p.object).within(&p.namespace));
             if let Some(svc) = svc {
                 let reference = kube::Resource::object_ref(&*svc, &());
-                self.event(&reference, "NotImported", &p.message).await;
+                self.event(&reference, p.reason, &p.message).await;
             }
         }
         judged
