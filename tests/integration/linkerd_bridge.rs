@@ -17,7 +17,7 @@ pub(crate) const CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds"
 pub(crate) struct Bridge {
     child: Child,
     log: std::path::PathBuf,
-    admin: std::net::SocketAddr,
+    pub(crate) admin: std::net::SocketAddr,
 }
 
 impl Drop for Bridge {

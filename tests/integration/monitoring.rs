@@ -86,7 +86,7 @@ fn the_dashboard_is_well_formed_grafana_json() {
         .iter()
         .map(|v| v["name"].as_str().unwrap())
         .collect();
-    assert_eq!(vars, ["datasource", "job", "instance"]);
+    assert_eq!(vars, ["datasource", "job", "instance", "bridge_job"]);
     let all = panels(&d);
     let ids: BTreeSet<u64> = all.iter().map(|p| p["id"].as_u64().unwrap()).collect();
     assert_eq!(ids.len(), all.len(), "panel ids are unique");
@@ -121,8 +121,11 @@ fn the_dashboard_is_well_formed_grafana_json() {
         for t in targets {
             let expr = t["expr"].as_str().unwrap();
             assert!(
-                expr.contains("job=~\"$job\"") || expr.starts_with("time()"),
-                "{title}: {expr} selects the job"
+                expr.contains("job=~\"$job\"")
+                    || expr.starts_with("time()")
+                    || (expr.contains("clusterset_dns_bridge_")
+                        && expr.contains("job=~\"$bridge_job\"")),
+                "{title}: {expr} selects the job (the linkerd-bridge's panels, its job)"
             );
         }
     }
@@ -305,13 +308,38 @@ async fn every_dashboard_panel_shows_data_and_the_operator_objects_validate() {
         http_get_blocking(s.admin, "/ready", Duration::from_secs(1)).map(|r| r.0) == Some(200)
     });
     let target = s.admin.to_string();
-    let job = |name: &str| {
+    // The linkerd-bridge, both halves, with an export and one of Linkerd's mirrors to import,
+    // scraped as deploy/monitoring's ServiceMonitor names its job.
+    let crds = crate::linkerd_bridge::CRDS;
+    k.apply(
+        &std::fs::read_to_string(format!("{crds}/multicluster.x-k8s.io_serviceexports.yaml"))
+            .unwrap(),
+    );
+    k.apply(&std::fs::read_to_string(repo("tests/k8s/crds/linkerd-links.yaml")).unwrap());
+    k.apply(&crate::linkerd_bridge::bridge_rbac());
+    k.apply(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: shop}\nspec: {ports: [{name: http, port: 80}]}\n\
+         ---\napiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceExport\nmetadata: {name: api, namespace: shop}\n\
+         ---\napiVersion: multicluster.linkerd.io/v1alpha3\nkind: Link\nmetadata: {name: east, namespace: shop}\nspec: {targetClusterName: east}\n\
+         ---\napiVersion: v1\nkind: Service\nmetadata: {name: cart-east, namespace: shop, labels: {mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: east}, annotations: {mirror.linkerd.io/remote-svc-fq-name: cart.shop.svc.cluster.local}}\nspec: {ports: [{name: http, port: 80}]}\n",
+    );
+    let bridge = crate::linkerd_bridge::Bridge::start(&k, &[]);
+    until("the bridge to write the import", 30, || {
+        bridge
+            .admin("/metrics")
+            .1
+            .contains("clusterset_dns_bridge_managed{kind=\"ServiceImport\"} 1")
+    });
+    let job = |name: &str, target: &str| {
         format!(
             "  - job_name: {name}\n    static_configs:\n      - targets: ['{target}']\n        labels: {{cluster: test, pod: clusterset-dns-0}}\n"
         )
     };
     let prom = Prometheus::with_scrape_configs(
-        &(job("coredns") + &job("kube-dns") + &job("clusterset-dns")),
+        &(job("coredns", &target)
+            + &job("kube-dns", &target)
+            + &job("clusterset-dns", &target)
+            + &job("clusterset-dns-linkerd-bridge", &bridge.admin.to_string())),
     );
     let stop = Arc::new(AtomicBool::new(false));
     let load = {
@@ -319,9 +347,9 @@ async fn every_dashboard_panel_shows_data_and_the_operator_objects_validate() {
         std::thread::spawn(move || traffic(dns, &k, &stop))
     };
     assert_eq!(
-        prom.wait_for("count(up == 1)", 3.0).await,
-        Some(3.0),
-        "Prometheus scrapes the three jobs"
+        prom.wait_for("count(up == 1)", 4.0).await,
+        Some(4.0),
+        "Prometheus scrapes the four jobs"
     );
 
     let ours = dashboard(&repo("deploy/monitoring/dashboard.json"));
@@ -361,6 +389,7 @@ async fn every_dashboard_panel_shows_data_and_the_operator_objects_validate() {
             vec![
                 ("job", "clusterset-dns"),
                 ("instance", ".*"),
+                ("bridge_job", "clusterset-dns-linkerd-bridge"),
                 ("__rate_interval", "1m"),
             ],
         ),
