@@ -31,3 +31,15 @@ if "knot-xdp" in rows:
         if "xdp" in name and name != "knot-xdp":
             r = [a[1] / b[1] for a, b in zip(rs, rows["knot-xdp"])]
             print(f"{name} / knot-xdp, CPU per query: {st.median(r):.2f} [{min(r):.2f}-{max(r):.2f}]")
+# Ours against the floor (benches/floor.c) of the same table, round by round: the share of our
+# CPU per query that is ours to cut is 1 - 1/ratio.
+for name, rs in rows.items():
+    if name.startswith("clusterset-dns") and "xdp" not in name:
+        floor = "floor" + name[len("clusterset-dns"):]
+        if floor in rows and len(rows[floor]) == len(rs):
+            r = [a[1] / b[1] for a, b in zip(rs, rows[floor]) if b[1] > 0]
+            k = [a[1] / b[1] for a, b in zip(rows["knot" + name[len("clusterset-dns"):]], rows[floor]) if b[1] > 0] if "knot" + name[len("clusterset-dns"):] in rows else []
+            line = f"{name} / {floor}, CPU per query: {st.median(r):.2f} [{min(r):.2f}-{max(r):.2f}]"
+            if k:
+                line += f"; knot's / floor: {st.median(k):.2f} [{min(k):.2f}-{max(k):.2f}]"
+            print(line)
