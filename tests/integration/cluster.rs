@@ -528,6 +528,7 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     let vars = [
         ("job", "clusterset-dns"),
         ("instance", ".*"),
+        ("bridge_job", "clusterset-dns-linkerd-bridge"),
         ("__rate_interval", "1m"),
     ];
     let xdp_panel: Vec<String> = common::grafana::queries(&board, &vars)
