@@ -354,28 +354,142 @@ pub(super) fn member_setup(m: &mut Member, mcs: &std::path::Path) {
     let node = &m.node;
 
     // clusterset-dns from the chart, no cluster id given: it reads the ClusterProperty.
+    // In east, the chart's linkerd-bridge too, export half only (east has no Linkerd Links to
+    // import from): a ServiceExport there also gets Linkerd's label and the bridge's
+    // conditions, as in a Linkerd cluster that exports.
     let chart = repo().join("deploy/helm/clusterset-dns");
     let (image, tag) = IMAGE.split_once(':').unwrap();
     node.k(&["create", "namespace", "clusterset-dns"]);
-    node.helm(
+    let image_repository = format!("image.repository={image}");
+    let image_tag = format!("image.tag={tag}");
+    let cluster_ip = format!("service.clusterIP={}", our_ip(node.net));
+    let mut args = vec![
+        "install",
         "clusterset-dns",
-        &[
-            "install",
-            "clusterset-dns",
-            chart.to_str().unwrap(),
-            "--namespace",
-            "clusterset-dns",
+        chart.to_str().unwrap(),
+        "--namespace",
+        "clusterset-dns",
+        "--set",
+        &image_repository,
+        "--set",
+        &image_tag,
+        "--set",
+        &cluster_ip,
+        "--wait",
+        "--timeout",
+        "180s",
+    ];
+    if name == "east" {
+        args.extend([
             "--set",
-            &format!("image.repository={image}"),
+            "linkerdBridge.enabled=true",
             "--set",
-            &format!("image.tag={tag}"),
+            "linkerdBridge.import.enabled=false",
             "--set",
-            &format!("service.clusterIP={}", our_ip(node.net)),
-            "--wait",
-            "--timeout",
-            "180s",
-        ],
-    );
+            "linkerdBridge.replicaCount=1",
+        ]);
+    }
+    node.helm("clusterset-dns", &args);
     // CoreDNS as the cluster DNS, forwarding clusterset.local to it.
     node.cluster_dns(our_ip(node.net));
+}
+
+/// With `CLUSTERSET_KEEP=<minutes>` (tests/clusterset-up.sh), the cluster set is left running
+/// for a person to use: a kubeconfig with one context per cluster is written and printed with
+/// how to use it and how to tear it down; the test then waits until the stop file is removed
+/// or the minutes are over, and returns true, so the caller stops there and the nodes are torn
+/// down as after any run. Without it, returns false at once.
+pub(super) fn hold_if_asked(east: &Member, west: &Member) -> bool {
+    let Ok(minutes) = std::env::var("CLUSTERSET_KEEP") else {
+        return false;
+    };
+    let minutes: u64 = minutes
+        .parse()
+        .unwrap_or_else(|_| panic!("CLUSTERSET_KEEP={minutes:?}: give whole minutes"));
+    let kubeconfig = east.node.path("clusterset.kubeconfig");
+    let mut yaml = String::from("apiVersion: v1\nkind: Config\nclusters:\n");
+    for m in [east, west] {
+        yaml += &format!(
+            "- name: {n}\n  cluster: {{server: \"https://{ip}:6443\", certificate-authority: {ca}}}\n",
+            n = m.name(),
+            ip = m.node.net.node_ip,
+            ca = m.node.path("ca.crt"),
+        );
+    }
+    yaml += "users:\n";
+    for m in [east, west] {
+        yaml += &format!(
+            "- name: {n}-admin\n  user: {{client-certificate: {c}, client-key: {k}}}\n",
+            n = m.name(),
+            c = m.node.path("admin.crt"),
+            k = m.node.path("admin.key"),
+        );
+    }
+    yaml += "contexts:\n";
+    for m in [east, west] {
+        yaml += &format!(
+            "- name: {n}\n  context: {{cluster: {n}, user: {n}-admin}}\n",
+            n = m.name()
+        );
+    }
+    yaml += "current-context: east\n";
+    std::fs::write(&kubeconfig, yaml).unwrap();
+    // Both API servers answer with it from east's network namespace (the link joins them).
+    for m in [east, west] {
+        let out = east
+            .node
+            .in_ns("kubectl")
+            .args([
+                "--kubeconfig",
+                &kubeconfig,
+                "--context",
+                m.name(),
+                "get",
+                "nodes",
+                "-o",
+                "name",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "context {}: {}",
+            m.name(),
+            common::output_text(&out)
+        );
+    }
+    let dig = east
+        .node
+        .in_ns("dig")
+        .args([
+            "+short",
+            &format!("@{}", east.node.net.dns_service_ip),
+            "web.demo.svc.clusterset.local",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !dig.stdout.is_empty(),
+        "dig from east's namespace: {}",
+        common::output_text(&dig)
+    );
+    let stop = east.node.path("running");
+    std::fs::write(&stop, "remove this file to tear the cluster set down\n").unwrap();
+    eprintln!(
+        "\nThe cluster set is up, for at most {minutes} min.\n\
+         kubeconfig (contexts east and west): {kubeconfig}\n\
+         Use it from east's network namespace, where both API servers and both clusters' DNS answer:\n  \
+         nsenter --net=/run/netns/{ns} -- kubectl --kubeconfig {kubeconfig} --context west -n demo get serviceimports\n  \
+         nsenter --net=/run/netns/{ns} -- dig @{east_dns} web.demo.svc.clusterset.local\n\
+         A shell there: nsenter --net=/run/netns/{ns} -- bash (then KUBECONFIG={kubeconfig}).\n\
+         Tear it down: rm {stop}  (the test then stops every process it started and removes the namespaces)\n",
+        ns = east.node.ns,
+        east_dns = east.node.net.dns_service_ip,
+    );
+    let until = std::time::Instant::now() + Duration::from_secs(minutes * 60);
+    while std::path::Path::new(&stop).exists() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    eprintln!("tearing the cluster set down");
+    true
 }

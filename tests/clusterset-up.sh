@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Brings up the two-cluster set of tests/integration/clusterset (two clusters of real
+# components, the MCS API's controller, clusterset-dns behind CoreDNS in each, the
+# linkerd-bridge's export half in east, web exported from east) and leaves it running, so the
+# README's walk can be tried by hand or a conformance suite pointed at it. It prints a
+# kubeconfig with the contexts east and west, how to use it, and how to tear it down (remove
+# the file it names; the set also goes after MINUTES, default 120). As root, on the machine
+# tests/run.sh sets up (it does the set-up steps first).
+#   tests/clusterset-up.sh [MINUTES]
+set -euo pipefail
+minutes="${1:-120}"
+[[ "$minutes" =~ ^[0-9]+$ ]] || { echo "clusterset-up: MINUTES must be whole minutes, not '$minutes'" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+CLUSTERSET_KEEP="$minutes" exec bash tests/run.sh --test integration -- \
+  clusterset::a_real_cluster_set_of_two_clusters_with_the_mcs_controller --exact --nocapture
