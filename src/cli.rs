@@ -229,6 +229,20 @@ pub struct Args {
     #[arg(long, env = "CLUSTERSET_DNS_TCP_MAX_CONNECTIONS", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     pub tcp_max_connections: u32,
 
+    /// Threads serving TCP connections (each new connection goes to the next); default: one
+    /// per CPU.
+    #[arg(long, env = "CLUSTERSET_DNS_TCP_WORKERS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub tcp_workers: Option<u32>,
+
+    /// After answering, a TCP worker may wait before it looks for more, so that queries
+    /// arriving meanwhile on any of its connections are answered in one wake-up: much less CPU
+    /// per query at thousands of queries a second, a little more latency (see README). auto:
+    /// only while a worker answers 4,000 queries a second or more, and then as long as five take
+    /// to arrive (1ms at 5,000 q/s, 250us at 20,000); 0: never wait; a duration (at most 1ms):
+    /// wait that long after every wake-up that answered something.
+    #[arg(long, env = "CLUSTERSET_DNS_TCP_COALESCE", value_name = "auto|0|DURATION", default_value = "auto", value_parser = tcp::parse_coalesce)]
+    pub tcp_coalesce: Coalescing,
+
     /// After SIGTERM or SIGINT, keep answering for this long while /ready answers 503, so the
     /// endpoint is withdrawn before the server stops (CoreDNS's `health { lameduck }`); 0: stop
     /// at once. A second signal ends it at once.
@@ -525,10 +539,7 @@ impl Args {
 
     /// `--udp-workers`, or the CPUs this process may run on.
     pub fn udp_workers(&self) -> usize {
-        match self.udp_workers {
-            Some(n) => n as usize,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        }
+        self.udp_workers.map_or_else(cpus, |n| n as usize)
     }
 
     /// `--deny-cidr`, `--allow-cidr` and `--exclude-namespace`, checked against `--namespace`.
@@ -612,6 +623,8 @@ impl Args {
                     idle_timeout: self.tcp_idle_timeout,
                     max_connections: self.tcp_max_connections as usize,
                     allow_transfer: self.allow_transfer.clone(),
+                    workers: self.tcp_workers.map_or_else(cpus, |n| n as usize),
+                    coalesce: self.tcp_coalesce,
                 },
                 query_log: self.log_queries,
                 grace: self.shutdown_grace,
@@ -619,6 +632,11 @@ impl Args {
             },
         })
     }
+}
+
+/// The CPUs this process may run on.
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 #[cfg(test)]

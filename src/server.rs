@@ -1,5 +1,6 @@
 //! Binds the DNS sockets and serves them: UDP (one SO_REUSEPORT socket per worker thread) and
-//! TCP on the same address, both answering through [`crate::dns::respond`].
+//! TCP (worker threads of its own) on the same address, both answering through
+//! [`crate::dns::respond`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -82,6 +83,10 @@ impl Listeners {
                 Err(e) => return Err(err("TCP", at, e)),
             }
         };
+        {
+            use std::os::fd::AsRawFd;
+            crate::sys::listen_backlog(tcp.as_raw_fd(), 4096).map_err(|e| err("TCP", dns, e))?;
+        }
         let admin = std::net::TcpListener::bind(admin).map_err(|e| err("admin HTTP", admin, e))?;
         for (what, s) in [("TCP", &tcp), ("admin HTTP", &admin)] {
             s.set_nonblocking(true).map_err(|e| err(what, dns, e))?;
@@ -157,9 +162,8 @@ pub async fn serve(
         shutdown.clone(),
         stop.clone(),
     ));
-    let tcp = tokio::net::TcpListener::from_std(tcp)?;
     info!(address = %udp[0].local_addr()?, workers = udp.len(), "DNS listening on UDP");
-    info!(address = %tcp.local_addr()?, max_connections = config.tcp.max_connections, "DNS listening on TCP");
+    info!(address = %tcp.local_addr()?, workers = config.tcp.workers, max_connections = config.tcp.max_connections, coalesce = %config.tcp.coalesce, "DNS listening on TCP");
     let halt = Arc::new(AtomicBool::new(false));
     // One decision for every listener: whether query lines are written, and at which level.
     let log = QueryLog::new(config.query_log);
@@ -173,14 +177,7 @@ pub async fn serve(
         }
         None => None,
     };
-    let tcp = tokio::spawn(tcp::serve(
-        tcp,
-        config.tcp,
-        log,
-        zone,
-        metrics,
-        stop.clone(),
-    ));
+    let tcp = tcp::spawn(tcp, config.tcp, log, zone, metrics, stop.clone())?;
     stop.cancelled().await;
     halt.store(true, Ordering::Relaxed);
     let drain = async {

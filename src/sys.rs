@@ -1,6 +1,6 @@
 //! The calls into the C library and the CPU that the rest of the crate needs outside the packet
-//! paths (`dns::udp` and `dns::xdp` keep their own): allocator tuning, a prefetch hint and
-//! socket options. With those two, this is the only module where `unsafe` is allowed.
+//! paths (`dns::udp` and `dns::xdp` keep their own): allocator tuning, timer slack, a prefetch
+//! hint and socket options. With those two, this is the only module where `unsafe` is allowed.
 
 use std::io;
 
@@ -28,6 +28,16 @@ pub fn release_free_memory() {
     }
 }
 
+/// Sleeps of this thread last the time asked, not up to the default 50 µs of timer slack more:
+/// for the threads whose coalescing waits are themselves tens of microseconds.
+pub fn precise_sleeps() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl on this thread with an integer argument; it changes only the timer slack.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64);
+    }
+}
+
 /// A hint to the CPU to bring the cache line at `p` in; it never faults, whatever `p` is.
 #[inline(always)]
 pub fn prefetch<T>(p: *const T) {
@@ -40,6 +50,20 @@ pub fn prefetch<T>(p: *const T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// Lets a listening socket's queue of connections not yet accepted grow to `backlog` (the
+/// kernel caps it at `net.core.somaxconn`). The standard library listens with 128: a burst of
+/// clients reconnecting at once (every node's cache after a restart) would overflow it, and each
+/// connection beyond it waits a second for its SYN to be sent again.
+pub fn listen_backlog(fd: i32, backlog: i32) -> io::Result<()> {
+    // SAFETY: listen on a descriptor the caller owns; on a socket that listens already, Linux
+    // only changes the backlog.
+    if unsafe { libc::listen(fd, backlog) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Sets socket option `opt` at `level` of `fd` to `value`, the option's C struct or integer.

@@ -4,6 +4,7 @@
 
 mod account;
 mod batch;
+pub mod coalescing;
 mod query;
 pub mod tcp;
 pub mod transfer;

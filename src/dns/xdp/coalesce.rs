@@ -4,45 +4,14 @@
 use std::time::{Duration, Instant};
 
 use crate::dns::BATCH;
-
-/// Whether XDP workers wait after a batch that did not fill, so that queries arriving meanwhile
-/// are answered together (`--xdp-coalesce`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Coalescing {
-    /// Never: each wake-up answers what has come.
-    Off,
-    /// After every batch that did not fill.
-    Always(Duration),
-    /// Only while the queue is busy (more than half the time), and until the waits stop
-    /// gathering several queries each: as a network card's adaptive interrupt moderation.
-    Adaptive(Duration),
-}
-
-impl std::fmt::Display for Coalescing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Coalescing::Off => f.write_str("off"),
-            Coalescing::Always(d) => write!(f, "{}us", d.as_micros()),
-            Coalescing::Adaptive(d) => write!(f, "adaptive, {}us", d.as_micros()),
-        }
-    }
-}
+pub use crate::dns::coalescing::Coalescing;
 
 /// How long an adaptive XDP worker waits (`--xdp-coalesce auto`).
 pub const ADAPTIVE_WAIT: Duration = Duration::from_micros(100);
 
 /// `--xdp-coalesce`: `auto`, `0` (off) or a duration up to 1 ms, such as `50us`.
 pub fn parse(s: &str) -> Result<Coalescing, String> {
-    match s.trim() {
-        "auto" => return Ok(Coalescing::Adaptive(ADAPTIVE_WAIT)),
-        "0" => return Ok(Coalescing::Off),
-        _ => {}
-    }
-    let d = crate::clock::parse_duration(s).map_err(|e| format!("{e}, or auto, or 0"))?;
-    if d > Duration::from_millis(1) {
-        return Err(format!("{s:?} is more than 1ms"));
-    }
-    Ok(Coalescing::Always(d))
+    crate::dns::coalescing::parse(s, ADAPTIVE_WAIT)
 }
 
 /// One worker's [`Coalescing`], with what the adaptive kind goes by.

@@ -59,9 +59,7 @@ impl Worker {
         let mut view = zone.view();
         let mut failed = false;
         if coalesce != Coalescing::Off {
-            // Sleep for the time asked, not up to the default 50 µs of timer slack more.
-            // SAFETY: prctl on this thread with an integer argument.
-            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64) };
+            crate::sys::precise_sleeps();
         }
         let mut co = Coalesce::new(coalesce, Instant::now());
         // Whether the last thing this worker did was a coalescing sleep.

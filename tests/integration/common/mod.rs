@@ -65,6 +65,10 @@ pub fn config(file: &Path, zones: &[&str]) -> clusterset_dns::Config {
                 idle_timeout: Duration::from_secs(5),
                 max_connections: 64,
                 allow_transfer: vec![],
+                // Two workers, so tests cross the hand-over of connections between them; and
+                // the default pacing, which waits only at thousands of queries a second.
+                workers: 2,
+                coalesce: tcp::parse_coalesce("auto").unwrap(),
             },
             query_log: false,
             grace: Duration::from_secs(1),

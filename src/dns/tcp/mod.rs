@@ -3,6 +3,15 @@
 //! idle), and a cap on open connections. At the cap a new client takes the place of the
 //! connection that has gone longest without a query (RFC 7766 §6.2.3), so a crowd of idle or
 //! slowloris connections cannot lock new clients out.
+//!
+//! Connections are spread over worker threads, each a current-thread runtime of its own (as
+//! each UDP worker is a thread of its own): a query is read, answered and written on the thread
+//! that woke for it, with no hand-over between threads, and each worker can wait a little before
+//! it parks so that one wake-up answers several queries (`coalesce`).
+
+mod coalesce;
+
+pub use coalesce::{ADAPTIVE_BUDGET, parse as parse_coalesce};
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -15,6 +24,7 @@ use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use super::coalescing::Coalescing;
 use super::transfer::transfer;
 use super::{BATCH, Batch, QueryLog, Transport, account, respond_in};
 use crate::cidr::Cidr;
@@ -29,47 +39,137 @@ pub struct Config {
     pub max_connections: usize,
     /// Clients allowed zone transfers (AXFR, IXFR); everyone else is refused.
     pub allow_transfer: Vec<Cidr>,
+    /// Worker threads the connections are spread over.
+    pub workers: usize,
+    /// Whether a worker waits before it parks (`--tcp-coalesce`).
+    pub coalesce: Coalescing,
 }
 
-/// The open connections: when each last finished a query (or opened), and how to close it.
+/// The open connections: whether its worker has taken each up yet, when it last finished a
+/// query (or was taken up, or opened), and how to close it.
 #[derive(Default)]
 struct Connections {
     next: u64,
-    conns: HashMap<u64, (Instant, CancellationToken)>,
+    conns: HashMap<u64, Open>,
+}
+
+struct Open {
+    started: bool,
+    last: Instant,
+    stop: CancellationToken,
 }
 
 impl Connections {
-    /// Registers a new connection; at `max`, first closes the one idle longest.
+    /// Registers a new connection; at `max`, first closes the one idle longest among those
+    /// their workers have taken up (a flood of new connections accepted faster than the
+    /// workers take them up must not close a client's before it could send its query), or,
+    /// when none has been, the oldest.
     fn admit(&mut self, max: usize) -> (u64, CancellationToken, bool) {
         let mut evicted = false;
         while self.conns.len() >= max.max(1) {
-            let Some((&oldest, _)) = self.conns.iter().min_by_key(|(_, (last, _))| *last) else {
+            let Some((&oldest, _)) = self.conns.iter().min_by_key(|(_, o)| (!o.started, o.last))
+            else {
                 break;
             };
-            if let Some((_, stop)) = self.conns.remove(&oldest) {
-                stop.cancel();
+            if let Some(o) = self.conns.remove(&oldest) {
+                o.stop.cancel();
                 evicted = true;
             }
         }
         let id = self.next;
         self.next += 1;
         let stop = CancellationToken::new();
-        self.conns.insert(id, (Instant::now(), stop.clone()));
+        let open = Open {
+            started: false,
+            last: Instant::now(),
+            stop: stop.clone(),
+        };
+        self.conns.insert(id, open);
         (id, stop, evicted)
     }
 
+    /// Its worker has taken the connection up: its idle time counts from now.
+    fn start(&mut self, id: u64) {
+        if let Some(o) = self.conns.get_mut(&id) {
+            (o.started, o.last) = (true, Instant::now());
+        }
+    }
+
     fn touch(&mut self, id: u64) {
-        if let Some((last, _)) = self.conns.get_mut(&id) {
-            *last = Instant::now();
+        if let Some(o) = self.conns.get_mut(&id) {
+            o.last = Instant::now();
         }
     }
 }
 
-/// Accepts connections on `listener` until `shutdown`; then stops accepting and returns once
-/// every connection has finished the query it was reading or answering (idle ones close at
-/// once). The caller bounds that wait.
-pub async fn serve(
+/// Starts `config.workers` threads that serve connections from `listener` until `shutdown`;
+/// then they stop accepting, and the returned receiver fires once every connection has finished
+/// the query it was reading or answering (idle ones close at once). The caller bounds that wait.
+pub fn spawn(
+    listener: std::net::TcpListener,
+    config: Config,
+    log: QueryLog,
+    zone: Arc<Zone>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+    let mut runtimes = Vec::new();
+    for _ in 0..config.workers.max(1) {
+        let pace = Mutex::new(coalesce::Pace::new(config.coalesce, Instant::now()));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .on_thread_park(move || {
+                let wait = pace.lock().expect("pace lock").now();
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                }
+            })
+            .build()?;
+        runtimes.push(runtime);
+    }
+    let workers: Vec<_> = runtimes.iter().map(|r| r.handle().clone()).collect();
+    // Workers serve until the acceptor says every connection is over.
+    let over = CancellationToken::new();
+    let coalescing = config.coalesce != Coalescing::Off;
+    for (i, runtime) in runtimes.into_iter().enumerate() {
+        let over = over.clone();
+        std::thread::Builder::new()
+            .name(format!("tcp-{i}"))
+            .spawn(move || {
+                if coalescing {
+                    crate::sys::precise_sleeps();
+                }
+                runtime.block_on(over.cancelled());
+            })?;
+    }
+    // Accepting has a thread of its own, so that it keeps the kernel's backlog drained while
+    // the workers answer, and a flood of new connections (each evicting the longest idle at
+    // the cap) never keeps a worker from reading the query of a client that has just come.
+    let accept = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let listener = {
+        let _in = accept.enter();
+        TcpListener::from_std(listener)?
+    };
+    let (finished, done) = tokio::sync::oneshot::channel();
+    let serve = serve(listener, workers, config, log, zone, metrics, shutdown);
+    std::thread::Builder::new()
+        .name("tcp-accept".into())
+        .spawn(move || {
+            accept.block_on(serve);
+            over.cancel();
+            let _ = finished.send(());
+        })?;
+    Ok(done)
+}
+
+/// Accepts connections on `listener` until `shutdown`, spreading them over `workers` in turn;
+/// then stops accepting and returns once every connection has finished the query it was
+/// reading or answering.
+async fn serve(
     listener: TcpListener,
+    workers: Vec<tokio::runtime::Handle>,
     config: Config,
     log: QueryLog,
     zone: Arc<Zone>,
@@ -80,6 +180,8 @@ pub async fn serve(
     let counters = metrics.shared_counters();
     // Each connection holds a sender; `recv` returns `None` once the last of them is gone.
     let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
+    let mut next = 0;
+    let handoff = Arc::new(tokio::sync::Semaphore::new(HANDOFF * workers.len()));
     loop {
         let (stream, src) = tokio::select! {
             _ = shutdown.cancelled() => {
@@ -97,6 +199,14 @@ pub async fn serve(
                 }
             },
         };
+        // The acceptor stays at most a few connections ahead of the workers (the rest wait in
+        // the kernel's backlog), so that at the cap there is always one a worker has taken up
+        // to close rather than a client's that has just come.
+        let taken_up = handoff
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the hand-off semaphore is never closed");
         let (id, stop, evicted) = open
             .lock()
             .expect("connections lock")
@@ -115,11 +225,19 @@ pub async fn serve(
             alive.clone(),
         );
         metrics.tcp_open(1);
-        tokio::spawn(async move {
+        // The connection moves to its worker's reactor.
+        let stream = stream.into_std();
+        let worker = &workers[next % workers.len()];
+        next += 1;
+        worker.spawn(async move {
+            // Its worker has it: the first read follows at once, on this thread.
+            open.lock().expect("connections lock").start(id);
+            drop(taken_up);
             let touch = || open.lock().expect("connections lock").touch(id);
+            let stream = stream.and_then(TcpStream::from_std);
             tokio::select! {
                 _ = stop.cancelled() => {}
-                r = connection(stream, src, &config, log, &zone, &counters, &touch, &shutdown) => if let Err(e) = r {
+                r = async { connection(stream?, src, &config, log, &zone, &counters, &touch, &shutdown).await } => if let Err(e) = r {
                     debug!(%src, error = %e, "TCP connection ended");
                 },
             }
@@ -129,6 +247,9 @@ pub async fn serve(
         });
     }
 }
+
+/// Connections accepted and not yet taken up by their worker, per worker, at most.
+const HANDOFF: usize = 8;
 
 /// The input buffer's size: many pipelined queries. It grows to hold a longer frame whole (up to
 /// 64 KiB) and shrinks back once that is answered, so a thousand open connections hold a few
@@ -307,6 +428,7 @@ async fn connection(
                 );
             }
             drop(view);
+            coalesce::answered(n);
             let took = start.elapsed();
             for (i, outcome) in outcomes[..n].iter().enumerate() {
                 if let Some(o) = outcome {
@@ -411,5 +533,24 @@ mod tests {
         let (_, _, evicted) = one.admit(0);
         assert!(evicted && first.is_cancelled());
         assert_eq!(one.conns.len(), 1);
+    }
+
+    #[test]
+    fn a_connection_its_worker_has_not_taken_up_is_closed_last() {
+        let mut open = Connections::default();
+        // e was accepted first but its worker has not read from it yet; f has been taken up.
+        let (_, stop_e, _) = open.admit(2);
+        std::thread::sleep(Duration::from_millis(2));
+        let (f, stop_f, _) = open.admit(2);
+        open.start(f);
+        let (_, stop_g, evicted) = open.admit(2);
+        assert!(
+            evicted && stop_f.is_cancelled(),
+            "the one taken up goes first"
+        );
+        assert!(!stop_e.is_cancelled() && !stop_g.is_cancelled());
+        // None taken up: the oldest goes.
+        let (_, _, evicted) = open.admit(2);
+        assert!(evicted && stop_e.is_cancelled() && !stop_g.is_cancelled());
     }
 }
