@@ -53,6 +53,8 @@ pub struct Metrics {
     cluster_info: IntGaugeVec,
     tcp_connections: IntGauge,
     tcp_evicted: prometheus::IntCounter,
+    tcp_waits: prometheus::IntCounter,
+    tcp_waited: prometheus::Counter,
     /// Every serving worker's query counters, summed at scrape time (by [`query::collect`]).
     workers: Arc<Mutex<Vec<Arc<QueryCounters>>>>,
 }
@@ -243,6 +245,26 @@ impl Metrics {
                     .expect("metric registered once");
                 c
             },
+            tcp_waits: {
+                let c = prometheus::IntCounter::new(
+                    "clusterset_dns_tcp_coalesce_waits_total",
+                    "Times a TCP worker waited after answering, so that the queries arriving meanwhile are answered in one wake-up (--tcp-coalesce).",
+                )
+                .expect("valid metric");
+                r.register(Box::new(c.clone()))
+                    .expect("metric registered once");
+                c
+            },
+            tcp_waited: {
+                let c = prometheus::Counter::new(
+                    "clusterset_dns_tcp_coalesce_wait_seconds_total",
+                    "Time TCP workers asked to wait in those waits; over the waits, the mean wait (a query arriving during one waits for its rest).",
+                )
+                .expect("valid metric");
+                r.register(Box::new(c.clone()))
+                    .expect("metric registered once");
+                c
+            },
             registry: r,
             zones: zones.len(),
             workers: Arc::default(),
@@ -392,6 +414,12 @@ impl Metrics {
 
     pub fn tcp_evicted(&self) {
         self.tcp_evicted.inc();
+    }
+
+    /// A TCP worker waited `d` before parking (`--tcp-coalesce`).
+    pub fn tcp_waited(&self, d: std::time::Duration) {
+        self.tcp_waits.inc();
+        self.tcp_waited.inc_by(d.as_secs_f64());
     }
 
     /// Records the time from an object change being seen to the zone answering it.

@@ -360,6 +360,59 @@ async fn tcp_carries_several_queries_per_connection_in_order() {
     assert_eq!(n, 0);
 }
 
+/// Eight connections, each asking `n` questions one after another (the next once the last is
+/// answered); every answer is checked.
+async fn ask_in_turn(dns: std::net::SocketAddr, n: u16) {
+    let mut clients = Vec::new();
+    for k in 0..8u16 {
+        clients.push(tokio::spawn(async move {
+            let mut c = tokio::net::TcpStream::connect(dns).await.unwrap();
+            for i in 0..n {
+                let mut q = query("web.shop.svc.clusterset.local", RecordType::A, None);
+                let id = k * 1000 + i;
+                q[..2].copy_from_slice(&id.to_be_bytes());
+                c.write_all(&(q.len() as u16).to_be_bytes()).await.unwrap();
+                c.write_all(&q).await.unwrap();
+                let len = c.read_u16().await.unwrap() as usize;
+                let mut buf = vec![0; len];
+                c.read_exact(&mut buf).await.unwrap();
+                let m = Message::from_vec(&buf).unwrap();
+                assert_eq!(m.metadata.id, id);
+                assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+                assert_eq!(m.answers.len(), 1);
+            }
+        }));
+    }
+    for c in clients {
+        c.await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn tcp_workers_wait_only_as_coalescing_asks() {
+    let _module = common::module(module_path!());
+    // The default: a worker waits only at thousands of queries a second.
+    let auto = start(ONE).await;
+    // 1ms: after every wake-up that answered something.
+    let always = start_with(ONE, |c| {
+        c.server.tcp.coalesce = clusterset_dns::dns::tcp::parse_coalesce("1ms").unwrap();
+    })
+    .await;
+    for s in [&auto, &always] {
+        ask_in_turn(s.dns, 25).await;
+    }
+    let waits = "clusterset_dns_tcp_coalesce_waits_total";
+    let waited = "clusterset_dns_tcp_coalesce_wait_seconds_total";
+    assert_eq!(common::metric(auto.admin, waits).await, 0.0);
+    assert_eq!(common::metric(auto.admin, waited).await, 0.0);
+    // Each connection's 25 answers took 25 wake-ups at least, one after another, and a wait
+    // followed each.
+    let n = common::metric(always.admin, waits).await;
+    assert!(n >= 25.0, "{n} waits");
+    let mean = common::metric(always.admin, waited).await / n;
+    assert!((mean - 0.001).abs() < 1e-6, "mean wait {mean}s");
+}
+
 #[tokio::test]
 async fn tcp_idle_connections_are_closed_and_capped() {
     let _module = common::module(module_path!());

@@ -116,12 +116,14 @@ pub fn spawn(
     let mut runtimes = Vec::new();
     for _ in 0..config.workers.max(1) {
         let pace = Mutex::new(coalesce::Pace::new(config.coalesce, Instant::now()));
+        let metrics = metrics.clone();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .on_thread_park(move || {
                 let wait = pace.lock().expect("pace lock").now();
                 if !wait.is_zero() {
                     std::thread::sleep(wait);
+                    metrics.tcp_waited(wait);
                 }
             })
             .build()?;
@@ -129,7 +131,19 @@ pub fn spawn(
     }
     let workers: Vec<_> = runtimes.iter().map(|r| r.handle().clone()).collect();
     // Workers serve until the acceptor says every connection is over.
+    // Accepting has a thread of its own, so that it keeps the kernel's backlog drained while
+    // the workers answer, and a flood of new connections (each evicting the longest idle at
+    // the cap) never keeps a worker from reading the query of a client that has just come.
+    let accept = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let listener = {
+        let _in = accept.enter();
+        TcpListener::from_std(listener)?
+    };
     let over = CancellationToken::new();
+    // A thread that cannot be started ends the ones already started.
+    let started = over.clone().drop_guard();
     let coalescing = config.coalesce != Coalescing::Off;
     for (i, runtime) in runtimes.into_iter().enumerate() {
         let over = over.clone();
@@ -142,16 +156,6 @@ pub fn spawn(
                 runtime.block_on(over.cancelled());
             })?;
     }
-    // Accepting has a thread of its own, so that it keeps the kernel's backlog drained while
-    // the workers answer, and a flood of new connections (each evicting the longest idle at
-    // the cap) never keeps a worker from reading the query of a client that has just come.
-    let accept = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let listener = {
-        let _in = accept.enter();
-        TcpListener::from_std(listener)?
-    };
     let (finished, done) = tokio::sync::oneshot::channel();
     let serve = serve(listener, workers, config, log, zone, metrics, shutdown);
     std::thread::Builder::new()
@@ -161,6 +165,7 @@ pub fn spawn(
             over.cancel();
             let _ = finished.send(());
         })?;
+    started.disarm();
     Ok(done)
 }
 
