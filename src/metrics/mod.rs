@@ -89,12 +89,19 @@ fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> In
     g
 }
 
-fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
-    let g = IntGauge::new(name, help).expect("valid metric");
+/// Registers `metric` (a counter or gauge without labels) and hands it back.
+fn registered<M: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    metric: M,
+) -> M {
     registry
-        .register(Box::new(g.clone()))
+        .register(Box::new(metric.clone()))
         .expect("metric registered once");
-    g
+    metric
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    registered(registry, IntGauge::new(name, help).expect("valid metric"))
 }
 
 impl Metrics {
@@ -235,36 +242,30 @@ impl Metrics {
                 "clusterset_dns_tcp_connections",
                 "DNS-over-TCP connections open now.",
             ),
-            tcp_evicted: {
-                let c = prometheus::IntCounter::new(
+            tcp_evicted: registered(
+                &r,
+                prometheus::IntCounter::new(
                     "clusterset_dns_tcp_connections_evicted_total",
                     "TCP connections closed at the connection cap to make room for a new one (the longest-idle goes).",
                 )
-                .expect("valid metric");
-                r.register(Box::new(c.clone()))
-                    .expect("metric registered once");
-                c
-            },
-            tcp_waits: {
-                let c = prometheus::IntCounter::new(
+                .expect("valid metric"),
+            ),
+            tcp_waits: registered(
+                &r,
+                prometheus::IntCounter::new(
                     "clusterset_dns_tcp_coalesce_waits_total",
                     "Times a TCP worker waited after answering, so that the queries arriving meanwhile are answered in one wake-up (--tcp-coalesce).",
                 )
-                .expect("valid metric");
-                r.register(Box::new(c.clone()))
-                    .expect("metric registered once");
-                c
-            },
-            tcp_waited: {
-                let c = prometheus::Counter::new(
+                .expect("valid metric"),
+            ),
+            tcp_waited: registered(
+                &r,
+                prometheus::Counter::new(
                     "clusterset_dns_tcp_coalesce_wait_seconds_total",
                     "Time TCP workers asked to wait in those waits; over the waits, the mean wait (a query arriving during one waits for its rest).",
                 )
-                .expect("valid metric");
-                r.register(Box::new(c.clone()))
-                    .expect("metric registered once");
-                c
-            },
+                .expect("valid metric"),
+            ),
             registry: r,
             zones: zones.len(),
             workers: Arc::default(),
