@@ -22,6 +22,7 @@
 //! (Linkerd leaves mirrors behind when a Link is deleted).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -85,6 +86,19 @@ pub struct ImportPort {
     pub protocol: String,
     pub port: i32,
     pub app_protocol: Option<String>,
+}
+
+impl fmt::Display for ImportPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.name.is_empty() {
+            write!(f, "{}:", self.name)?;
+        }
+        write!(f, "{}/{}", self.port, self.protocol)?;
+        if let Some(a) = &self.app_protocol {
+            write!(f, " ({a})")?;
+        }
+        Ok(())
+    }
 }
 
 impl ImportPort {
@@ -387,9 +401,10 @@ fn import(
     }
 
     // Mirrors only. Each cluster's mirror is its export as it is; the oldest decides whether
-    // the import is headless and what its ports are. A cluster exporting the other type is
-    // left out (its addresses cannot be served as the oldest's type); one with other ports
-    // stays, with its own ports in its slices.
+    // the import is headless. A cluster exporting the other type is left out (its addresses
+    // cannot be served as the oldest's type). The import's ports are the union of the
+    // exports' ports, and where exports give one port name different ports, the oldest's
+    // (KEP-1645, "Service Port"); each cluster's slices have its own ports.
     let mirrors: Vec<&Read> = members
         .iter()
         .copied()
@@ -397,7 +412,10 @@ fn import(
         .collect();
     let oldest = mirrors.first()?;
     let is_headless = matches!(oldest.shape, Shape::HeadlessMirror { .. });
-    let ports = with_app(&oldest.ports);
+    // The union, each port with the object of the export it came from; and each cluster
+    // taken, with its ports, to say afterwards how it differs from the union.
+    let mut ports: Vec<(ImportPort, &str)> = Vec::new();
+    let mut taken: Vec<(String, &str, Vec<ImportPort>)> = Vec::new();
     let kind = |headless: bool| if headless { "headless" } else { "ClusterSetIP" };
     let mut slices: BTreeMap<(String, Family), SliceSpec> = BTreeMap::new();
     for r in &mirrors {
@@ -423,15 +441,12 @@ fn import(
         }
         clusters.insert(id.clone());
         let r_ports = with_app(&r.ports);
-        if r_ports != ports {
-            conflict(
-                &r.object,
-                format!(
-                    "cluster {id} exports {name} with other ports than the oldest export ({}): the import has the oldest's ports, as the MCS API resolves a port conflict",
-                    oldest.object
-                ),
-            );
+        for p in &r_ports {
+            if !ports.iter().any(|(q, _)| q.name == p.name) {
+                ports.push((p.clone(), &r.object));
+            }
         }
+        taken.push((id.clone(), &r.object, r_ports.clone()));
         let mut add = |ip: IpAddr, hostname: Option<String>| {
             slices
                 .entry((id.clone(), Family::of(&ip)))
@@ -462,12 +477,40 @@ fn import(
             }
         }
     }
+    let mut union: Vec<ImportPort> = ports.iter().map(|(p, _)| p.clone()).collect();
+    union.sort();
+    // Where the exports differ, each is in conflict (as the MCS API sets Conflict on every
+    // export), the oldest too.
+    let differ = taken.iter().any(|(_, _, own)| *own != union);
+    for (id, object, own) in taken.iter().filter(|_| differ) {
+        let list = |ports: &[ImportPort]| {
+            ports
+                .iter()
+                .map(ImportPort::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut message = format!(
+            "cluster {id} exports {name} with ports [{}], and other clusters with others; the import has the union of the exports' ports [{}]",
+            list(own),
+            list(&union)
+        );
+        for p in own {
+            if let Some((kept, from)) = ports.iter().find(|(q, _)| q.name == p.name && q != p) {
+                message.push_str(&format!(
+                    "; port name {:?} is {p} here but {kept} in the older export {from}, and the older one is kept, as the MCS API resolves a port conflict",
+                    p.name
+                ));
+            }
+        }
+        conflict(object, message);
+    }
     problems.extend(conflicts);
     if clusters.is_empty() {
         return None;
     }
     let mut i = base(is_headless, std::mem::take(&mut clusters));
-    i.ports = ports;
+    i.ports = union;
     i.slices = slices
         .into_values()
         .map(|mut s| {
@@ -873,7 +916,7 @@ mod tests {
     }
 
     #[test]
-    fn the_oldest_export_decides_type_and_ports() {
+    fn the_oldest_export_decides_type_and_port_clashes() {
         // A mirror as Linkerd writes it for a cluster whose export the export half made at
         // `created` (None: labelled by hand), with one port and headless or not.
         let exported = |link: &str, created: Option<&str>, port: u16, headless: bool| {
@@ -925,11 +968,68 @@ mod tests {
             .filter(|p| p.reason == CONFLICT)
             .map(|p| p.object.as_str())
             .collect();
-        assert_eq!(conflicts, ["web-a", "web-b"], "{:?}", j.problems);
+        assert_eq!(conflicts, ["web-c", "web-a", "web-b"], "{:?}", j.problems);
         assert!(
-            j.problems[0].message.contains("oldest export (web-c)"),
+            j.problems[1].message.contains(
+                "port name \"http\" is http:80/TCP here but http:82/TCP in the older export web-c"
+            ),
             "{:?}",
             j.problems
+        );
+
+        // Other port names add up: the import has the union, and every export that differs
+        // from it is said to conflict, the oldest too (KEP-1645: the union of the
+        // constituent services' ports, and a conflict on each export).
+        let with_ports = |link: &str, created: &str, ports: &str| {
+            svc(&format!(
+                "metadata: {{name: web-{link}, namespace: shop, labels: {{mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: {link}}}, annotations: {{mirror.linkerd.io/remote-svc-fq-name: web.shop.svc.cluster.local, linkerd-bridge.clusterset-dns.io/export: '{{\"exportCreated\":\"{created}\"}}'}}}}\n\
+                 spec: {{clusterIP: 198.18.3.9, ports: [{ports}]}}"
+            ))
+        };
+        let j = judge(
+            &[
+                with_ports(
+                    "a",
+                    "2026-12-01T10:00:00Z",
+                    "{name: tcp, port: 42, protocol: TCP}, {name: udp, port: 42, protocol: UDP}",
+                ),
+                with_ports(
+                    "b",
+                    "2026-12-02T10:00:00Z",
+                    "{name: tcp, port: 42, protocol: TCP}, {name: stcp, port: 142, protocol: SCTP}",
+                ),
+                with_ports(
+                    "c",
+                    "2026-12-03T10:00:00Z",
+                    "{name: udp, port: 43, protocol: UDP}",
+                ),
+            ],
+            &all,
+            &Naming::default(),
+        );
+        let i = &j.imports[&key("web")];
+        assert_eq!(
+            i.ports
+                .iter()
+                .map(ImportPort::to_string)
+                .collect::<Vec<_>>(),
+            ["stcp:142/SCTP", "tcp:42/TCP", "udp:42/UDP"]
+        );
+        assert_eq!(i.clusters.len(), 3);
+        let said: Vec<(&str, &str)> = j
+            .problems
+            .iter()
+            .map(|p| (p.object.as_str(), p.message.as_str()))
+            .collect();
+        assert_eq!(said.len(), 3, "{said:?}");
+        assert!(said[0].1.contains("cluster a exports web with ports [tcp:42/TCP, udp:42/UDP], and other clusters with others; the import has the union of the exports' ports [stcp:142/SCTP, tcp:42/TCP, udp:42/UDP]"), "{said:?}");
+        assert!(!said[0].1.contains("port name"), "{said:?}");
+        assert!(!said[1].1.contains("port name"), "{said:?}");
+        assert!(
+            said[2].1.contains(
+                "port name \"udp\" is udp:43/UDP here but udp:42/UDP in the older export web-a"
+            ),
+            "{said:?}"
         );
 
         // The oldest is a ClusterSetIP export: a headless one of another cluster is left out,

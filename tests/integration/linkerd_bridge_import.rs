@@ -387,6 +387,34 @@ fn linkerd_services_become_service_imports() {
     );
     eprintln!("member left: the import followed in {took:?}");
 
+    steps.next("2b. clusters export api with other ports: the import has their union");
+    // As the MCS conformance suite's "union of the constituent service ports" spec asks:
+    // `west` exports api with a second port, so the import has both, and each export that
+    // export is said to conflict where exports differ (as the suite wants Conflict on each).
+    let http = "{name: http, protocol: TCP, port: 80, targetPort: 80}";
+    k.apply(&mirror("shop", "api", "west", false).replace(
+        &format!("ports: [{http}]"),
+        &format!("ports: [{http}, {{name: admin, protocol: TCP, port: 9990, targetPort: 9990}}]"),
+    ));
+    let ports = |want: Value| {
+        until(format!("shop/api's ports {want}"), 20, || {
+            get(&k, "shop", "serviceimport", "api").is_some_and(|si| si["spec"]["ports"] == want)
+        })
+    };
+    ports(serde_json::json!([
+        {"name": "admin", "port": 9990, "protocol": "TCP"},
+        {"name": "http", "port": 80, "protocol": "TCP"}
+    ]));
+    until("an ExportConflict Event on each mirror", 10, || {
+        let said = events(&k, "shop", "ExportConflict");
+        ["api-east", "api-west"].iter().all(|m| {
+            said.iter().any(|e| {
+                e.starts_with(&format!("{m}: cluster "))
+                    && e.ends_with("the import has the union of the exports' ports [admin:9990/TCP, http:80/TCP]")
+            })
+        })
+    });
+
     steps.next("3. a Link is deleted: its cluster's mirrors stay, and are not served");
     k.delete("link", "linkerd-multicluster", "west");
     settles(
@@ -398,6 +426,8 @@ fn linkerd_services_become_service_imports() {
             "ClusterSetIP ips= families=IPv4 clusters=east slices=Present east/IPv4[{api_east}]"
         ),
     );
+    // The union is of the exports served: west's port went with its Link.
+    ports(serde_json::json!([{"name": "http", "port": 80, "protocol": "TCP"}]));
     assert!(
         get(&k, "shop", "service", "api-west").is_some(),
         "Linkerd's mirror left behind"
