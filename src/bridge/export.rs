@@ -9,8 +9,10 @@
 //! mirror `<svc>-<link>` whose endpoints are discovered in this cluster;
 //! `mirror.linkerd.io/exported=true` gives one that goes through the Link's gateway.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+
+use serde_json::Value;
 
 /// The ServiceExport annotation that chooses how Linkerd exports the Service.
 pub const MODE_ANNOTATION: &str = "linkerd-bridge.clusterset-dns.io/mode";
@@ -83,6 +85,8 @@ pub struct Exported {
     /// `clusterIP: None`.
     pub headless: bool,
     pub ports: BTreeSet<Port>,
+    /// The fields of [`COMPARED`] this export carries (see [`super::CARRIED`]).
+    pub carried: BTreeMap<String, Value>,
 }
 
 /// The same service as another cluster exports it, seen here through what Linkerd's service
@@ -96,6 +100,31 @@ pub struct Peer {
     pub via: String,
     pub headless: bool,
     pub ports: BTreeSet<Port>,
+    /// The fields of [`COMPARED`] its export carried, read from a mirror's
+    /// [`super::CARRIED`] annotation; None when it carries none (a Service labelled by hand,
+    /// or a federated Service, whose annotations are its oldest member's, not this one's).
+    pub carried: Option<BTreeMap<String, Value>>,
+}
+
+/// What the MCS API compares between the exports of one service beyond ports and type: the
+/// key the export half carries each field under, and the Conflict reason a difference gives
+/// (mcs-api v0.5.2's constants).
+pub const COMPARED: [(&str, &str); 7] = [
+    ("sessionAffinity", "SessionAffinityConflict"),
+    ("sessionAffinityConfig", "SessionAffinityConfigConflict"),
+    ("internalTrafficPolicy", "InternalTrafficPolicyConflict"),
+    ("trafficDistribution", "TrafficDistributionConflict"),
+    ("ipFamilies", "IPFamilyConflict"),
+    ("exportedLabels", "LabelsConflict"),
+    ("exportedAnnotations", "AnnotationsConflict"),
+];
+
+/// The fields of [`COMPARED`] in `carried` (the JSON object of [`super::CARRIED`]).
+pub fn compared(carried: &serde_json::Map<String, Value>) -> BTreeMap<String, Value> {
+    COMPARED
+        .iter()
+        .filter_map(|(key, _)| Some((key.to_string(), carried.get(*key)?.clone())))
+        .collect()
 }
 
 /// What the label on the Service should become.
@@ -323,6 +352,21 @@ fn conflict(svc: &Exported, peers: &[Peer]) -> Condition {
             ));
             reasons.push("TypeConflict");
         }
+        for (key, reason) in COMPARED {
+            let Some(theirs) = &p.carried else { break };
+            let (a, b) = (svc.carried.get(key), theirs.get(key));
+            if a != b {
+                let show = |v: Option<&Value>| v.map_or_else(|| "unset".into(), Value::to_string);
+                said.push(format!(
+                    "cluster {} (Service {}) has {key} {}, this one {}",
+                    p.cluster,
+                    p.via,
+                    show(b),
+                    show(a)
+                ));
+                reasons.push(reason);
+            }
+        }
     }
     let clusters: BTreeSet<&str> = peers.iter().map(|p| p.cluster.as_str()).collect();
     if reasons.is_empty() {
@@ -331,7 +375,7 @@ fn conflict(svc: &Exported, peers: &[Peer]) -> Condition {
             Status::False,
             "NoConflicts",
             format!(
-                "the same ports and type as in {}",
+                "the same ports, type and other fields as in {}",
                 clusters.into_iter().collect::<Vec<_>>().join(", ")
             ),
         );
@@ -363,6 +407,7 @@ mod tests {
             kind: "ClusterIP".into(),
             headless,
             ports: ports.iter().cloned().collect(),
+            carried: BTreeMap::new(),
         }
     }
 
@@ -372,6 +417,7 @@ mod tests {
             via: format!("web-{cluster}"),
             headless,
             ports: ports.iter().cloned().collect(),
+            carried: None,
         }
     }
 
@@ -531,5 +577,63 @@ mod tests {
             "{}",
             c.message
         );
+    }
+
+    #[test]
+    fn the_fields_a_peer_carried_are_compared_too() {
+        let http = [port("http", 80)];
+        let fields = |json: serde_json::Value| compared(json.as_object().unwrap());
+        let mut mine = svc(false, &http);
+        mine.carried = fields(serde_json::json!({
+            "exportCreated": "2026-12-04T10:00:00Z",
+            "sessionAffinity": "None",
+            "internalTrafficPolicy": "Cluster",
+            "exportedLabels": {"team": "shop"},
+            "ports": [],
+        }));
+        let with = |carried: Option<serde_json::Value>| {
+            let mut p = peer("west", false, &http);
+            p.carried = carried.map(fields);
+            judge("shop", "web", None, Mode::Federated, Some(&mine), &[p]).conditions[2].clone()
+        };
+        // The same fields (the creation time and ports are not among them): no conflict.
+        let c = with(Some(serde_json::json!({
+            "exportCreated": "2026-12-01T10:00:00Z",
+            "sessionAffinity": "None",
+            "internalTrafficPolicy": "Cluster",
+            "exportedLabels": {"team": "shop"},
+        })));
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (Status::False, "NoConflicts")
+        );
+        // A peer labelled by hand carries nothing to compare.
+        let c = with(None);
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (Status::False, "NoConflicts")
+        );
+        let c = with(Some(serde_json::json!({
+            "sessionAffinity": "ClientIP",
+            "internalTrafficPolicy": "Cluster",
+            "trafficDistribution": "PreferClose",
+            "exportedLabels": {"team": "cart"},
+            "exportedAnnotations": {"owner": "x"},
+        })));
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (
+                Status::True,
+                "AnnotationsConflict,LabelsConflict,SessionAffinityConflict,TrafficDistributionConflict"
+            )
+        );
+        for said in [
+            "cluster west (Service web-west) has sessionAffinity \"ClientIP\", this one \"None\"",
+            "has trafficDistribution \"PreferClose\", this one unset",
+            "has exportedLabels {\"team\":\"cart\"}, this one {\"team\":\"shop\"}",
+            "has exportedAnnotations {\"owner\":\"x\"}, this one unset",
+        ] {
+            assert!(c.message.contains(said), "{said} in {}", c.message);
+        }
     }
 }

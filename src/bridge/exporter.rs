@@ -248,7 +248,10 @@ impl Exporter {
             }
             return Ok(());
         };
-        let exported = service.as_deref().map(exported);
+        let exported = service.as_deref().map(|svc| Exported {
+            carried: export::compared(&carried_fields(svc, &export)),
+            ..exported(svc)
+        });
         let peers = peers(ns, name, &self.services.state());
         let annotation = export
             .metadata
@@ -429,8 +432,14 @@ fn owned_labels(svc: &Service) -> BTreeSet<String> {
 /// time (the MCS API resolves conflicts by the oldest export), the Service's
 /// `sessionAffinity`, `sessionAffinityConfig`, `internalTrafficPolicy`,
 /// `trafficDistribution` and `ipFamilies` (each only when set), and its ports with their
-/// `appProtocol`. The keys come in a fixed order, so the same Service gives the same text.
+/// `appProtocol`, and the export's `exportedLabels` and `exportedAnnotations` (each only when
+/// not empty). The keys come in a fixed order, so the same Service gives the same text.
 fn carried(svc: &Service, export: &DynamicObject) -> String {
+    Value::Object(carried_fields(svc, export)).to_string()
+}
+
+/// The JSON object of [`carried`].
+fn carried_fields(svc: &Service, export: &DynamicObject) -> serde_json::Map<String, Value> {
     let spec = svc.spec.clone().unwrap_or_default();
     let mut v = serde_json::Map::new();
     let mut put = |key: &str, value: Value| {
@@ -467,16 +476,26 @@ fn carried(svc: &Service, export: &DynamicObject) -> String {
         })
         .collect();
     put("ports", Value::Array(ports));
-    Value::Object(v).to_string()
+    // The CRD's schema makes these maps of strings; anything else is not carried.
+    for key in ["exportedLabels", "exportedAnnotations"] {
+        if let Some(map) = export.data["spec"][key].as_object()
+            && !map.is_empty()
+            && map.values().all(Value::is_string)
+        {
+            put(key, Value::Object(map.clone()));
+        }
+    }
+    v
 }
 
-/// What the export half reads of a Service.
+/// What the export half reads of a Service (without what its export carries).
 fn exported(svc: &Service) -> Exported {
     let spec = svc.spec.clone().unwrap_or_default();
     Exported {
         kind: spec.type_.unwrap_or_else(|| "ClusterIP".into()),
         headless: spec.cluster_ip.as_deref() == Some("None"),
         ports: ports(&spec.ports.unwrap_or_default()),
+        carried: BTreeMap::new(),
     }
 }
 
@@ -526,11 +545,18 @@ fn peers(ns: &str, name: &str, services: &[Arc<Service>]) -> Vec<Peer> {
                     .map(String::as_str)
                     .unwrap_or_default();
                 if fq.starts_with(&prefix) && !labels.contains_key(LABEL_HEADLESS_PARENT) {
+                    // What the peer's export half carried (Linkerd copies every annotation
+                    // onto the mirror); none when the peer was labelled by hand.
+                    let carried = annotations
+                        .get(CARRIED)
+                        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+                        .and_then(|v| v.as_object().map(export::compared));
                     out.push(Peer {
                         cluster: cluster.clone(),
                         via,
                         headless: e.headless,
                         ports: e.ports,
+                        carried,
                     });
                 }
             }
@@ -549,6 +575,7 @@ fn peers(ns: &str, name: &str, services: &[Arc<Service>]) -> Vec<Peer> {
                             via: via.clone(),
                             headless: false,
                             ports: e.ports.clone(),
+                            carried: None,
                         });
                     }
                 }

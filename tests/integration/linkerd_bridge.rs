@@ -383,6 +383,40 @@ fn exports_become_linkerd_labels_and_conditions() {
         said.contains("cluster west") && said.contains("http:8080/TCP"),
         "{m}"
     );
+    // What the export halves carry is compared as well: west's export (as its export half
+    // writes it, and Linkerd copies it onto the mirror) has no session affinity where this
+    // one has ClientIP (given above), and other exportedLabels.
+    k.apply(&export("web", None).replace(
+        "namespace: shop}\n",
+        "namespace: shop}\nspec: {exportedLabels: {team: shop}}\n",
+    ));
+    let west = r#"{"exportCreated":"2026-12-01T10:00:00Z","sessionAffinity":"None","internalTrafficPolicy":"Cluster","ipFamilies":["IPv4"],"ports":[{"name":"http","port":80,"protocol":"TCP","appProtocol":null}],"exportedLabels":{"team":"cart"}}"#;
+    k.apply(&mirror(HTTP).replace(
+        "remote-svc-fq-name: web.shop.svc.cluster.local",
+        &format!("remote-svc-fq-name: web.shop.svc.cluster.local, linkerd-bridge.clusterset-dns.io/export: '{west}'"),
+    ));
+    let m = settles(
+        &k,
+        &bridge,
+        "web",
+        &[federated],
+        &[
+            "Valid=True/Valid",
+            "Ready=True/Exported",
+            "Conflict=True/LabelsConflict,SessionAffinityConfigConflict,SessionAffinityConflict",
+        ],
+    );
+    let said = m["Conflict"].as_str().unwrap();
+    assert!(
+        said.contains(r#"has exportedLabels {"team":"cart"}, this one {"team":"shop"}"#),
+        "{m}"
+    );
+    assert_eq!(
+        carried("web")["exportedLabels"],
+        serde_json::json!({"team": "shop"}),
+        "the export's labels carried for the import half"
+    );
+    k.apply(&export("web", None));
     k.delete("service", "shop", "web-west");
     k.apply(
         &mirror(&format!("{{clusterIP: None, {}", &HTTP[1..]))
