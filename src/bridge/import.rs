@@ -136,6 +136,10 @@ pub struct Import {
     /// What the export half carried (see [`super::CARRIED`]): the fields of the exported
     /// Service that Linkerd does not copy, by their ServiceImport names.
     pub carried: BTreeMap<String, Value>,
+    /// The exported labels and annotations (`spec.exportedLabels` / `exportedAnnotations` of
+    /// the oldest export, carried by its export half), those Kubernetes accepts.
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
     pub clusters: BTreeSet<String>,
     pub slices: Vec<SliceSpec>,
 }
@@ -303,16 +307,19 @@ fn import(
     };
     // The carried fields: from the federated Service, else the oldest export's mirror.
     let mut carried = BTreeMap::new();
+    let mut carried_by = "";
     for r in members {
         match &r.carried {
             Some(Ok(c)) => {
                 carried = c.clone();
+                carried_by = &r.object;
                 break;
             }
             Some(Err(e)) => problem(&r.object, e.clone()),
             None => {}
         }
     }
+    let (labels, annotations) = exported_metadata(&carried, |m| problem(carried_by, m));
     let with_app = |ports: &[ImportPort]| -> Vec<ImportPort> {
         let carried_ports = carried.get("ports").and_then(Value::as_array);
         let mut out: Vec<ImportPort> = ports
@@ -358,6 +365,8 @@ fn import(
         families: Vec::new(),
         ports: Vec::new(),
         carried: spec_fields.clone(),
+        labels: labels.clone(),
+        annotations: annotations.clone(),
         clusters,
         slices: Vec::new(),
     };
@@ -522,6 +531,109 @@ fn import(
     let families: BTreeSet<Family> = i.slices.iter().map(|s| s.family).collect();
     i.families = families.into_iter().collect();
     Some(i)
+}
+
+/// The exported labels and annotations in `carried` that Kubernetes accepts on an object; each
+/// one left out is said through `problem`. A label may not take the bridge's own
+/// [`LABEL_MANAGER`], which says whose the ServiceImport is.
+fn exported_metadata(
+    carried: &BTreeMap<String, Value>,
+    mut problem: impl FnMut(String),
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    /// Kubernetes' limit on all of an object's annotations together.
+    const ANNOTATIONS_MAX: usize = 256 * 1024;
+    let pairs = |key: &str| -> Vec<(String, String)> {
+        carried
+            .get(key)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect()
+    };
+    let mut labels = BTreeMap::new();
+    for (k, v) in pairs("exportedLabels") {
+        let wrong = if k == LABEL_MANAGER {
+            Some("the key says whose the ServiceImport is, and only the bridge sets it".into())
+        } else if let Err(e) = qualified_name(&k) {
+            Some(format!("the key {e}"))
+        } else if !label_value(&v) {
+            Some("the value is not a label value (at most 63 of [A-Za-z0-9-_.], beginning and ending with a letter or digit)".into())
+        } else {
+            None
+        };
+        match wrong {
+            Some(why) => problem(format!(
+                "exported label {k}={v:?} is left out of the ServiceImport: {why}"
+            )),
+            None => {
+                labels.insert(k, v);
+            }
+        }
+    }
+    let mut annotations = BTreeMap::new();
+    for (k, v) in pairs("exportedAnnotations") {
+        match qualified_name(&k) {
+            Err(e) => problem(format!(
+                "exported annotation {k:?} is left out of the ServiceImport: the key {e}"
+            )),
+            Ok(()) => {
+                annotations.insert(k, v);
+            }
+        }
+    }
+    let size: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > ANNOTATIONS_MAX {
+        problem(format!(
+            "the exported annotations are {size} bytes, more than the {ANNOTATIONS_MAX} Kubernetes takes: all are left out of the ServiceImport"
+        ));
+        annotations.clear();
+    }
+    (labels, annotations)
+}
+
+/// Whether `key` is a label or annotation key Kubernetes accepts (`[prefix/]name`: a DNS
+/// subdomain of at most 253 and a name as [`label_value`], not empty); if not, why.
+fn qualified_name(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        let subdomain = !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|l| {
+                let b = l.as_bytes();
+                !b.is_empty()
+                    && b.iter()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                    && b[0] != b'-'
+                    && b[b.len() - 1] != b'-'
+            });
+        if !subdomain {
+            return Err(format!(
+                "prefix {p:?} is not a lower-case DNS subdomain of at most 253 characters"
+            ));
+        }
+    }
+    if name.is_empty() || !label_value(name) {
+        return Err(format!(
+            "name {name:?} is not 1-63 of [A-Za-z0-9-_.], beginning and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `v` is a label value Kubernetes accepts: empty, or at most 63 of
+/// `[A-Za-z0-9-_.]` beginning and ending with a letter or digit.
+fn label_value(v: &str) -> bool {
+    let b = v.as_bytes();
+    b.is_empty()
+        || (b.len() <= 63
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric())
 }
 
 /// What `svc` is, if it is one of Linkerd's multicluster Services; an error names what is
@@ -692,6 +804,20 @@ fn cluster_ips(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Result<Vec<IpA
 }
 
 impl Import {
+    /// The ServiceImport's labels and annotations: the bridge's own label and the exported
+    /// ones (no `annotations` when there are none).
+    pub fn metadata(&self) -> Value {
+        let mut labels = json!({ LABEL_MANAGER: MANAGER });
+        for (k, v) in &self.labels {
+            labels[k] = v.clone().into();
+        }
+        let mut metadata = json!({ "labels": labels });
+        if !self.annotations.is_empty() {
+            metadata["annotations"] = json!(self.annotations);
+        }
+        metadata
+    }
+
     /// The ServiceImport's spec.
     pub fn spec(&self) -> Value {
         let mut spec = json!({
@@ -1064,6 +1190,84 @@ mod tests {
         assert!(i.headless);
         assert_eq!(i.clusters, BTreeSet::from(["a".into()]));
         assert_eq!(j.problems.len(), 1, "{:?}", j.problems);
+    }
+
+    #[test]
+    fn exported_labels_and_annotations_that_kubernetes_takes_are_kept() {
+        let carried: BTreeMap<String, Value> = serde_json::from_value(json!({
+            "exportedLabels": {
+                "team": "shop",
+                "example.com/tier": "gold_1.a",
+                "": "x",
+                "Example.com/x": "y",
+                "a/b/c": "y",
+                "ok": "not ok!",
+                "long": "a".repeat(64),
+                "app.kubernetes.io/managed-by": "someone",
+                "empty": "",
+            },
+            "exportedAnnotations": {"dummy-annotation": "true", "note": "any text, even with spaces", "bad key": "x"},
+        }))
+        .unwrap();
+        let mut said = Vec::new();
+        let (labels, annotations) = exported_metadata(&carried, |m| said.push(m));
+        assert_eq!(
+            labels.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["empty", "example.com/tier", "team"]
+        );
+        assert_eq!(
+            annotations.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["dummy-annotation", "note"]
+        );
+        assert_eq!(said.len(), 7, "{said:#?}");
+        for part in [
+            "exported label =\"x\" is left out of the ServiceImport: the key name \"\" is not",
+            "exported label Example.com/x=\"y\" is left out of the ServiceImport: the key prefix \"Example.com\" is not a lower-case DNS subdomain",
+            "exported label a/b/c=\"y\" is left out",
+            "exported label ok=\"not ok!\" is left out of the ServiceImport: the value is not a label value",
+            "exported label long=",
+            "exported label app.kubernetes.io/managed-by=\"someone\" is left out of the ServiceImport: the key says whose the ServiceImport is",
+            "exported annotation \"bad key\" is left out",
+        ] {
+            assert!(
+                said.iter().any(|m| m.starts_with(part)),
+                "{part} in {said:#?}"
+            );
+        }
+        // Past Kubernetes' limit on an object's annotations, none are kept.
+        let big: BTreeMap<String, Value> = serde_json::from_value(json!({
+            "exportedAnnotations": {"a": "x".repeat(200 * 1024), "b": "y".repeat(100 * 1024)},
+        }))
+        .unwrap();
+        let mut said = Vec::new();
+        let (_, annotations) = exported_metadata(&big, |m| said.push(m));
+        assert!(annotations.is_empty());
+        assert!(
+            said[0].contains("more than the 262144 Kubernetes takes"),
+            "{said:?}"
+        );
+    }
+
+    #[test]
+    fn the_import_has_the_oldest_exports_labels() {
+        let exported = |link: &str, created: &str, team: &str| {
+            svc(&format!(
+                "metadata: {{name: web-{link}, namespace: shop, labels: {{mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: {link}}}, annotations: {{mirror.linkerd.io/remote-svc-fq-name: web.shop.svc.cluster.local, linkerd-bridge.clusterset-dns.io/export: '{{\"exportCreated\":\"{created}\",\"exportedLabels\":{{\"team\":\"{team}\"}}}}'}}}}\n\
+                 spec: {{clusterIP: 198.18.3.9, ports: [{{name: http, port: 80}}]}}"
+            ))
+        };
+        let j = judge(
+            &[
+                exported("a", "2026-12-04T10:00:00Z", "cart"),
+                exported("b", "2026-12-01T10:00:00Z", "shop"),
+            ],
+            &links(&["a", "b"]),
+            &Naming::default(),
+        );
+        let i = &j.imports[&key("web")];
+        assert_eq!(i.metadata()["labels"]["team"], "shop");
+        assert_eq!(i.metadata()["labels"][LABEL_MANAGER], MANAGER);
+        assert!(i.metadata().get("annotations").is_none());
     }
 
     #[test]

@@ -466,13 +466,15 @@ impl Importer {
             return Ok(());
         }
         // The ServiceImport: created if it is not there (an existing one is someone else's),
-        // then its spec and status applied when they differ.
-        let object = json!({
+        // then its spec, labels and annotations and its status written when they differ.
+        let mut object = json!({
             "apiVersion": self.si.api_version,
             "kind": "ServiceImport",
-            "metadata": {"name": name, "namespace": ns, "labels": {LABEL_MANAGER: MANAGER}},
+            "metadata": want.metadata(),
             "spec": want.spec(),
         });
+        object["metadata"]["name"] = name.into();
+        object["metadata"]["namespace"] = ns.into();
         let mut have = existing.map(|o| serde_json::to_value(&*o).unwrap_or_default());
         if have.is_none() {
             let new: DynamicObject = serde_json::from_value(object.clone()).expect("an object");
@@ -503,13 +505,37 @@ impl Importer {
         }
         let have = have.unwrap_or_default();
         let apply = PatchParams::apply(FIELD_MANAGER).force();
-        if !holds(&have, &object) || !same_spec(&have["spec"], &object["spec"]) {
+        // Labels and annotations the bridge wrote before (its field manager holds them) and
+        // wants no more: exported no longer.
+        let stale = |what: &str| -> Vec<String> {
+            owned_keys(&have, what)
+                .into_iter()
+                .filter(|k| object["metadata"][what].get(k).is_none())
+                .collect()
+        };
+        let (stale_labels, stale_annotations) = (stale("labels"), stale("annotations"));
+        if !holds(&have, &object)
+            || !same_spec(&have["spec"], &object["spec"])
+            || !stale_labels.is_empty()
+            || !stale_annotations.is_empty()
+        {
             // Replaced whole, at the version read: a field the bridge no longer wants (`ips`
             // once the federated Service is gone) goes too, and a change made since the read
-            // fails with a conflict and is tried again.
+            // fails with a conflict and is tried again. Labels and annotations others put on
+            // stay.
             let mut new = have.clone();
             new["spec"] = object["spec"].clone();
-            new["metadata"]["labels"][LABEL_MANAGER] = MANAGER.into();
+            for (what, stale) in [
+                ("labels", &stale_labels),
+                ("annotations", &stale_annotations),
+            ] {
+                if let Some(m) = new["metadata"][what].as_object_mut() {
+                    stale.iter().for_each(|k| drop(m.remove(k)));
+                }
+                for (k, v) in object["metadata"][what].as_object().into_iter().flatten() {
+                    new["metadata"][what][k] = v.clone();
+                }
+            }
             if let Some(m) = new["metadata"].as_object_mut() {
                 m.remove("managedFields");
             }
@@ -672,6 +698,20 @@ fn difference(have: &Value, want: &Value) -> Option<String> {
         (h, w) if h == w => None,
         (h, w) => Some(format!(" ({h} is now {w})")),
     }
+}
+
+/// The keys of `metadata.<what>` (labels or annotations) of `object` that the bridge's field
+/// manager holds: those it wrote and nobody changed since.
+fn owned_keys(object: &Value, what: &str) -> Vec<String> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["manager"] == FIELD_MANAGER && m["subresource"].is_null())
+        .filter_map(|m| m["fieldsV1"]["f:metadata"][format!("f:{what}")].as_object())
+        .flat_map(|fields| fields.keys())
+        .filter_map(|k| k.strip_prefix("f:").map(str::to_string))
+        .collect()
 }
 
 /// A spec that lost a field the bridge no longer wants (`ips` after the federated Service

@@ -72,8 +72,9 @@ fn federated(ns: &str, svc: &str, remote: &str, local: bool, carried: Option<&st
 }
 
 /// What the export half carries for a Service with sessionAffinity ClientIP and port http's
-/// appProtocol `http`, as JSON in a single-quoted YAML scalar.
-const CARRIED: &str = r#"{"exportCreated":"2026-12-04T00:00:00Z","sessionAffinity":"ClientIP","sessionAffinityConfig":{"clientIP":{"timeoutSeconds":600}},"ports":[{"name":"http","port":80,"protocol":"TCP","appProtocol":"http"}]}"#;
+/// appProtocol `http`, exported with label `team: shop` and annotation `dummy-annotation`
+/// (the conformance suite's), as JSON in a single-quoted YAML scalar.
+const CARRIED: &str = r#"{"exportCreated":"2026-12-04T00:00:00Z","sessionAffinity":"ClientIP","sessionAffinityConfig":{"clientIP":{"timeoutSeconds":600}},"ports":[{"name":"http","port":80,"protocol":"TCP","appProtocol":"http"}],"exportedLabels":{"team":"shop"},"exportedAnnotations":{"dummy-annotation":"true"}}"#;
 
 fn get(k: &Cluster, ns: &str, kind: &str, name: &str) -> Option<Value> {
     let out = k
@@ -293,6 +294,11 @@ fn linkerd_services_become_service_imports() {
         si["metadata"]["labels"]["app.kubernetes.io/managed-by"],
         "linkerd-bridge.clusterset-dns.io"
     );
+    assert_eq!(si["metadata"]["labels"]["team"], "shop", "exported label");
+    assert_eq!(
+        si["metadata"]["annotations"]["dummy-annotation"], "true",
+        "exported annotation"
+    );
     settles(
         &k,
         &bridge,
@@ -414,6 +420,40 @@ fn linkerd_services_become_service_imports() {
             })
         })
     });
+
+    steps.next("2c. the exported labels and annotations change: the bridge's follow, others' stay");
+    assert!(k.kubectl_ok(&["label", "serviceimport", "-n", "shop", "web", "by-hand=yes"]));
+    k.apply(&federated(
+        "shop",
+        "web",
+        "web@east",
+        true,
+        Some(&CARRIED.replace(
+            r#""exportedLabels":{"team":"shop"},"exportedAnnotations":{"dummy-annotation":"true"}"#,
+            r#""exportedLabels":{"team":"cart","bad key!":"x"}"#,
+        )),
+    ));
+    until("web's labels and annotations", 20, || {
+        let Some(si) = get(&k, "shop", "serviceimport", "web") else {
+            return false;
+        };
+        let m = &si["metadata"];
+        m["labels"]["team"] == "cart"
+            && m["labels"]["by-hand"] == "yes"
+            && m["labels"]["app.kubernetes.io/managed-by"] == "linkerd-bridge.clusterset-dns.io"
+            && m["labels"].get("bad key!").is_none()
+            && m["annotations"].get("dummy-annotation").is_none()
+    });
+    until("the Event on the label left out", 10, || {
+        events(&k, "shop", "NotImported").iter().any(|e| {
+            e.starts_with("web-federated: exported label bad key!=\"x\" is left out of the ServiceImport: the key name \"bad key!\" is not")
+        })
+    });
+    assert_eq!(
+        summary(&k, "shop", "web"),
+        format!("ClusterSetIP ips={web} families=IPv4 clusters=east,north slices=Absent "),
+        "the rest of the import as it was"
+    );
 
     steps.next("3. a Link is deleted: its cluster's mirrors stay, and are not served");
     k.delete("link", "linkerd-multicluster", "west");
