@@ -307,6 +307,62 @@ pub fn judge(
     }
 }
 
+/// An Event on the ServiceExport: whether it warns, its reason and its note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Said {
+    pub warning: bool,
+    pub reason: String,
+    pub note: String,
+}
+
+/// What to say in Events as the export's conditions go from `current` (its
+/// `status.conditions`) to `wanted`, so that `kubectl describe serviceexport` and event
+/// pipelines see what went wrong and when: a warning for each condition that turns bad or
+/// says something new while bad (Valid False; Ready False while the export is valid, as an
+/// invalid one says why already; Conflict True, reason `Conflict`, its reasons first in the
+/// note), and a normal Event when Ready turns True. A condition as it was says nothing, so a
+/// resync or a restart says nothing again.
+pub fn events(wanted: &[Condition], current: &[Value]) -> Vec<Said> {
+    let was = |c: &Condition| current.iter().find(|o| o["type"] == c.kind);
+    let valid = wanted
+        .iter()
+        .any(|c| c.kind == VALID && c.status == Status::True);
+    let mut out = Vec::new();
+    for c in wanted {
+        let old = was(c);
+        let same = old.is_some_and(|o| {
+            o["status"] == c.status.word() && o["reason"] == c.reason && o["message"] == c.message
+        });
+        let bad = match c.kind {
+            VALID => c.status == Status::False,
+            READY => c.status == Status::False && valid,
+            _ => c.status == Status::True,
+        };
+        if bad && !same {
+            let (reason, note) = if c.kind == CONFLICT {
+                (CONFLICT.to_string(), format!("{}: {}", c.reason, c.message))
+            } else {
+                (c.reason.clone(), c.message.clone())
+            };
+            out.push(Said {
+                warning: true,
+                reason,
+                note,
+            });
+        } else if c.kind == READY
+            && c.status == Status::True
+            && old.is_none_or(|o| o["status"] != "True")
+        {
+            out.push(Said {
+                warning: false,
+                reason: c.reason.clone(),
+                note: c.message.clone(),
+            });
+        }
+    }
+    out
+}
+
 /// The Conflict condition: the Service against each peer visible here, on what Linkerd's
 /// mirrors carry (ports, headlessness).
 fn conflict(svc: &Exported, peers: &[Peer]) -> Condition {
@@ -576,6 +632,70 @@ mod tests {
             c.message.contains("is headless, this one not headless"),
             "{}",
             c.message
+        );
+    }
+
+    #[test]
+    fn events_say_what_turned_bad_and_when_it_is_exported_once() {
+        let http = [port("http", 80)];
+        let as_written = |v: &Verdict| -> Vec<Value> {
+            v.conditions
+                .iter()
+                .map(|c| {
+                    serde_json::json!({"type": c.kind, "status": c.status.word(), "reason": c.reason, "message": c.message})
+                })
+                .collect()
+        };
+        let said = |v: &Verdict, before: &[Value]| -> Vec<(bool, String)> {
+            events(&v.conditions, before)
+                .into_iter()
+                .map(|s| (s.warning, s.reason))
+                .collect()
+        };
+        // No Service yet: one warning (not a second for Ready Pending).
+        let missing = judge("shop", "web", None, Mode::Federated, None, &[]);
+        assert_eq!(said(&missing, &[]), [(true, "NoService".to_string())]);
+        // Said once: the same conditions again say nothing.
+        assert!(said(&missing, &as_written(&missing)).is_empty());
+        // The Service comes: Exported, as a normal Event.
+        let ok = judge(
+            "shop",
+            "web",
+            None,
+            Mode::Federated,
+            Some(&svc(false, &http)),
+            &[],
+        );
+        assert_eq!(
+            said(&ok, &as_written(&missing)),
+            [(false, "Exported".to_string())]
+        );
+        assert!(said(&ok, &as_written(&ok)).is_empty());
+        // A peer with other ports: a warning named Conflict, its reasons in the note.
+        let conflicting = judge(
+            "shop",
+            "web",
+            None,
+            Mode::Federated,
+            Some(&svc(false, &http)),
+            &[peer("west", false, &[port("http", 8080)])],
+        );
+        let e = events(&conflicting.conditions, &as_written(&ok));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].warning && e[0].reason == "Conflict", "{e:?}");
+        assert!(e[0].note.starts_with("PortConflict: cluster west"), "{e:?}");
+        // Valid but not ready (a headless Service for remote discovery): a warning.
+        let headless = judge(
+            "shop",
+            "web",
+            Some("remote-discovery"),
+            Mode::Federated,
+            Some(&svc(true, &http)),
+            &[],
+        );
+        assert_eq!(
+            said(&headless, &as_written(&ok)),
+            [(true, "Failed".to_string())]
         );
     }
 

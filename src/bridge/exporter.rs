@@ -9,6 +9,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
@@ -37,6 +38,7 @@ const SERVICE_EXPORT: super::Crd = super::Crd {
 pub(super) async fn run(
     shared: super::Shared,
     settings: Settings,
+    identity: String,
     became_leader: Arc<tokio::sync::Notify>,
 ) {
     let Some(resource) = shared.wait_for("export", &SERVICE_EXPORT).await else {
@@ -47,12 +49,14 @@ pub(super) async fn run(
         Some("the first full list of ServiceExports and Services has not come yet".into()),
     );
     info!(version = %resource.version, default_mode = %settings.default_mode, "linkerd-bridge: export half starting");
+    let recorder = super::recorder(&shared.client, &identity);
     let (exporter, writers) = Exporter::new(
         shared.client,
         resource,
         settings,
         shared.metrics,
         shared.leading,
+        recorder,
     );
     exporter.run(writers, became_leader, shared.shutdown).await;
 }
@@ -74,6 +78,8 @@ pub(super) struct Exporter {
     services: Store<Service>,
     metrics: Arc<BridgeMetrics>,
     leading: lease::Leading,
+    /// Writes the Events that say what the conditions turned to.
+    recorder: Recorder,
 }
 
 impl Exporter {
@@ -83,6 +89,7 @@ impl Exporter {
         config: Settings,
         metrics: Arc<BridgeMetrics>,
         leading: lease::Leading,
+        recorder: Recorder,
     ) -> (Self, Writers) {
         let exports_w = reflector::store::Writer::new(resource.clone());
         let services_w = reflector::store::Writer::default();
@@ -94,6 +101,7 @@ impl Exporter {
             config,
             metrics,
             leading,
+            recorder,
         };
         (this, (exports_w, services_w))
     }
@@ -328,7 +336,8 @@ impl Exporter {
             .map(drop)
     }
 
-    /// Writes the verdict's conditions on the export, when they differ from its own.
+    /// Writes the verdict's conditions on the export, when they differ from its own, and says
+    /// in Events what changed ([`export::events`]).
     async fn write_status(
         &self,
         export: &DynamicObject,
@@ -365,8 +374,27 @@ impl Exporter {
                 &PatchParams::apply(FIELD_MANAGER).force(),
                 &Patch::Apply(&patch),
             )
-            .await
-            .map(drop)
+            .await?;
+        // Written: what changed is said in Events too (one that cannot be written is logged,
+        // and the conditions stand).
+        let reference = kube::Resource::object_ref(export, &self.resource);
+        for e in export::events(&verdict.conditions, &current) {
+            let ev = Event {
+                type_: if e.warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                },
+                reason: e.reason,
+                note: Some(e.note.chars().take(1000).collect()),
+                action: "Export".into(),
+                secondary: None,
+            };
+            if let Err(e) = self.recorder.publish(&ev, &reference).await {
+                warn!(error = %said(&e), reason = ev.reason, "an Event could not be written");
+            }
+        }
+        Ok(())
     }
 }
 

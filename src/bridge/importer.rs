@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
@@ -73,11 +73,7 @@ pub(super) async fn run(
         Some("the first full list of Services, Links, ServiceImports and EndpointSlices has not come yet".into()),
     );
     info!(serviceimport = %si.version, link = %link.version, "linkerd-bridge: import half starting");
-    let reporter = Reporter {
-        controller: MANAGER.into(),
-        instance: Some(identity),
-    };
-    let recorder = Recorder::new(shared.client.clone(), reporter);
+    let recorder = super::recorder(&shared.client, &identity);
     let services_w = reflector::store::Writer::default();
     let links_w = reflector::store::Writer::new(link.clone());
     let imports_w = reflector::store::Writer::new(si.clone());

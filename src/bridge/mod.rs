@@ -43,6 +43,16 @@ pub const FIELD_MANAGER: &str = "clusterset-dns-linkerd-bridge";
 /// `ipFamilies` and its ports with their `appProtocol`, as JSON.
 pub const CARRIED: &str = "linkerd-bridge.clusterset-dns.io/export";
 
+/// What writes the bridge's Events: the controller `linkerd-bridge.clusterset-dns.io`, this
+/// replica's Lease identity as its instance.
+fn recorder(client: &kube::Client, identity: &str) -> kube::runtime::events::Recorder {
+    let reporter = kube::runtime::events::Reporter {
+        controller: import::MANAGER.into(),
+        instance: Some(identity.to_string()),
+    };
+    kube::runtime::events::Recorder::new(client.clone(), reporter)
+}
+
 /// How long a failed object waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(5);
 /// How many objects are brought up to date at once.
@@ -129,7 +139,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
     info!(admin = %config.admin, export = config.export.is_some(), import = config.import.is_some(), "linkerd-bridge starting");
     let export = config.export.clone().map(|settings| {
         let shared = shared.clone();
-        tokio::spawn(exporter::run(shared, settings, export_leader))
+        let identity = config.lease.identity.clone();
+        tokio::spawn(exporter::run(shared, settings, identity, export_leader))
     });
     let import = config.import.clone().map(|settings| {
         let shared = shared.clone();

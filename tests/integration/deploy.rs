@@ -582,7 +582,8 @@ pub(crate) fn container(objects: &[serde_json::Value]) -> &serde_json::Value {
 }
 
 /// deploy/linkerd-bridge's roles are exactly what each half does, spelled out: the export
-/// half reads ServiceExports and patches their status and reads and patches Services; the import
+/// half reads ServiceExports and patches their status, reads and patches Services, and writes
+/// Events; the import
 /// half reads Services and Links, creates, replaces and deletes ServiceImports and patches their
 /// status, creates, patches and deletes EndpointSlices, and writes Events; both hold a Lease in
 /// their own namespace. (linkerd_bridge*.rs run each half as these roles: a grant too few fails
@@ -602,6 +603,7 @@ fn the_bridges_roles_are_exactly_what_each_half_does() {
         role("ClusterRole", "clusterset-dns-linkerd-bridge-export"),
         [
             "/services get,list,patch,watch",
+            "events.k8s.io/events create,patch",
             "multicluster.x-k8s.io/serviceexports get,list,watch",
             "multicluster.x-k8s.io/serviceexports/status patch",
         ]

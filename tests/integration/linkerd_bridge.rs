@@ -110,6 +110,37 @@ pub(crate) fn get(k: &Cluster, kind: &str, name: &str) -> Option<Value> {
 }
 
 /// The Service's labels that start with `mirror.linkerd.io/`, as `key=value`.
+/// The Events with `reason` in `ns`, each as `<object>: <note>`.
+pub(crate) fn events(k: &Cluster, ns: &str, reason: &str) -> Vec<String> {
+    let out = k
+        .kubectl()
+        .args([
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            ns,
+            "--field-selector",
+            &format!("reason={reason}"),
+            "-o",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e["regarding"]["name"].as_str().unwrap_or("?"),
+                e["note"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
 fn linkerd_labels(k: &Cluster, name: &str) -> Vec<String> {
     let svc = get(k, "service", name).unwrap_or_default();
     let labels = svc["metadata"]["labels"]
@@ -332,6 +363,16 @@ fn exports_become_linkerd_labels_and_conditions() {
     assert!(m["Valid"].as_str().unwrap().contains("shop/late"), "{m}");
     k.apply(&service("late", HTTP));
     settles(&k, &bridge, "late", &[federated], &valid);
+    // What the conditions turned to is said in Events on the ServiceExport too.
+    until("the NoService and Exported Events on late", 10, || {
+        let said = |reason: &str, note: &str| {
+            events(&k, "shop", reason)
+                .iter()
+                .any(|e| e.starts_with(&format!("late: {note}")))
+        };
+        said("NoService", "Service shop/late does not exist")
+            && said("Exported", "labelled mirror.linkerd.io/federated=member")
+    });
 
     steps.next("a Service turned ExternalName loses the label and the export is not valid");
     k.apply(&service(
@@ -383,6 +424,13 @@ fn exports_become_linkerd_labels_and_conditions() {
         said.contains("cluster west") && said.contains("http:8080/TCP"),
         "{m}"
     );
+    until("the Conflict Event on web", 10, || {
+        events(&k, "shop", "Conflict").iter().any(|e| {
+            e.starts_with(
+                "web: PortConflict: cluster west (Service web-west) has ports [http:8080/TCP]",
+            )
+        })
+    });
     // What the export halves carry is compared as well: west's export (as its export half
     // writes it, and Linkerd copies it onto the mirror) has no session affinity where this
     // one has ClientIP (given above), and other exportedLabels.

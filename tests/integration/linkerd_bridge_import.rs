@@ -13,7 +13,7 @@ use common::wait::value;
 use common::{Steps, spawn_binary, until};
 use serde_json::Value;
 
-use crate::linkerd_bridge::{Bridge, CRDS, bridge_rbac};
+use crate::linkerd_bridge::{Bridge, CRDS, bridge_rbac, events};
 use crate::linkerd_source::{cluster_ip, host_mirror, linkerd_service, mirror, sorted};
 
 const LINK_CRD: &str = concat!(
@@ -178,37 +178,6 @@ fn settles(k: &Cluster, bridge: &Bridge, ns: &str, name: &str, want: &str) -> Du
         },
     );
     start.elapsed()
-}
-
-/// The notes of the Events with `reason` in `ns`.
-fn events(k: &Cluster, ns: &str, reason: &str) -> Vec<String> {
-    let out = k
-        .kubectl()
-        .args([
-            "get",
-            "events.events.k8s.io",
-            "-n",
-            ns,
-            "--field-selector",
-            &format!("reason={reason}"),
-            "-o",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    v["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| {
-            format!(
-                "{}: {}",
-                e["regarding"]["name"].as_str().unwrap_or("?"),
-                e["note"].as_str().unwrap_or("")
-            )
-        })
-        .collect()
 }
 
 /// The Linkerd objects of a consuming cluster linked to `east` and `west`: `web` federated
