@@ -542,6 +542,11 @@ impl Args {
         self.udp_workers.map_or_else(cpus, |n| n as usize)
     }
 
+    /// `--tcp-workers`, or the CPUs this process may run on.
+    pub fn tcp_workers(&self) -> usize {
+        self.tcp_workers.map_or_else(cpus, |n| n as usize)
+    }
+
     /// `--deny-cidr`, `--allow-cidr` and `--exclude-namespace`, checked against `--namespace`.
     fn policy(&self) -> Result<Policy, ConfigError> {
         Ok(Policy::from_flags(
@@ -623,7 +628,7 @@ impl Args {
                     idle_timeout: self.tcp_idle_timeout,
                     max_connections: self.tcp_max_connections as usize,
                     allow_transfer: self.allow_transfer.clone(),
-                    workers: self.tcp_workers.map_or_else(cpus, |n| n as usize),
+                    workers: self.tcp_workers(),
                     coalesce: self.tcp_coalesce,
                 },
                 query_log: self.log_queries,

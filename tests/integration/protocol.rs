@@ -343,9 +343,7 @@ async fn tcp_carries_several_queries_per_connection_in_order() {
         ResponseCode::NoError,
     ];
     for (q, rcode) in qs.iter().zip(want) {
-        let len = c.read_u16().await.unwrap() as usize;
-        let mut buf = vec![0; len];
-        c.read_exact(&mut buf).await.unwrap();
+        let buf = common::read_framed(&mut c).await.unwrap();
         let m = Message::from_vec(&buf).unwrap();
         assert_eq!(m.metadata.id, u16::from_be_bytes([q[0], q[1]]));
         assert_eq!(m.metadata.response_code, rcode);
@@ -373,9 +371,7 @@ async fn ask_in_turn(dns: std::net::SocketAddr, n: u16) {
                 q[..2].copy_from_slice(&id.to_be_bytes());
                 c.write_all(&(q.len() as u16).to_be_bytes()).await.unwrap();
                 c.write_all(&q).await.unwrap();
-                let len = c.read_u16().await.unwrap() as usize;
-                let mut buf = vec![0; len];
-                c.read_exact(&mut buf).await.unwrap();
+                let buf = common::read_framed(&mut c).await.unwrap();
                 let m = Message::from_vec(&buf).unwrap();
                 assert_eq!(m.metadata.id, id);
                 assert_eq!(m.metadata.response_code, ResponseCode::NoError);

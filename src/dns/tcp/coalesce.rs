@@ -97,7 +97,7 @@ impl Pace {
     }
 
     /// [`Pace::before_park`] on this thread's count and clock.
-    pub(super) fn now(&mut self) -> Duration {
+    pub(super) fn before_park_now(&mut self) -> Duration {
         self.before_park(answered_so_far(), Instant::now)
     }
 }

@@ -120,7 +120,7 @@ pub fn spawn(
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .on_thread_park(move || {
-                let wait = pace.lock().expect("pace lock").now();
+                let wait = pace.lock().expect("pace lock").before_park_now();
                 if !wait.is_zero() {
                     std::thread::sleep(wait);
                     metrics.tcp_waited(wait);
@@ -130,7 +130,6 @@ pub fn spawn(
         runtimes.push(runtime);
     }
     let workers: Vec<_> = runtimes.iter().map(|r| r.handle().clone()).collect();
-    // Workers serve until the acceptor says every connection is over.
     // Accepting has a thread of its own, so that it keeps the kernel's backlog drained while
     // the workers answer, and a flood of new connections (each evicting the longest idle at
     // the cap) never keeps a worker from reading the query of a client that has just come.
@@ -141,8 +140,9 @@ pub fn spawn(
         let _in = accept.enter();
         TcpListener::from_std(listener)?
     };
+    // Workers serve until the acceptor says every connection is over; a thread that cannot be
+    // started ends the ones already started.
     let over = CancellationToken::new();
-    // A thread that cannot be started ends the ones already started.
     let started = over.clone().drop_guard();
     let coalescing = config.coalesce != Coalescing::Off;
     for (i, runtime) in runtimes.into_iter().enumerate() {

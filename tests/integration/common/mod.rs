@@ -193,16 +193,20 @@ pub async fn exchange_raw(
             let mut framed = (packet.len() as u16).to_be_bytes().to_vec();
             framed.extend_from_slice(packet);
             s.write_all(&framed).await.unwrap();
-            tokio::time::timeout(wait, async {
-                let len = s.read_u16().await.ok()? as usize;
-                let mut buf = vec![0u8; len];
-                s.read_exact(&mut buf).await.ok()?;
-                Some(buf)
-            })
-            .await
-            .ok()?
+            tokio::time::timeout(wait, read_framed(&mut s))
+                .await
+                .ok()?
+                .ok()
         }
     }
+}
+
+/// One DNS message off a TCP stream: its two-byte length, then that many bytes.
+pub async fn read_framed(s: &mut (impl tokio::io::AsyncRead + Unpin)) -> std::io::Result<Vec<u8>> {
+    let len = s.read_u16().await? as usize;
+    let mut buf = vec![0u8; len];
+    s.read_exact(&mut buf).await?;
+    Ok(buf)
 }
 
 /// Sends `q` and parses the answer, checking it answers this query.
