@@ -41,7 +41,7 @@ pub const FIELD_MANAGER: &str = "clusterset-dns-linkerd-bridge";
 /// half needs and Linkerd does not copy: the export's creation time, the Service's
 /// `sessionAffinity`, `sessionAffinityConfig`, `internalTrafficPolicy`, `trafficDistribution`,
 /// `ipFamilies` and its ports with their `appProtocol`, as JSON.
-pub const CARRIED: &str = "linkerd-bridge.clusterset-dns.io/export";
+pub const CARRIED: &str = crate::source::linkerd::ANNOTATION_CARRIED;
 
 /// What writes the bridge's Events: the controller `linkerd-bridge.clusterset-dns.io`, this
 /// replica's Lease identity as its instance.

@@ -561,6 +561,13 @@ fn the_answers_do_not_depend_on_the_path() {
     let _module = common::module(module_path!());
     let k = import_cluster("198.19.224.0/19");
     linkerd_objects(&k);
+    // west exports api with port http at another number, and a port east has not: the
+    // ports differ by cluster, on both paths.
+    let http = "{name: http, protocol: TCP, port: 80, targetPort: 80}";
+    k.apply(&mirror("shop", "api", "west", false).replace(
+        &format!("ports: [{http}]"),
+        "ports: [{name: http, protocol: TCP, port: 81, targetPort: 81}, {name: admin, protocol: TCP, port: 9990, targetPort: 9990}]",
+    ));
     let bridge = Bridge::start(&k, &IMPORT_ARGS);
     settles(
         &k,
@@ -613,6 +620,7 @@ fn the_answers_do_not_depend_on_the_path() {
         ("_http._tcp.web.shop", &["SRV"][..]),
         ("api.shop", &["A", "AAAA", "SRV"][..]),
         ("_http._tcp.api.shop", &["SRV"][..]),
+        ("_admin._tcp.api.shop", &["SRV"][..]),
         ("db.data", &["A", "AAAA", "SRV"][..]),
         ("_http._tcp.db.data", &["SRV"][..]),
         ("db-0.east.db.data", &["A", "AAAA"][..]),
@@ -644,7 +652,7 @@ fn the_answers_do_not_depend_on_the_path() {
             }
         }
     }
-    assert_eq!(compared, 18);
+    assert_eq!(compared, 19);
     // Equal and empty would prove nothing: only what an IPv4-only cluster set has no records
     // for is empty on both paths.
     assert_eq!(

@@ -102,14 +102,6 @@ impl Part for Members {
 /// of its headless mirrors, as a headless import; else (with `--linkerd-mirrors`) every mirror's
 /// ClusterIPs. `None` when the members give nothing to answer.
 pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Service> {
-    let mut ports: Vec<Port> = Vec::new();
-    let mut add_ports = |ps: &[Port]| {
-        for p in ps {
-            if !ports.contains(p) {
-                ports.push(p.clone());
-            }
-        }
-    };
     if let Some((ips, fed_ports)) = members.values().find_map(|r| match r {
         Role::Federated { ips, ports } => Some((ips, ports)),
         _ => None,
@@ -125,16 +117,20 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
             slices: Vec::new(),
         });
     }
+    let mut exports = Vec::new();
     let parents: Vec<&str> = members
         .iter()
         .filter_map(|(name, r)| match r {
-            Role::Headless { ports, .. } => {
-                add_ports(ports);
+            Role::Headless {
+                ports, exported, ..
+            } => {
+                exports.push((name.as_str(), exported.as_deref(), &ports[..]));
                 Some(name.as_str())
             }
             _ => None,
         })
         .collect();
+    let ports = union_by_name(exports);
     if !parents.is_empty() {
         let slices = members
             .iter()
@@ -169,10 +165,12 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
         });
     }
     let mut ips: Vec<IpAddr> = Vec::new();
-    for r in members.values() {
+    let mut exports = Vec::new();
+    for (name, r) in members {
         if let Role::Mirror {
             ips: mine,
             ports: mine_ports,
+            exported,
             ..
         } = r
         {
@@ -181,9 +179,10 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
                     .filter(|ip| !ips.contains(ip))
                     .collect::<Vec<_>>(),
             );
-            add_ports(mine_ports);
+            exports.push((name.as_str(), exported.as_deref(), &mine_ports[..]));
         }
     }
+    let ports = union_by_name(exports);
     (!ips.is_empty()).then(|| Service {
         locality: Locality::Any,
         slices_absent: false,
@@ -194,4 +193,20 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
         ports,
         slices: Vec::new(),
     })
+}
+
+/// The ports of a service's exports, each given as (object name, creation time the
+/// linkerd-bridge carried, ports): their union by port name, in the order the MCS API resolves
+/// conflicts by (the oldest export first; exports without a time after, by object name), so
+/// the first export's port wins where two give one name different ports. The linkerd-bridge's
+/// import half does the same, so both paths answer alike.
+fn union_by_name(mut exports: Vec<(&str, Option<&str>, &[Port])>) -> Vec<Port> {
+    exports.sort_by_key(|(object, exported, _)| (exported.is_none(), *exported, *object));
+    let mut out: Vec<Port> = Vec::new();
+    for p in exports.into_iter().flat_map(|(_, _, ports)| ports) {
+        if !out.iter().any(|q| q.name == p.name) {
+            out.push(p.clone());
+        }
+    }
+    out
 }

@@ -36,6 +36,10 @@ pub const LABEL_GATEWAY: &str = "mirror.linkerd.io/mirrored-gateway";
 pub const ANNOTATION_FQ_NAME: &str = "mirror.linkerd.io/remote-svc-fq-name";
 pub const ANNOTATION_REMOTE: &str = "multicluster.linkerd.io/remote-discovery";
 pub const ANNOTATION_LOCAL: &str = "multicluster.linkerd.io/local-discovery";
+/// What `clusterset-dns linkerd-bridge`'s export half carries on an exported Service, as JSON,
+/// for Linkerd to copy onto its mirrors (see [`crate::bridge::CARRIED`]); read here for the
+/// export's creation time, which orders exports whose ports clash.
+pub const ANNOTATION_CARRIED: &str = "linkerd-bridge.clusterset-dns.io/export";
 
 /// The label selector the Kubernetes source watches Services with.
 pub const SELECTOR: &str = "mirror.linkerd.io/mirrored-service=true";
@@ -172,9 +176,15 @@ pub enum Role {
         cluster: String,
         ips: Vec<IpAddr>,
         ports: Vec<Port>,
+        /// When the export was made, if the linkerd-bridge carried it ([`exported`]).
+        exported: Option<Box<str>>,
     },
     /// One Link's headless mirror: its hosts are the endpoint mirrors that name it.
-    Headless { cluster: String, ports: Vec<Port> },
+    Headless {
+        cluster: String,
+        ports: Vec<Port>,
+        exported: Option<Box<str>>,
+    },
     /// One host of a headless mirror, with a ClusterIP of its own.
     Host {
         cluster: String,
@@ -376,8 +386,17 @@ fn convert(mut raw: LinkerdService, config: &Config, policy: &Policy) -> Read<Me
         };
         return member(svc, role, refused);
     }
+    let exported = exported(&annotations);
     if headless {
-        return member(svc, Role::Headless { cluster, ports }, refused);
+        return member(
+            svc,
+            Role::Headless {
+                cluster,
+                ports,
+                exported,
+            },
+            refused,
+        );
     }
     if !config.mirrors {
         return Read::Ignored(format!(
@@ -390,9 +409,19 @@ fn convert(mut raw: LinkerdService, config: &Config, policy: &Policy) -> Read<Me
             cluster,
             ips,
             ports,
+            exported,
         },
         refused,
     )
+}
+
+/// The export's creation time in the linkerd-bridge's carried annotation, if there is one
+/// that says it (one that does not is the bridge's to report; here the export just has no
+/// time, like one labelled by hand).
+fn exported(annotations: &BTreeMap<String, String>) -> Option<Box<str>> {
+    let carried: serde_json::Value =
+        serde_json::from_str(annotations.get(ANNOTATION_CARRIED)?).ok()?;
+    carried["exportCreated"].as_str().map(Box::from)
 }
 
 #[cfg(test)]
@@ -534,6 +563,7 @@ mod tests {
                     protocol: Protocol::Tcp,
                     port: 80,
                 }],
+                exported: None,
             }
         );
         let c = read(
@@ -642,5 +672,60 @@ mod tests {
         members.insert(fed.object, fed.role);
         let s = service(&key, &members).unwrap();
         assert_eq!(s.ips, [ip("10.96.0.10"), ip("fd00::10")]);
+    }
+
+    #[test]
+    fn mirrors_ports_add_up_by_name_and_the_oldest_export_keeps_a_clash() {
+        let config = Config {
+            mirrors: true,
+            ..Config::default()
+        };
+        // A mirror of `link`'s export made at `created` (None: labelled by hand), with `ports`.
+        let mirror = |link: &str, created: Option<&str>, ports: &str| {
+            let carried = created.map_or(String::new(), |c| {
+                format!(
+                    ", linkerd-bridge.clusterset-dns.io/export: '{{\"exportCreated\":\"{c}\"}}'"
+                )
+            });
+            member(
+                &MIRROR
+                    .replace("web-east", &format!("web-{link}"))
+                    .replace("cluster-name: east", &format!("cluster-name: {link}"))
+                    .replace(
+                        "remote-resource-version: '12'",
+                        &format!("remote-resource-version: '12'{carried}"),
+                    )
+                    .replace("[{name: http, port: 80}]", ports),
+                &config,
+            )
+        };
+        let members: BTreeMap<String, Role> = [
+            mirror("a", None, "[{name: http, port: 79}]"),
+            mirror(
+                "b",
+                Some("2026-12-04T10:00:00Z"),
+                "[{name: http, port: 81}, {name: admin, port: 9990}]",
+            ),
+            mirror(
+                "c",
+                Some("2026-12-01T10:00:00Z"),
+                "[{name: http, port: 80}]",
+            ),
+        ]
+        .into_iter()
+        .map(|m| (m.object, m.role))
+        .collect();
+        let key = ServiceKey {
+            namespace: "shop".into(),
+            name: "web".into(),
+        };
+        let s = service(&key, &members).unwrap();
+        let ports: Vec<(Option<&str>, u16)> = s
+            .ports
+            .iter()
+            .map(|p| (p.name.as_deref(), p.port))
+            .collect();
+        // c is the oldest export, b the next, a has no time: http is c's, admin b's.
+        assert_eq!(ports, [(Some("http"), 80), (Some("admin"), 9990)]);
     }
 }
