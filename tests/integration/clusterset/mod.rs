@@ -179,6 +179,25 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     // No Linkerd mirror of another cluster's web is visible in east: a conflict cannot be
     // judged, and the condition says that rather than False.
     assert!(said.contains("Conflict=Unknown"), "{said}");
+    // And an Event on the export says it was exported, as kubectl describe shows it.
+    let events = || {
+        east.node.k(&[
+            "-n",
+            "demo",
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.kind=ServiceExport,involvedObject.name=web",
+            "-o",
+            "jsonpath={range .items[*]}{.type} {.reason}: {.message}{\"\\n\"}{end}",
+        ])
+    };
+    until(
+        "the Exported Event on east's web",
+        Duration::from_secs(20),
+        || events().contains("Normal Exported: labelled mirror.linkerd.io/federated=member"),
+    );
+    eprintln!("east's Events on ServiceExport web:\n{}", events());
 
     if hold_if_asked(&east, &west) {
         return;
