@@ -100,7 +100,7 @@ impl Part for Members {
 /// The service that Linkerd's objects give, from its members by object name: the federated
 /// Service's address if there is one (the first by name, should two claim it); else the hosts
 /// of its headless mirrors, as a headless import; else (with `--linkerd-mirrors`) every mirror's
-/// ClusterIPs. `None` when the members give nothing to answer.
+/// ClusterIPs. With mirrors of both kinds, the oldest export's kind. `None` when the members give nothing to answer.
 pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Service> {
     if let Some((ips, fed_ports)) = members.values().find_map(|r| match r {
         Role::Federated { ips, ports } => Some((ips, ports)),
@@ -117,6 +117,17 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
             slices: Vec::new(),
         });
     }
+    // Mirrors of both kinds (one cluster exports headless, another not): the oldest export's
+    // kind, as the MCS API resolves a type conflict and the linkerd-bridge's import does.
+    let oldest_headless = members
+        .iter()
+        .filter_map(|(name, r)| match r {
+            Role::Headless { exported, .. } => Some((exported.is_none(), exported, name, true)),
+            Role::Mirror { exported, .. } => Some((exported.is_none(), exported, name, false)),
+            _ => None,
+        })
+        .min()
+        .is_some_and(|(.., headless)| headless);
     let mut exports = Vec::new();
     let parents: Vec<&str> = members
         .iter()
@@ -131,7 +142,7 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
         })
         .collect();
     let ports = union_by_name(exports);
-    if !parents.is_empty() {
+    if oldest_headless {
         let slices = members
             .iter()
             .filter_map(|(name, r)| match r {

@@ -727,5 +727,38 @@ mod tests {
             .collect();
         // c is the oldest export, b the next, a has no time: http is c's, admin b's.
         assert_eq!(ports, [(Some("http"), 80), (Some("admin"), 9990)]);
+
+        // A cluster exporting it headless: the oldest export's kind decides.
+        let headless = |created: &str| {
+            let m = mirror("d", Some(created), "[{name: http, port: 80}]");
+            let Role::Mirror {
+                cluster,
+                ports,
+                exported,
+                ..
+            } = m.role
+            else {
+                panic!("{m:?}")
+            };
+            (
+                m.object,
+                Role::Headless {
+                    cluster,
+                    ports,
+                    exported,
+                },
+            )
+        };
+        let mut with = members.clone();
+        let (object, role) = headless("2026-11-01T10:00:00Z");
+        with.insert(object, role);
+        assert_eq!(service(&key, &with).unwrap().kind, ServiceType::Headless);
+        let mut with = members.clone();
+        let (object, role) = headless("2026-12-02T10:00:00Z");
+        with.insert(object, role);
+        assert_eq!(
+            service(&key, &with).unwrap().kind,
+            ServiceType::ClusterSetIp
+        );
     }
 }
