@@ -9,7 +9,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
@@ -256,10 +256,16 @@ impl Exporter {
             }
             return Ok(());
         };
-        let exported = service.as_deref().map(|svc| Exported {
-            carried: export::compared(&carried_fields(svc, &export)),
-            ..exported(svc)
-        });
+        // What the Service carries for the import half, read once: compared with the peers'
+        // and, when labelled, written as the annotation.
+        let fields = service.as_deref().map(|svc| carried(svc, &export));
+        let exported = service
+            .as_deref()
+            .zip(fields.as_ref())
+            .map(|(svc, fields)| Exported {
+                carried: export::compared(fields),
+                ..exported(svc)
+            });
         let peers = peers(ns, name, &self.services.state());
         let annotation = export
             .metadata
@@ -283,7 +289,8 @@ impl Exporter {
                     .as_deref()
                     .expect("a Service is labelled only when it exists");
                 let has = svc.metadata.labels.as_ref().and_then(|l| l.get(k));
-                let carry = carried(svc, &export);
+                let carry =
+                    Value::Object(fields.clone().expect("read with the Service")).to_string();
                 let carries = svc
                     .metadata
                     .annotations
@@ -375,24 +382,23 @@ impl Exporter {
                 &Patch::Apply(&patch),
             )
             .await?;
-        // Written: what changed is said in Events too (one that cannot be written is logged,
-        // and the conditions stand).
+        // Written: what changed is said in Events too.
         let reference = kube::Resource::object_ref(export, &self.resource);
         for e in export::events(&verdict.conditions, &current) {
-            let ev = Event {
-                type_: if e.warning {
-                    EventType::Warning
-                } else {
-                    EventType::Normal
-                },
-                reason: e.reason,
-                note: Some(e.note.chars().take(1000).collect()),
-                action: "Export".into(),
-                secondary: None,
+            let type_ = if e.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
             };
-            if let Err(e) = self.recorder.publish(&ev, &reference).await {
-                warn!(error = %said(&e), reason = ev.reason, "an Event could not be written");
-            }
+            super::event(
+                &self.recorder,
+                &reference,
+                type_,
+                &e.reason,
+                &e.note,
+                "Export",
+            )
+            .await;
         }
         Ok(())
     }
@@ -456,18 +462,13 @@ fn owned_labels(svc: &Service) -> BTreeSet<String> {
         .collect()
 }
 
-/// The value of [`CARRIED`] for `svc` exported by `export`: JSON with the export's creation
-/// time (the MCS API resolves conflicts by the oldest export), the Service's
+/// The value of [`CARRIED`] for `svc` exported by `export`, as a JSON object: the export's
+/// creation time (the MCS API resolves conflicts by the oldest export), the Service's
 /// `sessionAffinity`, `sessionAffinityConfig`, `internalTrafficPolicy`,
 /// `trafficDistribution` and `ipFamilies` (each only when set), and its ports with their
 /// `appProtocol`, and the export's `exportedLabels` and `exportedAnnotations` (each only when
 /// not empty). The keys come in a fixed order, so the same Service gives the same text.
-fn carried(svc: &Service, export: &DynamicObject) -> String {
-    Value::Object(carried_fields(svc, export)).to_string()
-}
-
-/// The JSON object of [`carried`].
-fn carried_fields(svc: &Service, export: &DynamicObject) -> serde_json::Map<String, Value> {
+fn carried(svc: &Service, export: &DynamicObject) -> serde_json::Map<String, Value> {
     let spec = svc.spec.clone().unwrap_or_default();
     let mut v = serde_json::Map::new();
     let mut put = |key: &str, value: Value| {
