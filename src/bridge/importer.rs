@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
@@ -389,16 +389,8 @@ impl Importer {
     }
 
     async fn event(&self, reference: &ObjectReference, reason: &str, note: &str) {
-        let ev = Event {
-            type_: EventType::Warning,
-            reason: reason.into(),
-            note: Some(note.chars().take(1000).collect()),
-            action: "Import".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&ev, reference).await {
-            warn!(error = %said(&e), reason, "an Event could not be written");
-        }
+        let warning = EventType::Warning;
+        super::event(&self.recorder, reference, warning, reason, note, "Import").await;
     }
 
     /// The ServiceImports the bridge created.

@@ -53,6 +53,28 @@ fn recorder(client: &kube::Client, identity: &str) -> kube::runtime::events::Rec
     kube::runtime::events::Recorder::new(client.clone(), reporter)
 }
 
+/// Writes an Event about `reference` (its note cut to the API's 1,000 characters); one that
+/// cannot be written is logged, and the work it reports on stands.
+async fn event(
+    recorder: &kube::runtime::events::Recorder,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    type_: kube::runtime::events::EventType,
+    reason: &str,
+    note: &str,
+    action: &str,
+) {
+    let ev = kube::runtime::events::Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note.chars().take(1000).collect()),
+        action: action.into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&ev, reference).await {
+        tracing::warn!(error = %said(&e), reason, "an Event could not be written");
+    }
+}
+
 /// How long a failed object waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(5);
 /// How many objects are brought up to date at once.
