@@ -509,7 +509,11 @@ impl Args {
                 }),
             import: halves
                 .contains(&Half::Import)
-                .then_some(crate::bridge::ImportSettings { naming, resync }),
+                .then_some(crate::bridge::ImportSettings {
+                    naming: naming.clone(),
+                    resync,
+                }),
+            cluster_id: naming.own.clone(),
             admin: self.admin_listen,
             lease: crate::bridge::lease::Config {
                 namespace: lease_namespace.clone(),

@@ -9,10 +9,12 @@
 //! mirror `<svc>-<link>` whose endpoints are discovered in this cluster;
 //! `mirror.linkerd.io/exported=true` gives one that goes through the Link's gateway.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
 
 use serde_json::Value;
+
+use crate::source::linkerd::carried::Carried;
 
 /// The ServiceExport annotation that chooses how Linkerd exports the Service.
 pub const MODE_ANNOTATION: &str = "linkerd-bridge.clusterset-dns.io/mode";
@@ -85,46 +87,31 @@ pub struct Exported {
     /// `clusterIP: None`.
     pub headless: bool,
     pub ports: BTreeSet<Port>,
-    /// The fields of [`COMPARED`] this export carries (see [`super::CARRIED`]).
-    pub carried: BTreeMap<String, Value>,
+    /// What the export carries for other clusters (see [`Carried`]).
+    pub carried: Carried,
 }
 
-/// The same service as another cluster exports it, seen here through what Linkerd's service
-/// mirror wrote: a mirror `<svc>-<link>`, or the federated Service for its remote members.
+/// The same service as another cluster exports it: read through the Link's credentials (its
+/// exported Service and what its bridge carried), or, for a cluster whose exports cannot be
+/// read so, seen through the mirror `<svc>-<link>` Linkerd's service mirror wrote here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
-    /// The other cluster (the mirror's `mirror.linkerd.io/cluster-name`, or the member's
-    /// cluster in the federated Service's `multicluster.linkerd.io/remote-discovery`).
+    /// The other cluster: its id as its bridge carried it, else the Link's target name.
     pub cluster: String,
-    /// The Service here that shows it.
+    /// Where it was seen: `Service <ns>/<name> in cluster <link>`, or the mirror's name.
     pub via: String,
     pub headless: bool,
     pub ports: BTreeSet<Port>,
-    /// The fields of [`COMPARED`] its export carried, read from a mirror's
-    /// [`super::CARRIED`] annotation; None when it carries none (a Service labelled by hand,
-    /// or a federated Service, whose annotations are its oldest member's, not this one's).
-    pub carried: Option<BTreeMap<String, Value>>,
+    /// What its export half carried; None for a Service labelled for Linkerd by hand.
+    pub carried: Option<Carried>,
 }
 
-/// What the MCS API compares between the exports of one service beyond ports and type: the
-/// key the export half carries each field under, and the Conflict reason a difference gives
-/// (mcs-api v0.5.2's constants).
-pub const COMPARED: [(&str, &str); 7] = [
-    ("sessionAffinity", "SessionAffinityConflict"),
-    ("sessionAffinityConfig", "SessionAffinityConfigConflict"),
-    ("internalTrafficPolicy", "InternalTrafficPolicyConflict"),
-    ("trafficDistribution", "TrafficDistributionConflict"),
-    ("ipFamilies", "IPFamilyConflict"),
-    ("exportedLabels", "LabelsConflict"),
-    ("exportedAnnotations", "AnnotationsConflict"),
-];
-
-/// The fields of [`COMPARED`] in `carried` (the JSON object of [`super::CARRIED`]).
-pub fn compared(carried: &serde_json::Map<String, Value>) -> BTreeMap<String, Value> {
-    COMPARED
-        .iter()
-        .filter_map(|(key, _)| Some((key.to_string(), carried.get(*key)?.clone())))
-        .collect()
+/// The clusters whose exports the export half compares with: those it read through their
+/// Links' credentials, and those it could not, with why.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Seen {
+    pub read: Vec<String>,
+    pub unread: Vec<(String, String)>,
 }
 
 /// What the label on the Service should become.
@@ -201,6 +188,26 @@ impl Verdict {
     }
 }
 
+impl Verdict {
+    /// This cluster has no id: the export goes to other clusters, but this cluster's own
+    /// ServiceImport cannot name it, and other clusters name it by their Link's name. Ready
+    /// says so (reason `NoClusterId`), which gives a warning Event.
+    pub fn no_cluster_id(&mut self) {
+        for c in &mut self.conditions {
+            if c.kind == READY && c.status == Status::True {
+                c.reason = NO_CLUSTER_ID.into();
+                c.message = format!(
+                    "{}; but this cluster has no id, so its own ServiceImport leaves this export out: create the ClusterProperty cluster.clusterset.k8s.io (or give the bridge --cluster-id)",
+                    c.message
+                );
+            }
+        }
+    }
+}
+
+/// Ready's reason for an export made by a cluster without an id.
+pub const NO_CLUSTER_ID: &str = "NoClusterId";
+
 /// The verdict on the export `ns/name` whose mode annotation is `annotation`, of `service`
 /// (None: no Service of that name), with the `peers` visible here; `default` is the mode
 /// without an annotation.
@@ -211,6 +218,7 @@ pub fn judge(
     default: Mode,
     service: Option<&Exported>,
     peers: &[Peer],
+    seen: &Seen,
 ) -> Verdict {
     let invalid = |label, reason: &str, message: String, ready: String| Verdict {
         label,
@@ -302,7 +310,7 @@ pub fn judge(
         conditions: vec![
             Condition::new(VALID, Status::True, "Valid", format!("exported as {mode}")),
             ready,
-            conflict(svc, peers),
+            conflict(svc, peers, seen),
         ],
     }
 }
@@ -335,7 +343,7 @@ pub fn events(wanted: &[Condition], current: &[Value]) -> Vec<Said> {
         });
         let bad = match c.kind {
             VALID => c.status == Status::False,
-            READY => c.status == Status::False && valid,
+            READY => (c.status == Status::False && valid) || c.reason == NO_CLUSTER_ID,
             _ => c.status == Status::True,
         };
         if bad && !same {
@@ -363,33 +371,47 @@ pub fn events(wanted: &[Condition], current: &[Value]) -> Vec<Said> {
     out
 }
 
-/// The Conflict condition: the Service against each peer visible here, on what Linkerd's
-/// mirrors carry (ports, headlessness).
-fn conflict(svc: &Exported, peers: &[Peer]) -> Condition {
-    const OLDEST_LINK: &str =
-        "Linkerd resolves a conflict by the oldest Link, not by the oldest export";
+/// The Conflict condition: the Service against each peer's export (ports, headlessness and the
+/// carried fields of [`crate::source::linkerd::carried::COMPARED`]), the same comparison every
+/// cluster's bridge makes, so every export involved says so. `seen` says which clusters'
+/// exports were read (none read and no peer: Unknown; read and none exports: no conflict).
+fn conflict(svc: &Exported, peers: &[Peer], seen: &Seen) -> Condition {
+    let unread = || {
+        seen.unread
+            .iter()
+            .map(|(c, why)| format!("cluster {c}'s exports cannot be read ({why})"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     if peers.is_empty() {
-        return Condition::new(
-            CONFLICT,
-            Status::Unknown,
-            "NoPeers",
-            format!(
-                "no other cluster's export of this service is visible here, so conflicts cannot be checked; {OLDEST_LINK}"
-            ),
+        if seen.read.is_empty() {
+            let mut message = "no other cluster's export of this service is visible here: no Link's credentials could be read, so conflicts cannot be checked".to_string();
+            if !seen.unread.is_empty() {
+                message = format!("{message}: {}", unread());
+            }
+            return Condition::new(CONFLICT, Status::Unknown, "NoPeers", message);
+        }
+        let mut message = format!(
+            "no other cluster exports this service (read the exports of {})",
+            seen.read.join(", ")
         );
+        if !seen.unread.is_empty() {
+            message = format!("{message}; {}", unread());
+        }
+        return Condition::new(CONFLICT, Status::False, "NoConflicts", message);
     }
     let (mut reasons, mut said) = (Vec::new(), Vec::new());
+    let list = |ports: &BTreeSet<Port>| {
+        ports
+            .iter()
+            .map(Port::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     for p in peers {
         if p.ports != svc.ports {
-            let list = |ports: &BTreeSet<Port>| {
-                ports
-                    .iter()
-                    .map(Port::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
             said.push(format!(
-                "cluster {} (Service {}) has ports [{}], this one [{}]",
+                "cluster {} ({}) has ports [{}], this one [{}]",
                 p.cluster,
                 p.via,
                 list(&p.ports),
@@ -400,7 +422,7 @@ fn conflict(svc: &Exported, peers: &[Peer]) -> Condition {
         if p.headless != svc.headless {
             let what = |h: bool| if h { "headless" } else { "not headless" };
             said.push(format!(
-                "cluster {} (Service {}) is {}, this one {}",
+                "cluster {} ({}) is {}, this one {}",
                 p.cluster,
                 p.via,
                 what(p.headless),
@@ -408,33 +430,34 @@ fn conflict(svc: &Exported, peers: &[Peer]) -> Condition {
             ));
             reasons.push("TypeConflict");
         }
-        for (key, reason) in COMPARED {
-            let Some(theirs) = &p.carried else { break };
-            let (a, b) = (svc.carried.get(key), theirs.get(key));
-            if a != b {
-                let show = |v: Option<&Value>| v.map_or_else(|| "unset".into(), Value::to_string);
-                said.push(format!(
-                    "cluster {} (Service {}) has {key} {}, this one {}",
-                    p.cluster,
-                    p.via,
-                    show(b),
-                    show(a)
-                ));
-                reasons.push(reason);
-            }
+        for d in p
+            .carried
+            .as_ref()
+            .map(|theirs| svc.carried.differences(theirs))
+            .unwrap_or_default()
+        {
+            said.push(format!(
+                "cluster {} ({}) has {} {}, this one {}",
+                p.cluster, p.via, d.field, d.theirs, d.mine
+            ));
+            reasons.push(d.reason);
         }
     }
     let clusters: BTreeSet<&str> = peers.iter().map(|p| p.cluster.as_str()).collect();
+    let clusters = clusters.into_iter().collect::<Vec<_>>().join(", ");
     if reasons.is_empty() {
-        return Condition::new(
-            CONFLICT,
-            Status::False,
-            "NoConflicts",
+        let by_hand = peers.iter().any(|p| p.carried.is_none());
+        let mut message = if by_hand {
             format!(
-                "the same ports, type and other fields as in {}",
-                clusters.into_iter().collect::<Vec<_>>().join(", ")
-            ),
-        );
+                "the same ports and type as in {clusters} (a Service labelled for Linkerd by hand carries no other fields to compare)"
+            )
+        } else {
+            format!("the same ports, type and other fields as in {clusters}")
+        };
+        if !seen.unread.is_empty() {
+            message = format!("{message}; {}", unread());
+        }
+        return Condition::new(CONFLICT, Status::False, "NoConflicts", message);
     }
     reasons.sort_unstable();
     reasons.dedup();
@@ -442,13 +465,36 @@ fn conflict(svc: &Exported, peers: &[Peer]) -> Condition {
         CONFLICT,
         Status::True,
         &reasons.join(","),
-        format!("{}; {OLDEST_LINK}", said.join("; ")),
+        format!(
+            "{}; every cluster's import follows the oldest export",
+            said.join("; ")
+        ),
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The judge with no linked cluster read: peers only as given.
+    fn judge(
+        ns: &str,
+        name: &str,
+        annotation: Option<&str>,
+        default: Mode,
+        service: Option<&Exported>,
+        peers: &[Peer],
+    ) -> Verdict {
+        super::judge(
+            ns,
+            name,
+            annotation,
+            default,
+            service,
+            peers,
+            &Seen::default(),
+        )
+    }
 
     fn port(name: &str, port: i32) -> Port {
         Port {
@@ -463,7 +509,7 @@ mod tests {
             kind: "ClusterIP".into(),
             headless,
             ports: ports.iter().cloned().collect(),
-            carried: BTreeMap::new(),
+            carried: Carried::default(),
         }
     }
 
@@ -576,7 +622,10 @@ mod tests {
                 .message
                 .contains("mirror.linkerd.io/federated=member")
         );
-        assert!(v.conditions[2].message.contains("oldest Link"));
+        assert!(
+            v.conditions[2].message.contains("no Link's credentials"),
+            "{v:?}"
+        );
         let v = judge(
             "shop",
             "web",
@@ -702,7 +751,7 @@ mod tests {
     #[test]
     fn the_fields_a_peer_carried_are_compared_too() {
         let http = [port("http", 80)];
-        let fields = |json: serde_json::Value| compared(json.as_object().unwrap());
+        let fields = |json: serde_json::Value| Carried::parse(&json.to_string()).unwrap();
         let mut mine = svc(false, &http);
         mine.carried = fields(serde_json::json!({
             "exportCreated": "2026-12-04T10:00:00Z",
@@ -727,12 +776,14 @@ mod tests {
             (c.status, c.reason.as_str()),
             (Status::False, "NoConflicts")
         );
-        // A peer labelled by hand carries nothing to compare.
+        assert!(c.message.contains("other fields"), "{}", c.message);
+        // A peer labelled by hand carries nothing to compare, and the message says so.
         let c = with(None);
         assert_eq!(
             (c.status, c.reason.as_str()),
             (Status::False, "NoConflicts")
         );
+        assert!(c.message.contains("by hand"), "{}", c.message);
         let c = with(Some(serde_json::json!({
             "sessionAffinity": "ClientIP",
             "internalTrafficPolicy": "Cluster",
@@ -748,12 +799,84 @@ mod tests {
             )
         );
         for said in [
-            "cluster west (Service web-west) has sessionAffinity \"ClientIP\", this one \"None\"",
+            "cluster west (web-west) has sessionAffinity \"ClientIP\", this one \"None\"",
             "has trafficDistribution \"PreferClose\", this one unset",
             "has exportedLabels {\"team\":\"cart\"}, this one {\"team\":\"shop\"}",
             "has exportedAnnotations {\"owner\":\"x\"}, this one unset",
         ] {
             assert!(c.message.contains(said), "{said} in {}", c.message);
         }
+    }
+
+    #[test]
+    fn what_was_read_decides_between_unknown_and_no_conflict() {
+        let http = [port("http", 80)];
+        let mine = svc(false, &http);
+        let with = |seen: Seen| {
+            super::judge(
+                "shop",
+                "web",
+                None,
+                Mode::Federated,
+                Some(&mine),
+                &[],
+                &seen,
+            )
+            .conditions[2]
+                .clone()
+        };
+        // Nothing read: nothing can be said.
+        let c = with(Seen::default());
+        assert_eq!((c.status, c.reason.as_str()), (Status::Unknown, "NoPeers"));
+        let c = with(Seen {
+            read: vec![],
+            unread: vec![("west".into(), "Secret x cannot be read: 403".into())],
+        });
+        assert_eq!((c.status, c.reason.as_str()), (Status::Unknown, "NoPeers"));
+        assert!(
+            c.message
+                .contains("cluster west's exports cannot be read (Secret x"),
+            "{}",
+            c.message
+        );
+        // Read, and nobody else exports it: no conflict, and which clusters were read.
+        let c = with(Seen {
+            read: vec!["east".into(), "west".into()],
+            unread: vec![("north".into(), "no key kubeconfig".into())],
+        });
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (Status::False, "NoConflicts")
+        );
+        assert!(
+            c.message.contains("read the exports of east, west"),
+            "{}",
+            c.message
+        );
+        assert!(
+            c.message.contains("cluster north's exports cannot be read"),
+            "{}",
+            c.message
+        );
+    }
+
+    #[test]
+    fn an_export_without_a_cluster_id_warns() {
+        let mut v = judge(
+            "shop",
+            "web",
+            None,
+            Mode::Federated,
+            Some(&svc(false, &[port("http", 80)])),
+            &[],
+        );
+        v.no_cluster_id();
+        assert_eq!(summary(&v)[1], (READY, Status::True, NO_CLUSTER_ID));
+        assert!(v.conditions[1].message.contains("ClusterProperty"), "{v:?}");
+        let e = events(&v.conditions, &[]);
+        assert!(
+            e.iter().any(|e| e.warning && e.reason == NO_CLUSTER_ID),
+            "{e:?}"
+        );
     }
 }

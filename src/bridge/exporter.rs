@@ -17,9 +17,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::export::{self, Condition, Exported, Label, Mode, Peer, Port, Verdict};
+use super::clusters::{Changed, Clusters};
+use super::export::{self, Condition, Exported, Label, Mode, Peer, Port, Seen, Verdict};
 use super::metrics::BridgeMetrics;
 use super::{CARRIED, CONCURRENT, FIELD_MANAGER, Key, RETRY, lease, said, sleep_until, touched};
+use crate::source::linkerd::carried::{Carried, CarriedPort, LABEL_EXPORTED};
 use crate::source::linkerd::{
     ANNOTATION_FQ_NAME, ANNOTATION_REMOTE, LABEL_CLUSTER, LABEL_GATEWAY, LABEL_HEADLESS_PARENT,
     LABEL_MIRRORED,
@@ -50,6 +52,7 @@ pub(super) async fn run(
     );
     info!(version = %resource.version, default_mode = %settings.default_mode, "linkerd-bridge: export half starting");
     let recorder = super::recorder(&shared.client, &identity);
+    let changes = shared.clusters.subscribe();
     let (exporter, writers) = Exporter::new(
         shared.client,
         resource,
@@ -57,8 +60,11 @@ pub(super) async fn run(
         shared.metrics,
         shared.leading,
         recorder,
+        shared.clusters,
     );
-    exporter.run(writers, became_leader, shared.shutdown).await;
+    exporter
+        .run(writers, changes, became_leader, shared.shutdown)
+        .await;
 }
 
 /// What the export half is run with.
@@ -80,6 +86,11 @@ pub(super) struct Exporter {
     leading: lease::Leading,
     /// Writes the Events that say what the conditions turned to.
     recorder: Recorder,
+    /// The exports of this cluster and the linked ones.
+    clusters: Clusters,
+    /// What the bridge last applied on each Service (its resourceVersion before, and the
+    /// label and carried text): a store that has not seen the write yet is not written again.
+    applied: std::sync::Mutex<BTreeMap<Key, (Option<String>, String)>>,
 }
 
 impl Exporter {
@@ -90,6 +101,7 @@ impl Exporter {
         metrics: Arc<BridgeMetrics>,
         leading: lease::Leading,
         recorder: Recorder,
+        clusters: Clusters,
     ) -> (Self, Writers) {
         let exports_w = reflector::store::Writer::new(resource.clone());
         let services_w = reflector::store::Writer::default();
@@ -102,6 +114,8 @@ impl Exporter {
             metrics,
             leading,
             recorder,
+            clusters,
+            applied: Default::default(),
         };
         (this, (exports_w, services_w))
     }
@@ -118,6 +132,7 @@ impl Exporter {
     pub(super) async fn run(
         self,
         writers: Writers,
+        mut changes: tokio::sync::mpsc::UnboundedReceiver<Changed>,
         became_leader: Arc<tokio::sync::Notify>,
         shutdown: CancellationToken,
     ) {
@@ -170,6 +185,13 @@ impl Exporter {
                     Some(Err(e)) => warn!(error = %e, "watching Services"),
                     None => return,
                 },
+                change = changes.recv() => match change {
+                    // A peer's export of a service changed: the export of it here may
+                    // conflict now, or no more.
+                    Some(Changed::Keys(keys)) => dirty.extend(keys),
+                    Some(Changed::All) => dirty.extend(this.every_key()),
+                    None => return,
+                },
                 _ = resync.tick() => dirty.extend(this.every_key()),
                 _ = became_leader.notified() => dirty.extend(this.every_key()),
                 _ = sleep_until(next_retry) => {
@@ -184,6 +206,13 @@ impl Exporter {
                 }
             }
             if !(exports_listed && services_listed) {
+                continue;
+            }
+            if !this.clusters.settled() {
+                this.metrics.waiting(
+                    "export",
+                    Some("the linked clusters' exports have not all been listed yet".into()),
+                );
                 continue;
             }
             this.metrics.waiting("export", None);
@@ -258,15 +287,18 @@ impl Exporter {
         };
         // What the Service carries for the import half, read once: compared with the peers'
         // and, when labelled, written as the annotation.
-        let fields = service.as_deref().map(|svc| carried(svc, &export));
+        let own_id = self.clusters.own_id();
+        let fields = service
+            .as_deref()
+            .map(|svc| carried(svc, &export, own_id.clone()));
         let exported = service
             .as_deref()
             .zip(fields.as_ref())
             .map(|(svc, fields)| Exported {
-                carried: export::compared(fields),
+                carried: fields.clone(),
                 ..exported(svc)
             });
-        let peers = peers(ns, name, &self.services.state());
+        let (peers, seen) = self.peers(key);
         let annotation = export
             .metadata
             .annotations
@@ -280,7 +312,11 @@ impl Exporter {
             self.config.default_mode,
             exported.as_ref(),
             &peers,
+            &seen,
         );
+        if own_id.is_none() {
+            verdict.no_cluster_id();
+        }
         let owned = service.as_deref().map(owned_labels).unwrap_or_default();
         match verdict.label {
             Label::Set(mode) => {
@@ -289,19 +325,35 @@ impl Exporter {
                     .as_deref()
                     .expect("a Service is labelled only when it exists");
                 let has = svc.metadata.labels.as_ref().and_then(|l| l.get(k));
-                let carry =
-                    Value::Object(fields.clone().expect("read with the Service")).to_string();
+                let carry = fields.as_ref().expect("read with the Service").text();
                 let carries = svc
                     .metadata
                     .annotations
                     .as_ref()
                     .and_then(|a| a.get(CARRIED));
-                if owned != BTreeSet::from([k.to_string()])
+                let wanted = BTreeSet::from([k.to_string(), LABEL_EXPORTED.to_string()]);
+                let marked = svc
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(LABEL_EXPORTED))
+                    .map(String::as_str)
+                    == Some("true");
+                let stale = self.written(key, svc, &format!("{k}={v} {carry}"));
+                if (owned != wanted
                     || has.map(String::as_str) != Some(v)
-                    || carries != Some(&carry)
+                    || !marked
+                    || carries != Some(&carry))
+                    && !stale
                 {
                     match self.label(ns, name, Some((k, v, &carry))).await {
-                        Ok(()) => info!(namespace = ns, name, label = %format!("{k}={v}"), "Service labelled for Linkerd"),
+                        Ok(()) => {
+                            self.applied.lock().expect("not poisoned").insert(
+                                key.clone(),
+                                (svc.metadata.resource_version.clone(), format!("{k}={v} {carry}")),
+                            );
+                            info!(namespace = ns, name, label = %format!("{k}={v}"), "Service labelled for Linkerd");
+                        }
                         Err(kube::Error::Api(s)) if s.code == 409 => verdict.failed(&format!(
                             "the Service's label {k} is held by another field manager with another value, and the bridge does not override it ({}): remove that label, or choose the mode it gives with annotation {}",
                             s.message,
@@ -319,6 +371,59 @@ impl Exporter {
         Ok(())
     }
 
+    /// Whether the bridge applied `what` on `svc` already and the store has not caught up with
+    /// that write: `svc` is still the version it was written over. Writing it again would be a
+    /// second write for one change.
+    fn written(&self, key: &Key, svc: &Service, what: &str) -> bool {
+        let applied = self.applied.lock().expect("not poisoned");
+        applied.get(key).is_some_and(|(before, done)| {
+            done == what && before.is_some() && *before == svc.metadata.resource_version
+        })
+    }
+
+    /// The linked clusters' exports of `key` as peers, and which clusters were read; a linked
+    /// cluster whose exports cannot be read is seen, where it can be, through the mirror
+    /// Linkerd's service mirror wrote of its export here.
+    fn peers(&self, key: &Key) -> (Vec<Peer>, Seen) {
+        let found = self.clusters.peers(key);
+        let mut peers = Vec::new();
+        for (link, export) in super::clusters::peer_exports(&found) {
+            let via = format!("Service {}/{} in cluster {link}", key.0, key.1);
+            match export {
+                Ok(e) => peers.push(Peer {
+                    cluster: e.carried.cluster.clone().unwrap_or(link),
+                    via,
+                    headless: e.headless,
+                    ports: e
+                        .carried
+                        .ports
+                        .iter()
+                        .map(|p| Port {
+                            name: p.name.clone(),
+                            protocol: p.protocol.clone(),
+                            port: p.port,
+                        })
+                        .collect(),
+                    carried: Some(e.carried),
+                }),
+                Err(why) => {
+                    warn!(namespace = %key.0, name = %key.1, cluster = %link, "{via}: {why}");
+                }
+            }
+        }
+        let read: BTreeSet<&str> = found.read.iter().map(String::as_str).collect();
+        for p in mirror_peers(&key.0, &key.1, &self.services.state()) {
+            if !read.contains(p.via_link.as_str()) {
+                peers.push(p.peer);
+            }
+        }
+        let seen = Seen {
+            read: found.read,
+            unread: found.unread,
+        };
+        (peers, seen)
+    }
+
     /// Applies the bridge's labels on Service `ns/name`: `label`, or none (taking back what it
     /// applied; a label someone else also set stays).
     async fn label(
@@ -329,7 +434,7 @@ impl Exporter {
     ) -> Result<(), kube::Error> {
         let mut metadata = json!({"name": name, "namespace": ns});
         if let Some((k, v, carry)) = label {
-            metadata["labels"] = json!({ k: v });
+            metadata["labels"] = json!({ k: v, LABEL_EXPORTED: "true" });
             metadata["annotations"] = json!({ CARRIED: carry });
         }
         let patch = json!({"apiVersion": "v1", "kind": "Service", "metadata": metadata});
@@ -462,59 +567,53 @@ fn owned_labels(svc: &Service) -> BTreeSet<String> {
         .collect()
 }
 
-/// The value of [`CARRIED`] for `svc` exported by `export`, as a JSON object: the export's
-/// creation time (the MCS API resolves conflicts by the oldest export), the Service's
-/// `sessionAffinity`, `sessionAffinityConfig`, `internalTrafficPolicy`,
-/// `trafficDistribution` and `ipFamilies` (each only when set), and its ports with their
-/// `appProtocol`, and the export's `exportedLabels` and `exportedAnnotations` (each only when
-/// not empty). The keys come in a fixed order, so the same Service gives the same text.
-fn carried(svc: &Service, export: &DynamicObject) -> serde_json::Map<String, Value> {
+/// What `svc` exported by `export` carries for other clusters (see [`Carried`]): the exporting
+/// cluster's id `cluster`, the export's creation time (the MCS API resolves conflicts by the
+/// oldest export), the Service's headlessness, `sessionAffinity`, `sessionAffinityConfig`,
+/// `internalTrafficPolicy`, `trafficDistribution`, `ipFamilies` and ports with their
+/// `appProtocol`, and the export's `exportedLabels` and `exportedAnnotations`.
+fn carried(svc: &Service, export: &DynamicObject, cluster: Option<String>) -> Carried {
     let spec = svc.spec.clone().unwrap_or_default();
-    let mut v = serde_json::Map::new();
-    let mut put = |key: &str, value: Value| {
-        if !value.is_null() {
-            v.insert(key.into(), value);
+    let strings = |key: &str| -> BTreeMap<String, String> {
+        // The CRD's schema makes these maps of strings; anything else is not carried.
+        match export.data["spec"][key].as_object() {
+            Some(map) if map.values().all(Value::is_string) => map
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect(),
+            _ => BTreeMap::new(),
         }
     };
-    put(
-        "exportCreated",
-        json!(
-            export
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0.to_string())
-        ),
-    );
-    put("sessionAffinity", json!(spec.session_affinity));
-    put("sessionAffinityConfig", json!(spec.session_affinity_config));
-    put("internalTrafficPolicy", json!(spec.internal_traffic_policy));
-    put("trafficDistribution", json!(spec.traffic_distribution));
-    put("ipFamilies", json!(spec.ip_families));
-    let ports: Vec<Value> = spec
-        .ports
-        .unwrap_or_default()
-        .iter()
-        .map(|p| {
-            json!({
-                "name": p.name.clone().unwrap_or_default(),
-                "port": p.port,
-                "protocol": p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-                "appProtocol": p.app_protocol,
+    Carried {
+        version: crate::source::linkerd::carried::VERSION,
+        cluster,
+        export_created: export
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string()),
+        headless: spec.cluster_ip.as_deref() == Some("None"),
+        session_affinity: spec.session_affinity,
+        session_affinity_config: spec
+            .session_affinity_config
+            .and_then(|c| serde_json::to_value(c).ok()),
+        internal_traffic_policy: spec.internal_traffic_policy,
+        traffic_distribution: spec.traffic_distribution,
+        ip_families: spec.ip_families,
+        ports: spec
+            .ports
+            .unwrap_or_default()
+            .iter()
+            .map(|p| CarriedPort {
+                name: p.name.clone().unwrap_or_default(),
+                port: p.port,
+                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                app_protocol: p.app_protocol.clone(),
             })
-        })
-        .collect();
-    put("ports", Value::Array(ports));
-    // The CRD's schema makes these maps of strings; anything else is not carried.
-    for key in ["exportedLabels", "exportedAnnotations"] {
-        if let Some(map) = export.data["spec"][key].as_object()
-            && !map.is_empty()
-            && map.values().all(Value::is_string)
-        {
-            put(key, Value::Object(map.clone()));
-        }
+            .collect(),
+        exported_labels: strings("exportedLabels"),
+        exported_annotations: strings("exportedAnnotations"),
     }
-    v
 }
 
 /// What the export half reads of a Service (without what its export carries).
@@ -524,7 +623,7 @@ fn exported(svc: &Service) -> Exported {
         kind: spec.type_.unwrap_or_else(|| "ClusterIP".into()),
         headless: spec.cluster_ip.as_deref() == Some("None"),
         ports: ports(&spec.ports.unwrap_or_default()),
-        carried: BTreeMap::new(),
+        carried: Carried::default(),
     }
 }
 
@@ -549,11 +648,18 @@ fn linkerd_wrote(svc: &Service) -> bool {
         && !labels.is_some_and(|l| l.contains_key(LABEL_GATEWAY))
 }
 
-/// The other clusters' exports of `ns/name` that Linkerd's service mirror shows here: its
-/// mirrors (`mirror.linkerd.io/cluster-name`, `remote-svc-fq-name` of `<name>.<ns>.svc.…`),
-/// and the remote members of its federated Service (`<name>@<link>` in
-/// `multicluster.linkerd.io/remote-discovery`).
-fn peers(ns: &str, name: &str, services: &[Arc<Service>]) -> Vec<Peer> {
+/// A peer seen through a mirror, with the Link it came through.
+struct MirrorPeer {
+    via_link: String,
+    peer: Peer,
+}
+
+/// The other clusters' exports of `ns/name` that Linkerd's service mirror shows here as mirrors
+/// (`mirror.linkerd.io/cluster-name`, `remote-svc-fq-name` of `<name>.<ns>.svc.…`), for the
+/// clusters whose exports cannot be read through their Links' credentials. A federated Service
+/// shows no peer: Linkerd writes it from its local member, so it would compare the export with
+/// itself.
+fn mirror_peers(ns: &str, name: &str, services: &[Arc<Service>]) -> Vec<MirrorPeer> {
     let prefix = format!("{name}.{ns}.svc.");
     let mut out = Vec::new();
     for s in services
@@ -565,51 +671,35 @@ fn peers(ns: &str, name: &str, services: &[Arc<Service>]) -> Vec<Peer> {
         }
         let labels = s.metadata.labels.clone().unwrap_or_default();
         let annotations = s.metadata.annotations.clone().unwrap_or_default();
-        let via = s.metadata.name.clone().unwrap_or_default();
-        let e = exported(s);
-        match labels.get(LABEL_CLUSTER) {
-            Some(cluster) => {
-                let fq = annotations
-                    .get(ANNOTATION_FQ_NAME)
-                    .map(String::as_str)
-                    .unwrap_or_default();
-                if fq.starts_with(&prefix) && !labels.contains_key(LABEL_HEADLESS_PARENT) {
-                    // What the peer's export half carried (Linkerd copies every annotation
-                    // onto the mirror); none when the peer was labelled by hand.
-                    let carried = annotations
-                        .get(CARRIED)
-                        .and_then(|text| serde_json::from_str::<Value>(text).ok())
-                        .and_then(|v| v.as_object().map(export::compared));
-                    out.push(Peer {
-                        cluster: cluster.clone(),
-                        via,
-                        headless: e.headless,
-                        ports: e.ports,
-                        carried,
-                    });
-                }
-            }
-            None => {
-                let members = annotations
-                    .get(ANNOTATION_REMOTE)
-                    .map(String::as_str)
-                    .unwrap_or_default();
-                for m in members.split(',').map(str::trim) {
-                    if let Some((svc, link)) = m.split_once('@')
-                        && svc == name
-                        && !link.is_empty()
-                    {
-                        out.push(Peer {
-                            cluster: link.to_string(),
-                            via: via.clone(),
-                            headless: false,
-                            ports: e.ports.clone(),
-                            carried: None,
-                        });
-                    }
-                }
-            }
+        let Some(cluster) = labels.get(LABEL_CLUSTER) else {
+            continue;
+        };
+        let fq = annotations
+            .get(ANNOTATION_FQ_NAME)
+            .map(String::as_str)
+            .unwrap_or_default();
+        if !fq.starts_with(&prefix) || labels.contains_key(LABEL_HEADLESS_PARENT) {
+            continue;
         }
+        let e = exported(s);
+        // What the peer's export half carried (Linkerd copies every annotation onto the
+        // mirror); none when the peer was labelled by hand.
+        let carried = annotations
+            .get(CARRIED)
+            .and_then(|text| Carried::parse(text).ok());
+        out.push(MirrorPeer {
+            via_link: cluster.clone(),
+            peer: Peer {
+                cluster: carried
+                    .as_ref()
+                    .and_then(|c| c.cluster.clone())
+                    .unwrap_or_else(|| cluster.clone()),
+                via: format!("mirror {}", s.metadata.name.clone().unwrap_or_default()),
+                headless: e.headless,
+                ports: e.ports,
+                carried,
+            },
+        });
     }
     out
 }

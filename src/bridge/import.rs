@@ -30,6 +30,7 @@ use k8s_openapi::api::core::v1::Service;
 use serde_json::{Value, json};
 
 use super::CARRIED;
+use crate::source::linkerd::carried::{Carried, export_order};
 use crate::source::linkerd::{
     ANNOTATION_FQ_NAME, ANNOTATION_LOCAL, ANNOTATION_REMOTE, LABEL_CLUSTER, LABEL_GATEWAY,
     LABEL_HEADLESS_PARENT, LABEL_MIRRORED,
@@ -159,6 +160,21 @@ pub const NOT_IMPORTED: &str = "NotImported";
 /// Clusters export the service differently; the oldest export decides.
 pub const CONFLICT: &str = "ExportConflict";
 
+/// One cluster's export of a service, as the bridge reads it through the Link's credentials
+/// (or in this cluster): the exported Service and what its export half carried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterExport {
+    /// The Link's target cluster name; None for this cluster's own export.
+    pub link: Option<String>,
+    /// The exported Service's ClusterIPs: this cluster's own export's addresses.
+    pub ips: Vec<IpAddr>,
+    pub headless: bool,
+    pub carried: Carried,
+}
+
+/// The exports read, by namespace and name of the service.
+pub type Exports = BTreeMap<(String, String), Vec<ClusterExport>>;
+
 /// What the judge found: the imports by namespace and name, and the problems it stepped over.
 #[derive(Debug, Default)]
 pub struct Judged {
@@ -196,12 +212,17 @@ struct Read {
     object: String,
     shape: Shape,
     ports: Vec<ImportPort>,
-    carried: Option<Result<BTreeMap<String, Value>, String>>,
+    carried: Option<Result<Carried, String>>,
 }
 
 /// The imports `services` (Linkerd's, and any other: those are passed over) give while Links
 /// to the clusters in `links` (their target cluster names) exist.
-pub fn judge(services: &[Arc<Service>], links: &BTreeSet<String>, naming: &Naming) -> Judged {
+pub fn judge(
+    services: &[Arc<Service>],
+    links: &BTreeSet<String>,
+    naming: &Naming,
+    exports: &Exports,
+) -> Judged {
     let mut out = Judged::default();
     // By namespace: the Services read, and the headless mirrors' hosts by parent object name.
     let mut by_ns: BTreeMap<String, Vec<Read>> = BTreeMap::new();
@@ -220,8 +241,17 @@ pub fn judge(services: &[Arc<Service>], links: &BTreeSet<String>, naming: &Namin
             }),
         }
     }
+    for (ns, _) in exports.keys() {
+        by_ns.entry(ns.clone()).or_default();
+    }
     for (ns, reads) in by_ns {
         let mut by_service: BTreeMap<&str, Vec<&Read>> = BTreeMap::new();
+        for ((_, name), _) in exports
+            .range((ns.clone(), String::new())..)
+            .take_while(|((n, _), _)| *n == ns)
+        {
+            by_service.entry(name).or_default();
+        }
         let mut hosts: BTreeMap<&str, Vec<&Read>> = BTreeMap::new();
         for r in &reads {
             match r.shape {
@@ -231,7 +261,20 @@ pub fn judge(services: &[Arc<Service>], links: &BTreeSet<String>, naming: &Namin
         }
         for (name, members) in by_service {
             let mut problems = Vec::new();
-            if let Some(i) = import(&ns, name, &members, &hosts, links, naming, &mut problems) {
+            let theirs = exports
+                .get(&(ns.clone(), name.to_string()))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            if let Some(i) = import(
+                &ns,
+                name,
+                &members,
+                &hosts,
+                links,
+                naming,
+                theirs,
+                &mut problems,
+            ) {
                 out.imports.insert((ns.clone(), name.to_string()), i);
             }
             out.problems.extend(problems);
@@ -240,6 +283,48 @@ pub fn judge(services: &[Arc<Service>], links: &BTreeSet<String>, naming: &Namin
     out
 }
 
+/// One cluster's part in a service's import, from its export as read through the Link's
+/// credentials (or this cluster's own), or from what Linkerd's service mirror wrote here.
+struct Member<'a> {
+    /// The cluster id.
+    cluster: String,
+    /// The Link's target cluster name (None: this cluster), to match Linkerd's mirrors.
+    link: Option<String>,
+    /// The object Events about it go on here (a mirror or the federated Service), if any.
+    object: Option<&'a str>,
+    /// What it is called in messages.
+    shown: String,
+    headless: bool,
+    ports: Vec<ImportPort>,
+    carried: Option<Carried>,
+    /// This cluster's addresses of the service: its mirror's ClusterIP, its headless
+    /// mirror's hosts, or (this cluster's own export) its Service's ClusterIPs.
+    endpoints: Vec<(Option<String>, IpAddr)>,
+}
+
+impl Member<'_> {
+    fn created(&self) -> Option<&str> {
+        self.carried.as_ref()?.export_created.as_deref()
+    }
+}
+
+fn carried_ports(c: &Carried) -> Vec<ImportPort> {
+    let mut out: Vec<ImportPort> = c
+        .ports
+        .iter()
+        .map(|p| ImportPort {
+            name: p.name.clone(),
+            protocol: p.protocol.clone(),
+            port: p.port,
+            app_protocol: p.app_protocol.clone(),
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
 fn import(
     ns: &str,
     name: &str,
@@ -247,6 +332,7 @@ fn import(
     hosts: &BTreeMap<&str, Vec<&Read>>,
     links: &BTreeSet<String>,
     naming: &Naming,
+    exports: &[ClusterExport],
     problems: &mut Vec<Problem>,
 ) -> Option<Import> {
     let mut problem = |object: &str, message: String| {
@@ -266,29 +352,6 @@ fn import(
             message,
         });
     };
-    // Oldest export first, as the MCS API resolves conflicts: the export's creation time is
-    // carried by the export half (exports labelled by hand have none and come after, by
-    // name). A federated Service comes before all: Linkerd already made it follow its oldest
-    // member.
-    let created = |r: &Read| match &r.carried {
-        Some(Ok(c)) => c
-            .get("exportCreated")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        _ => None,
-    };
-    let mut members: Vec<&Read> = members.to_vec();
-    members.sort_by_key(|r| {
-        let c = created(r);
-        (
-            !matches!(r.shape, Shape::Federated { .. }),
-            c.is_none(),
-            c,
-            r.object.clone(),
-        )
-    });
-    let members = &members[..];
-    let mut clusters = BTreeSet::new();
     // The cluster id of a member through Link `cluster`, if that Link exists.
     let live = |cluster: &str, object: &str, problem: &mut dyn FnMut(&str, String)| {
         if !links.contains(cluster) {
@@ -305,35 +368,15 @@ fn import(
         }
         id
     };
-    // The carried fields: from the federated Service, else the oldest export's mirror.
-    let mut carried = BTreeMap::new();
-    let mut carried_by = "";
-    for r in members {
-        match &r.carried {
-            Some(Ok(c)) => {
-                carried = c.clone();
-                carried_by = &r.object;
-                break;
-            }
-            Some(Err(e)) => problem(&r.object, e.clone()),
-            None => {}
-        }
-    }
-    let (labels, annotations) = exported_metadata(&carried, |m| problem(carried_by, m));
-    let with_app = |ports: &[ImportPort]| -> Vec<ImportPort> {
-        let carried_ports = carried.get("ports").and_then(Value::as_array);
+    let with_app = |ports: &[ImportPort], carried: Option<&Carried>| -> Vec<ImportPort> {
         let mut out: Vec<ImportPort> = ports
             .iter()
             .map(|p| {
-                let app = carried_ports
+                let app = carried
                     .into_iter()
-                    .flatten()
-                    .find(|c| {
-                        c["port"] == p.port
-                            && c["protocol"] == p.protocol.as_str()
-                            && c["name"].as_str().unwrap_or_default() == p.name
-                    })
-                    .and_then(|c| c["appProtocol"].as_str().map(str::to_string));
+                    .flat_map(|c| &c.ports)
+                    .find(|c| c.port == p.port && c.protocol == p.protocol && c.name == p.name)
+                    .and_then(|c| c.app_protocol.clone());
                 ImportPort {
                     app_protocol: app.or_else(|| p.app_protocol.clone()),
                     ..p.clone()
@@ -344,154 +387,248 @@ fn import(
         out.dedup();
         out
     };
-    let spec_fields: BTreeMap<String, Value> = carried
-        .iter()
-        .filter(|(k, _)| {
-            [
-                "sessionAffinity",
-                "sessionAffinityConfig",
-                "internalTrafficPolicy",
-                "trafficDistribution",
-            ]
-            .contains(&k.as_str())
-        })
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let base = |headless: bool, clusters: BTreeSet<String>| Import {
-        namespace: ns.into(),
-        name: name.into(),
-        headless,
-        ips: Vec::new(),
-        families: Vec::new(),
-        ports: Vec::new(),
-        carried: spec_fields.clone(),
-        labels: labels.clone(),
-        annotations: annotations.clone(),
-        clusters,
-        slices: Vec::new(),
+    let carried_of = |r: &Read, problem: &mut dyn FnMut(&str, String)| match &r.carried {
+        Some(Ok(c)) => Some(c.clone()),
+        Some(Err(e)) => {
+            problem(&r.object, e.clone());
+            None
+        }
+        None => None,
     };
 
-    // Federated: the first by object name, should two claim the service.
-    if let Some(r) = members
-        .iter()
-        .find(|r| matches!(r.shape, Shape::Federated { .. }))
-    {
-        let Shape::Federated {
-            remote,
-            local,
-            ips,
-            families,
-        } = &r.shape
-        else {
-            unreachable!("matched above")
-        };
-        for link in remote {
-            clusters.extend(live(link, &r.object, &mut problem));
-        }
-        if *local {
-            match &naming.own {
-                Some(own) => {
-                    clusters.insert(own.clone());
+    let mut all: Vec<Member> = Vec::new();
+    // The exports read through the Links' credentials, and this cluster's own.
+    for e in exports {
+        let id = match &e.link {
+            None => naming.own.clone().or_else(|| e.carried.cluster.clone()),
+            Some(link) => {
+                if !links.contains(link) {
+                    continue;
                 }
-                None => problem(
-                    &r.object,
-                    "a local member is not listed in status.clusters without --cluster-id".into(),
-                ),
+                e.carried
+                    .cluster
+                    .as_deref()
+                    .and_then(cluster_id)
+                    .or_else(|| naming.id(link))
             }
+        };
+        let shown = match &e.link {
+            None => format!("this cluster's export of {ns}/{name}"),
+            Some(link) => format!("cluster {link}'s export of {ns}/{name}"),
+        };
+        let Some(id) = id else {
+            let why = match &e.link {
+                None => "this cluster has no id: create the ClusterProperty cluster.clusterset.k8s.io (or give --cluster-id), so its own export is part of its import".to_string(),
+                Some(link) => format!("cluster name {link:?} is not a cluster id (one or two DNS labels): give one with --linkerd-cluster-id {link}=ID"),
+            };
+            problem(name, format!("{shown} is left out: {why}"));
+            continue;
+        };
+        if all.iter().any(|m| m.cluster == id) {
+            continue;
         }
-        if clusters.is_empty() || ips.is_empty() {
-            return None;
+        let mut endpoints = Vec::new();
+        if e.link.is_none() && !e.headless {
+            endpoints = e.ips.iter().map(|ip| (None, *ip)).collect();
         }
-        let mut i = base(false, std::mem::take(&mut clusters));
-        i.ips = ips.clone();
-        i.families = families.clone();
-        i.ports = with_app(&r.ports);
-        return Some(i);
+        all.push(Member {
+            cluster: id,
+            link: e.link.clone(),
+            object: None,
+            shown,
+            headless: e.headless,
+            ports: carried_ports(&e.carried),
+            carried: Some(e.carried.clone()),
+            endpoints,
+        });
     }
-
-    // Mirrors only. Each cluster's mirror is its export as it is; the oldest decides whether
-    // the import is headless. A cluster exporting the other type is left out (its addresses
-    // cannot be served as the oldest's type). The import's ports are the union of the
-    // exports' ports, and where exports give one port name different ports, the oldest's
-    // (KEP-1645, "Service Port"); each cluster's slices have its own ports.
-    let mirrors: Vec<&Read> = members
-        .iter()
-        .copied()
-        .filter(|r| matches!(r.shape, Shape::Mirror { .. } | Shape::HeadlessMirror { .. }))
-        .collect();
-    let oldest = mirrors.first()?;
-    let is_headless = matches!(oldest.shape, Shape::HeadlessMirror { .. });
-    // The union, each port with the object of the export it came from; and each cluster
-    // taken, with its ports, to say afterwards how it differs from the union.
-    let mut ports: Vec<(ImportPort, &str)> = Vec::new();
-    let mut taken: Vec<(String, &str, Vec<ImportPort>)> = Vec::new();
-    let kind = |headless: bool| if headless { "headless" } else { "ClusterSetIP" };
-    let mut slices: BTreeMap<(String, Family), SliceSpec> = BTreeMap::new();
-    for r in &mirrors {
-        let (cluster, this_headless) = match &r.shape {
-            Shape::Mirror { cluster, .. } => (cluster, false),
-            Shape::HeadlessMirror { cluster } => (cluster, true),
-            _ => continue,
-        };
-        let Some(id) = live(cluster, &r.object, &mut problem) else {
-            continue;
-        };
-        if this_headless != is_headless {
-            conflict(
-                &r.object,
-                format!(
-                    "cluster {id} exports {name} as {} but the oldest export ({}) is {}: left out of the import, as the MCS API resolves a type conflict by the oldest export",
-                    kind(this_headless),
-                    oldest.object,
-                    kind(is_headless)
-                ),
-            );
-            continue;
-        }
-        clusters.insert(id.clone());
-        let r_ports = with_app(&r.ports);
-        for p in &r_ports {
-            if !ports.iter().any(|(q, _)| q.name == p.name) {
-                ports.push((p.clone(), &r.object));
-            }
-        }
-        taken.push((id.clone(), &r.object, r_ports.clone()));
-        let mut add = |ip: IpAddr, hostname: Option<String>| {
-            slices
-                .entry((id.clone(), Family::of(&ip)))
-                .or_insert_with(|| SliceSpec {
-                    cluster: id.clone(),
-                    family: Family::of(&ip),
-                    endpoints: Vec::new(),
-                    ports: r_ports.clone(),
-                })
-                .endpoints
-                .push((hostname, ip));
-        };
+    // Linkerd's mirrors: the addresses of the exports above, and the exports of clusters whose
+    // credentials this bridge cannot read (or labelled for Linkerd by hand).
+    let covered = |link: &str, all: &[Member]| all.iter().any(|m| m.link.as_deref() == Some(link));
+    let mut federated: Option<(&Read, &Vec<IpAddr>, &Vec<Family>)> = None;
+    for r in members {
         match &r.shape {
-            Shape::Mirror { ips, .. } => ips.iter().for_each(|ip| add(*ip, None)),
-            _ => {
-                for h in hosts.get(r.object.as_str()).into_iter().flatten() {
-                    if let Shape::Host {
-                        cluster: hc,
-                        hostname,
-                        ip: Some(ip),
-                        ..
-                    } = &h.shape
-                        && hc == cluster
+            Shape::Federated {
+                remote,
+                local,
+                ips,
+                families,
+            } => {
+                // The first by object name, should two claim the service.
+                if federated.is_some() {
+                    continue;
+                }
+                federated = Some((r, ips, families));
+                let carried = carried_of(r, &mut problem);
+                for link in remote {
+                    if covered(link, &all) {
+                        continue;
+                    }
+                    if let Some(id) = live(link, &r.object, &mut problem)
+                        && !all.iter().any(|m| m.cluster == id)
                     {
-                        add(*ip, Some(hostname.clone()));
+                        all.push(Member {
+                            cluster: id,
+                            link: Some(link.clone()),
+                            object: Some(&r.object),
+                            shown: r.object.clone(),
+                            headless: false,
+                            ports: with_app(&r.ports, carried.as_ref()),
+                            carried: None,
+                            endpoints: Vec::new(),
+                        });
+                    }
+                }
+                if *local && !all.iter().any(|m| m.link.is_none()) {
+                    match &naming.own {
+                        Some(own) if !all.iter().any(|m| &m.cluster == own) => all.push(Member {
+                            cluster: own.clone(),
+                            link: None,
+                            object: Some(&r.object),
+                            shown: r.object.clone(),
+                            headless: false,
+                            ports: with_app(&r.ports, carried.as_ref()),
+                            // Linkerd writes the federated Service from its local member.
+                            carried,
+                            endpoints: Vec::new(),
+                        }),
+                        Some(_) => {}
+                        None => problem(
+                            &r.object,
+                            "a local member is not listed in status.clusters without a cluster id (the ClusterProperty cluster.clusterset.k8s.io, or --cluster-id)".into(),
+                        ),
                     }
                 }
             }
+            Shape::Mirror { cluster, .. } | Shape::HeadlessMirror { cluster } => {
+                let headless = matches!(r.shape, Shape::HeadlessMirror { .. });
+                let mut endpoints = Vec::new();
+                match &r.shape {
+                    Shape::Mirror { ips, .. } => endpoints.extend(ips.iter().map(|ip| (None, *ip))),
+                    _ => {
+                        for h in hosts.get(r.object.as_str()).into_iter().flatten() {
+                            if let Shape::Host {
+                                cluster: hc,
+                                hostname,
+                                ip: Some(ip),
+                                ..
+                            } = &h.shape
+                                && hc == cluster
+                            {
+                                endpoints.push((Some(hostname.clone()), *ip));
+                            }
+                        }
+                    }
+                }
+                if let Some(m) = all
+                    .iter_mut()
+                    .find(|m| m.link.as_deref() == Some(cluster.as_str()))
+                {
+                    // The export read through the credentials: the mirror gives its addresses
+                    // (when it is of the export's type) and the object for Events.
+                    if m.headless == headless && m.endpoints.is_empty() {
+                        m.endpoints = endpoints;
+                        m.object = Some(&r.object);
+                    }
+                    continue;
+                }
+                let carried = carried_of(r, &mut problem);
+                let Some(id) = live(cluster, &r.object, &mut problem) else {
+                    continue;
+                };
+                if all.iter().any(|m| m.cluster == id) {
+                    continue;
+                }
+                all.push(Member {
+                    cluster: id,
+                    link: Some(cluster.clone()),
+                    object: Some(&r.object),
+                    shown: r.object.clone(),
+                    headless,
+                    ports: with_app(&r.ports, carried.as_ref()),
+                    carried,
+                    endpoints,
+                });
+            }
+            Shape::Host { .. } => {}
+        }
+    }
+    // Oldest export first, as the MCS API resolves conflicts (exports without a carried
+    // creation time after, by cluster).
+    all.sort_by(|a, b| {
+        export_order(a.created(), &a.cluster).cmp(&export_order(b.created(), &b.cluster))
+    });
+    let oldest = all.first()?;
+    let is_headless = oldest.headless;
+    // The carried fields: the oldest export's that carried any.
+    let (carried, carried_by) = all
+        .iter()
+        .find_map(|m| Some((m.carried.clone()?, m.object.unwrap_or(name))))
+        .unwrap_or_else(|| (Carried::default(), name));
+    let (labels, annotations) = exported_metadata(&carried, |m| problem(carried_by, m));
+    let mut spec_fields = BTreeMap::new();
+    for field in [
+        "sessionAffinity",
+        "sessionAffinityConfig",
+        "internalTrafficPolicy",
+        "trafficDistribution",
+    ] {
+        if let Some(v) = carried.field(field) {
+            spec_fields.insert(field.to_string(), v);
+        }
+    }
+    let kind = |headless: bool| if headless { "headless" } else { "ClusterSetIP" };
+    // Each cluster of the oldest's type, its ports added to the union by name (the older
+    // export's port where a name clashes, KEP-1645 "Service Port"); each cluster's slices
+    // have its own ports. A cluster exporting the other type is left out: its addresses
+    // cannot be served as the oldest's type.
+    let mut ports: Vec<(ImportPort, &str)> = Vec::new();
+    let mut taken: Vec<(&Member, Vec<ImportPort>)> = Vec::new();
+    let mut clusters = BTreeSet::new();
+    let mut slices: BTreeMap<(String, Family), SliceSpec> = BTreeMap::new();
+    for m in &all {
+        if m.headless != is_headless {
+            if let Some(object) = m.object {
+                conflict(
+                    object,
+                    format!(
+                        "cluster {} exports {name} as {} but the oldest export ({}) is {}: left out of the import, as the MCS API resolves a type conflict by the oldest export",
+                        m.cluster,
+                        kind(m.headless),
+                        oldest.shown,
+                        kind(is_headless)
+                    ),
+                );
+            }
+            continue;
+        }
+        clusters.insert(m.cluster.clone());
+        for p in &m.ports {
+            if !ports.iter().any(|(q, _)| q.name == p.name) {
+                ports.push((p.clone(), &m.shown));
+            }
+        }
+        taken.push((m, m.ports.clone()));
+        for (hostname, ip) in &m.endpoints {
+            slices
+                .entry((m.cluster.clone(), Family::of(ip)))
+                .or_insert_with(|| SliceSpec {
+                    cluster: m.cluster.clone(),
+                    family: Family::of(ip),
+                    endpoints: Vec::new(),
+                    ports: m.ports.clone(),
+                })
+                .endpoints
+                .push((hostname.clone(), *ip));
         }
     }
     let mut union: Vec<ImportPort> = ports.iter().map(|(p, _)| p.clone()).collect();
     union.sort();
-    // Where the exports differ, each is in conflict (as the MCS API sets Conflict on every
-    // export), the oldest too.
-    let differ = taken.iter().any(|(_, _, own)| *own != union);
-    for (id, object, own) in taken.iter().filter(|_| differ) {
+    // Where the exports differ, an Event on each Linkerd object here that stands for one (the
+    // export halves say it on the ServiceExports).
+    let differ = taken.iter().any(|(_, own)| *own != union);
+    for (m, own) in taken.iter().filter(|_| differ) {
+        let Some(object) = m.object else { continue };
         let list = |ports: &[ImportPort]| {
             ports
                 .iter()
@@ -500,7 +637,8 @@ fn import(
                 .join(", ")
         };
         let mut message = format!(
-            "cluster {id} exports {name} with ports [{}], and other clusters with others; the import has the union of the exports' ports [{}]",
+            "cluster {} exports {name} with ports [{}], and other clusters with others; the import has the union of the exports' ports [{}]",
+            m.cluster,
             list(own),
             list(&union)
         );
@@ -518,18 +656,41 @@ fn import(
     if clusters.is_empty() {
         return None;
     }
-    let mut i = base(is_headless, std::mem::take(&mut clusters));
-    i.ports = union;
-    i.slices = slices
-        .into_values()
-        .map(|mut s| {
-            s.endpoints.sort();
-            s.endpoints.dedup();
-            s
-        })
-        .collect();
-    let families: BTreeSet<Family> = i.slices.iter().map(|s| s.family).collect();
-    i.families = families.into_iter().collect();
+    let mut i = Import {
+        namespace: ns.into(),
+        name: name.into(),
+        headless: is_headless,
+        ips: Vec::new(),
+        families: Vec::new(),
+        ports: union,
+        carried: spec_fields,
+        labels,
+        annotations,
+        clusters,
+        slices: Vec::new(),
+    };
+    match federated {
+        // A ClusterSetIP import with Linkerd's federated Service: its one address, no slices.
+        Some((_, ips, families)) if !is_headless => {
+            if ips.is_empty() {
+                return None;
+            }
+            i.ips = ips.clone();
+            i.families = families.clone();
+        }
+        _ => {
+            i.slices = slices
+                .into_values()
+                .map(|mut s| {
+                    s.endpoints.sort();
+                    s.endpoints.dedup();
+                    s
+                })
+                .collect();
+            let families: BTreeSet<Family> = i.slices.iter().map(|s| s.family).collect();
+            i.families = families.into_iter().collect();
+        }
+    }
     Some(i)
 }
 
@@ -537,19 +698,17 @@ fn import(
 /// one left out is said through `problem`. A label may not take the bridge's own
 /// [`LABEL_MANAGER`], which says whose the ServiceImport is.
 fn exported_metadata(
-    carried: &BTreeMap<String, Value>,
+    carried: &Carried,
     mut problem: impl FnMut(String),
 ) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
     /// Kubernetes' limit on all of an object's annotations together.
     const ANNOTATIONS_MAX: usize = 256 * 1024;
     let pairs = |key: &str| -> Vec<(String, String)> {
-        carried
-            .get(key)
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-            .collect()
+        let map = match key {
+            "exportedLabels" => &carried.exported_labels,
+            _ => &carried.exported_annotations,
+        };
+        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     };
     let mut labels = BTreeMap::new();
     for (k, v) in pairs("exportedLabels") {
@@ -662,9 +821,8 @@ fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
         })
         .collect();
     let carried = annotations.get(CARRIED).map(|text| {
-        serde_json::from_str::<BTreeMap<String, Value>>(text).map_err(|e| {
-            format!("annotation {CARRIED} is not the JSON object the export half writes ({e}); the import leaves out the fields it carries")
-        })
+        Carried::parse(text)
+            .map_err(|e| format!("{e}; the import leaves out the fields it carries"))
     });
     let fq = |what: &str| -> Result<Vec<String>, String> {
         let fq = annotations.get(ANNOTATION_FQ_NAME).ok_or_else(|| {
@@ -906,6 +1064,11 @@ pub fn slice_name(service: &str, cluster: &str, family: Family) -> String {
 mod tests {
     use super::*;
 
+    /// The judge from Linkerd's objects alone: no linked cluster's exports read.
+    fn judge(services: &[Arc<Service>], links: &BTreeSet<String>, naming: &Naming) -> Judged {
+        super::judge(services, links, naming, &Exports::new())
+    }
+
     fn svc(yaml: &str) -> Arc<Service> {
         Arc::new(serde_yaml_ng::from_str(yaml).unwrap())
     }
@@ -923,6 +1086,176 @@ mod tests {
 
     fn key(name: &str) -> (String, String) {
         ("shop".into(), name.into())
+    }
+
+    /// What a cluster's export half carries for `web` exported at `created` with `ports`
+    /// (`name:port/PROTO`), labels `team=<team>`.
+    fn carried(
+        cluster: &str,
+        created: &str,
+        ports: &[&str],
+        headless: bool,
+        team: &str,
+    ) -> Carried {
+        Carried {
+            version: 1,
+            cluster: Some(cluster.into()),
+            export_created: Some(created.into()),
+            headless,
+            ports: ports
+                .iter()
+                .map(|p| {
+                    let (name, rest) = p.split_once(':').unwrap();
+                    let (port, protocol) = rest.split_once('/').unwrap();
+                    crate::source::linkerd::carried::CarriedPort {
+                        name: name.into(),
+                        port: port.parse().unwrap(),
+                        protocol: protocol.into(),
+                        app_protocol: None,
+                    }
+                })
+                .collect(),
+            exported_labels: BTreeMap::from([("team".into(), team.into())]),
+            ..Carried::default()
+        }
+    }
+
+    /// `web-federated` as Linkerd's service mirror writes it in a cluster with a local member
+    /// and the remote member `web@<other>`: ports and annotations from the local member,
+    /// "always treated as the oldest" (linkerd2 `version-2.20`, cluster_watcher.go
+    /// `handleFederatedServiceJoin`).
+    fn federated_here(other: &str, ip: &str, local: &Carried) -> Arc<Service> {
+        let ports: Vec<String> = local
+            .ports
+            .iter()
+            .map(|p| {
+                format!(
+                    "{{name: {}, port: {}, protocol: {}}}",
+                    p.name, p.port, p.protocol
+                )
+            })
+            .collect();
+        svc(&format!(
+            "metadata: {{name: web-federated, namespace: shop, labels: {{mirror.linkerd.io/mirrored-service: 'true'}}, annotations: {{multicluster.linkerd.io/remote-discovery: 'web@{other}', multicluster.linkerd.io/local-discovery: web, linkerd-bridge.clusterset-dns.io/export: '{}'}}}}\n\
+             spec: {{clusterIP: {ip}, clusterIPs: [{ip}], ipFamilies: [IPv4], ports: [{}]}}",
+            local.text(),
+            ports.join(", ")
+        ))
+    }
+
+    #[test]
+    fn every_exporting_cluster_imports_the_same_spec() {
+        // The conformance suite's port sets: east exports first with tcp/udp 42, west a second
+        // later with tcp 42 and stcp 142/SCTP (and, in the second round, udp 43).
+        for (west_ports, want_ports) in [
+            (
+                &["tcp:42/TCP", "stcp:142/SCTP"][..],
+                "stcp:142/SCTP,tcp:42/TCP,udp:42/UDP",
+            ),
+            (&["tcp:42/TCP", "udp:43/UDP"][..], "tcp:42/TCP,udp:42/UDP"),
+        ] {
+            let east = carried(
+                "east",
+                "2026-12-04T10:00:00Z",
+                &["tcp:42/TCP", "udp:42/UDP"],
+                false,
+                "a",
+            );
+            let west = carried("west", "2026-12-04T10:00:01Z", west_ports, false, "b");
+            let in_cluster = |own: &Carried, other: &Carried, other_name: &str, ip: &str| {
+                let exports = Exports::from([(
+                    key("web"),
+                    vec![
+                        ClusterExport {
+                            link: None,
+                            ips: vec![ip.parse().unwrap()],
+                            headless: false,
+                            carried: own.clone(),
+                        },
+                        ClusterExport {
+                            link: Some(other_name.into()),
+                            ips: vec!["198.18.7.7".parse().unwrap()],
+                            headless: false,
+                            carried: other.clone(),
+                        },
+                    ],
+                )]);
+                let naming = Naming {
+                    own: own.cluster.clone(),
+                    ..Naming::default()
+                };
+                let j = super::judge(
+                    &[federated_here(other_name, ip, own)],
+                    &links(&[other_name]),
+                    &naming,
+                    &exports,
+                );
+                j.imports[&key("web")].clone()
+            };
+            let (e, w) = (
+                in_cluster(&east, &west, "west", "198.18.0.10"),
+                in_cluster(&west, &east, "east", "198.18.0.20"),
+            );
+            let ports = |i: &Import| {
+                i.ports
+                    .iter()
+                    .map(|p| format!("{}:{}/{}", p.name, p.port, p.protocol))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            assert_eq!(ports(&e), want_ports);
+            let mut w_spec = w.spec();
+            w_spec["ips"] = e.spec()["ips"].clone();
+            assert_eq!(e.spec(), w_spec, "only the ClusterSetIP differs");
+            assert_eq!(e.status(), w.status());
+            assert_eq!(e.clusters, BTreeSet::from(["east".into(), "west".into()]));
+            // The oldest export's labels, in both.
+            assert_eq!(e.labels, w.labels);
+            assert_eq!(e.labels["team"], "a");
+        }
+    }
+
+    #[test]
+    fn an_exporting_cluster_imports_its_own_export_without_a_mirror() {
+        // A remote-discovery export seen by nobody yet: this cluster's own import has its own
+        // cluster, with the Service's ClusterIP as its slice.
+        let own = carried("east", "2026-12-04T10:00:00Z", &["http:80/TCP"], false, "a");
+        let exports = Exports::from([(
+            key("web"),
+            vec![ClusterExport {
+                link: None,
+                ips: vec!["198.18.0.10".parse().unwrap()],
+                headless: false,
+                carried: own,
+            }],
+        )]);
+        let with = |own: Option<&str>| {
+            let naming = Naming {
+                own: own.map(str::to_string),
+                ..Naming::default()
+            };
+            super::judge(&[], &links(&[]), &naming, &exports)
+        };
+        let j = with(Some("east"));
+        let i = &j.imports[&key("web")];
+        assert_eq!(i.clusters, BTreeSet::from(["east".into()]));
+        assert!(i.ips.is_empty());
+        assert_eq!(i.slices.len(), 1);
+        assert_eq!(
+            i.slices[0].endpoints,
+            vec![(None, "198.18.0.10".parse().unwrap())]
+        );
+        // Without an id of its own the carried one names it; without either it is left out
+        // and the problem says how to give one.
+        let mut anonymous = exports.clone();
+        anonymous.get_mut(&key("web")).unwrap()[0].carried.cluster = None;
+        let j = super::judge(&[], &links(&[]), &Naming::default(), &anonymous);
+        assert!(j.imports.is_empty());
+        assert!(
+            j.problems[0].message.contains("ClusterProperty"),
+            "{:?}",
+            j.problems
+        );
     }
 
     #[test]
@@ -1194,7 +1527,7 @@ mod tests {
 
     #[test]
     fn exported_labels_and_annotations_that_kubernetes_takes_are_kept() {
-        let carried: BTreeMap<String, Value> = serde_json::from_value(json!({
+        let carried: Carried = serde_json::from_value(json!({
             "exportedLabels": {
                 "team": "shop",
                 "example.com/tier": "gold_1.a",
@@ -1235,7 +1568,7 @@ mod tests {
             );
         }
         // Past Kubernetes' limit on an object's annotations, none are kept.
-        let big: BTreeMap<String, Value> = serde_json::from_value(json!({
+        let big: Carried = serde_json::from_value(json!({
             "exportedAnnotations": {"a": "x".repeat(200 * 1024), "b": "y".repeat(100 * 1024)},
         }))
         .unwrap();
@@ -1297,7 +1630,7 @@ mod tests {
                 .message
                 .contains("not a service in namespace shop")
         );
-        assert!(j.problems[1].message.contains("not the JSON object"));
+        assert!(j.problems[1].message.contains("not what a bridge writes"));
     }
 
     #[test]

@@ -46,15 +46,6 @@ const SERVICE_IMPORT: Crd = Crd {
     install: "install the CRDs of sigs.k8s.io/mcs-api v0.5.2 (kubectl apply -f deploy/crds/multicluster.x-k8s.io_serviceimports.yaml)",
 };
 
-/// Linkerd's Link (linkerd2 `version-2.20` serves v1alpha3 and still v1alpha1, v1alpha2).
-const LINK: Crd = Crd {
-    group: "multicluster.linkerd.io",
-    versions: &["v1alpha3", "v1alpha2", "v1alpha1"],
-    kind: "Link",
-    plural: "links",
-    install: "install Linkerd's multicluster extension (linkerd multicluster install), which defines Links",
-};
-
 /// Runs the import half until shutdown, once the ServiceImport and Link CRDs are served.
 pub(super) async fn run(
     shared: Shared,
@@ -65,7 +56,7 @@ pub(super) async fn run(
     let Some(si) = shared.wait_for("import", &SERVICE_IMPORT).await else {
         return;
     };
-    let Some(link) = shared.wait_for("import", &LINK).await else {
+    let Some(link) = shared.wait_for("import", &super::LINK).await else {
         return;
     };
     shared.metrics.waiting(
@@ -91,6 +82,7 @@ pub(super) async fn run(
         leading: shared.leading.clone(),
         recorder,
         said: Mutex::default(),
+        clusters: shared.clusters.clone(),
     };
     importer
         .run(
@@ -115,6 +107,8 @@ struct Importer {
     recorder: Recorder,
     /// What was said once (an object not taken over, a Service that cannot be used).
     said: Mutex<BTreeSet<String>>,
+    /// The exports of this cluster and the linked ones.
+    clusters: super::clusters::Clusters,
 }
 
 type Writers = (
@@ -271,6 +265,7 @@ impl Importer {
             )
             .boxed(),
         ]);
+        let mut changes = this.clusters.subscribe();
         let mut listed = [false; 4];
         let mut dirty: BTreeSet<Key> = BTreeSet::new();
         let mut all = false;
@@ -291,6 +286,11 @@ impl Importer {
                     Some(Err(e)) => warn!(error = %e, "import half: watching"),
                     None => return,
                 },
+                change = changes.recv() => match change {
+                    Some(super::clusters::Changed::Keys(keys)) => dirty.extend(keys),
+                    Some(super::clusters::Changed::All) => all = true,
+                    None => return,
+                },
                 _ = resync.tick() => all = true,
                 _ = became_leader.notified() => all = true,
                 _ = sleep_until(next_retry) => {
@@ -305,6 +305,14 @@ impl Importer {
                 }
             }
             if listed.contains(&false) {
+                continue;
+            }
+            if !this.clusters.settled() {
+                // Judged now, an import would leave out exports that exist.
+                this.metrics.waiting(
+                    "import",
+                    Some("the linked clusters' exports have not all been listed yet".into()),
+                );
                 continue;
             }
             this.metrics.waiting("import", None);
@@ -362,7 +370,19 @@ impl Importer {
             })
             .collect();
         let services = self.services.state();
-        let judged = import::judge(&services, &links, &self.settings.naming);
+        let mut naming = self.settings.naming.clone();
+        naming.own = self.clusters.own_id();
+        let mut unreadable = Vec::new();
+        let exports = self.clusters.exports(&mut unreadable);
+        let mut judged = import::judge(&services, &links, &naming, &exports);
+        for ((ns, name), message) in unreadable {
+            judged.problems.push(import::Problem {
+                namespace: ns,
+                object: name,
+                reason: import::NOT_IMPORTED,
+                message,
+            });
+        }
         for p in &judged.problems {
             let what = format!("problem {}/{}: {}", p.namespace, p.object, p.message);
             if !self.first_time(&what) {

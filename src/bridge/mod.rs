@@ -11,6 +11,7 @@
 //! Both are level-triggered: every change marks what it can affect, a relist or the periodic
 //! resync marks everything, and each marked object is brought to what its judge says.
 
+pub mod clusters;
 pub mod export;
 mod exporter;
 pub mod import;
@@ -82,6 +83,15 @@ const CONCURRENT: usize = 16;
 /// How often the API server is asked again for a CRD it did not serve.
 const CRD_RECHECK: Duration = Duration::from_secs(10);
 
+/// Linkerd's Link (linkerd2 `version-2.20` serves v1alpha3 and still v1alpha1, v1alpha2).
+const LINK: Crd = Crd {
+    group: "multicluster.linkerd.io",
+    versions: &["v1alpha3", "v1alpha2", "v1alpha1"],
+    kind: "Link",
+    plural: "links",
+    install: "install Linkerd's multicluster extension (linkerd multicluster install), which defines Links",
+};
+
 /// A namespace and a name: of a ServiceExport (and the Service it exports), or of a
 /// ServiceImport (and the service Linkerd's objects stand for).
 pub type Key = (String, String);
@@ -97,6 +107,8 @@ pub struct Config {
     pub admin: SocketAddr,
     /// The Lease the replicas share, so that one writes at a time.
     pub lease: lease::Config,
+    /// `--cluster-id`: this cluster's id, over its ClusterProperty's.
+    pub cluster_id: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -144,8 +156,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
         shutdown.clone(),
     ));
     let [export_leader, import_leader] = notify;
+    let clusters = clusters::start(client.clone(), config.cluster_id.clone(), shutdown.clone());
     let shared = Shared {
         client,
+        clusters,
         metrics,
         leading,
         shutdown: shutdown.clone(),
@@ -181,6 +195,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
 #[derive(Clone)]
 struct Shared {
     client: kube::Client,
+    /// The exports of this cluster and every linked one.
+    clusters: clusters::Clusters,
     metrics: Arc<BridgeMetrics>,
     leading: lease::Leading,
     shutdown: CancellationToken,

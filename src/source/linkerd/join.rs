@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
+use super::carried::export_order;
 use super::{KIND, Member, Role};
 use crate::model::packed::{ImportHead, Packed, PackedImport, PackedService};
 use crate::model::{Endpoint, Locality, ObjectKind, Port, Service, ServiceKey, ServiceType, Slice};
@@ -122,12 +123,14 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
     let oldest_headless = members
         .iter()
         .filter_map(|(name, r)| match r {
-            Role::Headless { exported, .. } => Some((exported.is_none(), exported, name, true)),
-            Role::Mirror { exported, .. } => Some((exported.is_none(), exported, name, false)),
+            Role::Headless { exported, .. } => {
+                Some((export_order(exported.as_deref(), name), true))
+            }
+            Role::Mirror { exported, .. } => Some((export_order(exported.as_deref(), name), false)),
             _ => None,
         })
         .min()
-        .is_some_and(|(.., headless)| headless);
+        .is_some_and(|(_, headless)| headless);
     let mut exports = Vec::new();
     let parents: Vec<&str> = members
         .iter()
@@ -212,7 +215,7 @@ pub fn service(key: &ServiceKey, members: &BTreeMap<String, Role>) -> Option<Ser
 /// the first export's port wins where two give one name different ports. The linkerd-bridge's
 /// import half does the same, so both paths answer alike.
 fn union_by_name(mut exports: Vec<(&str, Option<&str>, &[Port])>) -> Vec<Port> {
-    exports.sort_by_key(|(object, exported, _)| (exported.is_none(), *exported, *object));
+    exports.sort_by_key(|(object, exported, _)| export_order(*exported, object));
     let mut out: Vec<Port> = Vec::new();
     for p in exports.into_iter().flat_map(|(_, _, ports)| ports) {
         if !out.iter().any(|q| q.name == p.name) {

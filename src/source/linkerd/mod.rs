@@ -17,6 +17,7 @@
 //!   labels plus `mirror.linkerd.io/headless-mirror-svc-name: <svc>-<link>`, annotation
 //!   `remote-svc-fq-name: <host>.<svc>.<ns>.svc.<domain>`.
 
+pub mod carried;
 pub mod join;
 
 use std::collections::BTreeMap;
@@ -39,7 +40,7 @@ pub const ANNOTATION_LOCAL: &str = "multicluster.linkerd.io/local-discovery";
 /// What `clusterset-dns linkerd-bridge`'s export half carries on an exported Service, as JSON,
 /// for Linkerd to copy onto its mirrors (see [`crate::bridge::CARRIED`]); read here for the
 /// export's creation time, which orders exports whose ports clash.
-pub const ANNOTATION_CARRIED: &str = "linkerd-bridge.clusterset-dns.io/export";
+pub const ANNOTATION_CARRIED: &str = carried::ANNOTATION;
 
 /// The label selector the Kubernetes source watches Services with.
 pub const SELECTOR: &str = "mirror.linkerd.io/mirrored-service=true";
@@ -419,9 +420,8 @@ fn convert(mut raw: LinkerdService, config: &Config, policy: &Policy) -> Read<Me
 /// that says it (one that does not is the bridge's to report; here the export just has no
 /// time, like one labelled by hand).
 fn exported(annotations: &BTreeMap<String, String>) -> Option<Box<str>> {
-    let carried: serde_json::Value =
-        serde_json::from_str(annotations.get(ANNOTATION_CARRIED)?).ok()?;
-    carried["exportCreated"].as_str().map(Box::from)
+    let carried = carried::Carried::parse(annotations.get(ANNOTATION_CARRIED)?).ok()?;
+    carried.export_created.map(Box::from)
 }
 
 #[cfg(test)]

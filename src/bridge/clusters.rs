@@ -1,0 +1,596 @@
+//! The exports of every cluster this bridge can see, read the same way for each: this
+//! cluster's own exported Services, and each linked cluster's, read through the credentials of
+//! the Link to it (the Secret `spec.clusterCredentialsSecret` beside the Link, key
+//! `kubeconfig`), as Linkerd's service mirror reads that cluster (linkerd2 `version-2.20`,
+//! `multicluster/cmd/service-mirror/main.go` `loadCredentials`). Those credentials are the
+//! remote cluster's `linkerd-service-mirror-remote-access-*` ServiceAccount, which may list and
+//! watch Services there: nothing is asked of the remote cluster that Linkerd does not ask.
+//!
+//! Both halves judge from it, so every cluster of a fully linked set judges from the same
+//! exports: the export half compares its export with every peer's (Conflict on each export
+//! involved), and the import half writes the same ServiceImport spec everywhere, the exporting
+//! clusters included. Linkerd's own objects (federated Services and mirrors) give the
+//! addresses; its rule that a federated Service follows the local member is not relied on.
+//!
+//! An exported Service is one labelled [`LABEL_EXPORTED`] that is not one of Linkerd's mirrors
+//! (Linkerd copies the label onto them). What a watch saw stays known through a watch error or
+//! a lost Secret, so a fault never takes an export out of an import; a Link deleted takes its
+//! cluster's exports away.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use kube::api::{Api, DynamicObject};
+use kube::discovery::ApiResource;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::Key;
+use super::import::{ClusterExport, Exports};
+use crate::source::linkerd::LABEL_MIRRORED;
+use crate::source::linkerd::carried::{ANNOTATION, Carried, LABEL_EXPORTED};
+
+/// The selector of exported Services, in every cluster.
+pub fn selector() -> String {
+    format!("{LABEL_EXPORTED}=true,!{LABEL_MIRRORED}")
+}
+
+/// How long a Link whose credentials cannot be used waits before they are read again.
+const CREDENTIALS_RETRY: Duration = Duration::from_secs(10);
+
+/// What changed, for the halves to bring up to date.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Changed {
+    /// The exports of these services.
+    Keys(Vec<Key>),
+    /// A cluster came, went, or was listed: every service.
+    All,
+}
+
+/// Whether a Link's cluster's exports are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// Not yet listed.
+    Pending,
+    /// Listed, and watched.
+    Read,
+    /// Why not (what was listed before stays known).
+    Unread(String),
+}
+
+struct Linked {
+    /// The Link's target cluster name.
+    target: String,
+    /// The Secret's namespace and name.
+    secret: (String, String),
+    reach: Reach,
+    exports: Option<Store<Service>>,
+    stop: CancellationToken,
+}
+
+#[derive(Default)]
+struct State {
+    /// This cluster's id: `--cluster-id`, else the ClusterProperty's.
+    own_id: Option<String>,
+    /// Whether the id is known or was looked for once.
+    own_id_read: bool,
+    own: Option<Store<Service>>,
+    own_listed: bool,
+    /// By the Link's namespace and name.
+    links: BTreeMap<Key, Linked>,
+    links_listed: bool,
+    subscribers: Vec<mpsc::UnboundedSender<Changed>>,
+}
+
+/// The exports of this cluster and of each linked one. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Clusters {
+    state: Arc<Mutex<State>>,
+}
+
+/// What the export half compares with: each linked cluster's exports of one service, and the
+/// clusters it read and could not read.
+#[derive(Debug, Clone, Default)]
+pub struct Peers {
+    pub exports: Vec<(String, Arc<Service>)>,
+    pub read: Vec<String>,
+    pub unread: Vec<(String, String)>,
+}
+
+impl Clusters {
+    /// A receiver of every change from now on.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Changed> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.lock().subscribers.push(tx);
+        rx
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("not poisoned")
+    }
+
+    fn tell(&self, c: Changed) {
+        self.lock()
+            .subscribers
+            .retain(|s| s.send(c.clone()).is_ok());
+    }
+
+    /// Whether every cluster was listed or found unreadable once: before that a judgement
+    /// would leave out exports that exist.
+    pub fn settled(&self) -> bool {
+        let s = self.lock();
+        s.own_id_read
+            && s.own_listed
+            && s.links_listed
+            && s.links.values().all(|l| l.reach != Reach::Pending)
+    }
+
+    /// This cluster's id, if it has one.
+    pub fn own_id(&self) -> Option<String> {
+        self.lock().own_id.clone()
+    }
+
+    /// This cluster's exported Service `key`, if it is one.
+    pub fn own(&self, key: &Key) -> Option<Arc<Service>> {
+        let s = self.lock();
+        s.own.as_ref()?.get(&ObjectRef::new(&key.1).within(&key.0))
+    }
+
+    /// The linked clusters' exports of `key`, and which clusters were read.
+    pub fn peers(&self, key: &Key) -> Peers {
+        let s = self.lock();
+        let mut out = Peers::default();
+        let at = ObjectRef::new(&key.1).within(&key.0);
+        for l in s.links.values() {
+            if let Some(svc) = l.exports.as_ref().and_then(|e| e.get(&at)) {
+                out.exports.push((l.target.clone(), svc));
+            }
+            match &l.reach {
+                Reach::Read => out.read.push(l.target.clone()),
+                Reach::Unread(why) => out.unread.push((l.target.clone(), why.clone())),
+                Reach::Pending => out.unread.push((l.target.clone(), "not listed yet".into())),
+            }
+        }
+        out.read.sort();
+        out.unread.sort();
+        out
+    }
+
+    /// Every export of every cluster, as the import half judges them; an exported Service
+    /// whose carried annotation cannot be read is passed over, with why in `problems`.
+    pub fn exports(&self, problems: &mut Vec<(Key, String)>) -> Exports {
+        let s = self.lock();
+        let mut out = Exports::new();
+        let mut add = |link: Option<&str>, svc: &Service| {
+            let (Some(ns), Some(name)) = (&svc.metadata.namespace, &svc.metadata.name) else {
+                return;
+            };
+            let key = (ns.clone(), name.clone());
+            match cluster_export(link, svc) {
+                Ok(e) => out.entry(key).or_default().push(e),
+                Err(why) => problems.push((key, why)),
+            }
+        };
+        for svc in s.own.iter().flat_map(Store::state) {
+            add(None, &svc);
+        }
+        for l in s.links.values() {
+            for svc in l.exports.iter().flat_map(Store::state) {
+                add(Some(&l.target), &svc);
+            }
+        }
+        out
+    }
+
+    /// The services any cluster exports.
+    pub fn keys(&self) -> BTreeSet<Key> {
+        let mut problems = Vec::new();
+        self.exports(&mut problems).into_keys().collect()
+    }
+}
+
+/// One exported Service as the import half reads it.
+pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport, String> {
+    let text = svc
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION))
+        .ok_or_else(|| format!("labelled {LABEL_EXPORTED} without annotation {ANNOTATION}"))?;
+    let carried = Carried::parse(text)?;
+    let spec = svc.spec.clone().unwrap_or_default();
+    let headless = spec.cluster_ip.as_deref() == Some("None");
+    let texts = match (&spec.cluster_ips, &spec.cluster_ip) {
+        (Some(v), _) if !v.is_empty() => v.clone(),
+        (_, Some(one)) => vec![one.clone()],
+        _ => Vec::new(),
+    };
+    let ips = texts.iter().filter_map(|t| t.parse().ok()).collect();
+    Ok(ClusterExport {
+        link: link.map(str::to_string),
+        ips,
+        headless,
+        carried,
+    })
+}
+
+/// Starts reading: this cluster's exports now, the Links' once the API server serves Linkerd's
+/// Link (until then there are none, and it is looked for again every [`super::CRD_RECHECK`]);
+/// runs until `shutdown`.
+pub fn start(
+    client: kube::Client,
+    cluster_id: Option<String>,
+    shutdown: CancellationToken,
+) -> Clusters {
+    let clusters = Clusters::default();
+    match cluster_id {
+        Some(id) => {
+            let mut s = clusters.lock();
+            s.own_id = Some(id);
+            s.own_id_read = true;
+        }
+        None => {
+            let (c, client, stop) = (clusters.clone(), client.clone(), shutdown.clone());
+            tokio::spawn(async move { c.follow_cluster_id(client, stop).await });
+        }
+    }
+    let c = clusters.clone();
+    let (client2, stop) = (client.clone(), shutdown.clone());
+    tokio::spawn(async move {
+        let writer = reflector::store::Writer::default();
+        c.lock().own = Some(writer.as_reader());
+        let api: Api<Service> = Api::all(client2);
+        let selector = selector();
+        let mut events = std::pin::pin!(
+            reflector::reflector(
+                writer,
+                watcher(api, watcher::Config::default().labels(&selector))
+            )
+            .default_backoff()
+        );
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                ev = events.next() => match ev {
+                    Some(Ok(watcher::Event::InitDone)) => {
+                        c.lock().own_listed = true;
+                        c.tell(Changed::All);
+                    }
+                    Some(Ok(ev)) => {
+                        if let Some(k) = super::touched(ev).and_then(|s| key_of(&s)) {
+                            c.tell(Changed::Keys(vec![k]));
+                        }
+                    }
+                    Some(Err(e)) => warn!(error = %e, "watching this cluster's exported Services"),
+                    None => return,
+                }
+            }
+        }
+    });
+    let c = clusters.clone();
+    tokio::spawn(async move {
+        let link = loop {
+            match super::resource(&client, &super::LINK).await {
+                Ok(link) => break link,
+                Err(_) => {
+                    // No Links: nothing linked to read (yet).
+                    if !c.lock().links_listed {
+                        c.lock().links_listed = true;
+                        c.tell(Changed::All);
+                    }
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(super::CRD_RECHECK) => {}
+                    }
+                }
+            }
+        };
+        c.follow_links(client, link, shutdown).await;
+    });
+    clusters
+}
+
+fn key_of(svc: &Service) -> Option<Key> {
+    Some((svc.metadata.namespace.clone()?, svc.metadata.name.clone()?))
+}
+
+/// A Link's target cluster name and its credentials Secret (namespace, name).
+fn link_spec(l: &DynamicObject) -> Option<(Key, String, (String, String))> {
+    let (ns, name) = (l.metadata.namespace.clone()?, l.metadata.name.clone()?);
+    let target = l
+        .data
+        .pointer("/spec/targetClusterName")
+        .and_then(Value::as_str)
+        .map_or_else(|| name.clone(), str::to_string);
+    let secret = l
+        .data
+        .pointer("/spec/clusterCredentialsSecret")
+        .and_then(Value::as_str)
+        .map_or_else(|| format!("cluster-credentials-{target}"), str::to_string);
+    Some(((ns.clone(), name), target, (ns, secret)))
+}
+
+impl Clusters {
+    /// Reads this cluster's id from the ClusterProperty `cluster.clusterset.k8s.io` (KEP-2149)
+    /// now and every [`super::CRD_RECHECK`], as the DNS server reads it; a change is said and
+    /// judged again everywhere.
+    async fn follow_cluster_id(self, client: kube::Client, shutdown: CancellationToken) {
+        let resource = ApiResource {
+            group: "about.k8s.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "about.k8s.io/v1alpha1".into(),
+            kind: "ClusterProperty".into(),
+            plural: "clusterproperties".into(),
+        };
+        let api: Api<DynamicObject> = Api::all_with(client, &resource);
+        let mut said = None;
+        loop {
+            let (id, why) = match api.get_opt(crate::source::about::CLUSTER_ID).await {
+                Ok(Some(o)) => {
+                    let value = o.data.pointer("/spec/value").and_then(Value::as_str);
+                    match value.and_then(crate::wire::cluster_id) {
+                        Some(id) => (Some(id), None),
+                        None => (
+                            None,
+                            Some(format!(
+                                "ClusterProperty {} has value {value:?}, not a cluster id (one or two DNS labels)",
+                                crate::source::about::CLUSTER_ID
+                            )),
+                        ),
+                    }
+                }
+                Ok(None) => (None, None),
+                Err(e) => (
+                    self.own_id(),
+                    Some(format!(
+                        "ClusterProperty {} cannot be read: {}",
+                        crate::source::about::CLUSTER_ID,
+                        super::said(&e)
+                    )),
+                ),
+            };
+            if why.is_some() && why != said {
+                warn!("{}", why.as_deref().unwrap_or_default());
+            }
+            said = why;
+            let first = !self.lock().own_id_read;
+            if id != self.own_id() || first {
+                if id.is_some() {
+                    info!(cluster_id = ?id, "this cluster's id, from its ClusterProperty");
+                }
+                let mut s = self.lock();
+                s.own_id = id;
+                s.own_id_read = true;
+                drop(s);
+                self.tell(Changed::All);
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(super::CRD_RECHECK) => {}
+            }
+        }
+    }
+
+    async fn follow_links(
+        self,
+        client: kube::Client,
+        link: ApiResource,
+        shutdown: CancellationToken,
+    ) {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &link);
+        let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+        let mut listing: Option<BTreeSet<Key>> = None;
+        loop {
+            let ev = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                ev = events.next() => ev,
+            };
+            match ev {
+                Some(Ok(watcher::Event::Init)) => listing = Some(BTreeSet::new()),
+                Some(Ok(watcher::Event::InitApply(l))) => {
+                    if let Some(spec) = link_spec(&l) {
+                        listing.get_or_insert_default().insert(spec.0.clone());
+                        self.linked(&client, spec, &shutdown);
+                    }
+                }
+                Some(Ok(watcher::Event::InitDone)) => {
+                    let seen = listing.take().unwrap_or_default();
+                    let gone: Vec<Key> = {
+                        let s = self.lock();
+                        s.links
+                            .keys()
+                            .filter(|k| !seen.contains(k))
+                            .cloned()
+                            .collect()
+                    };
+                    gone.iter().for_each(|k| self.unlinked(k));
+                    self.lock().links_listed = true;
+                    self.tell(Changed::All);
+                }
+                Some(Ok(watcher::Event::Apply(l))) => {
+                    if let Some(spec) = link_spec(&l) {
+                        self.linked(&client, spec, &shutdown);
+                    }
+                }
+                Some(Ok(watcher::Event::Delete(l))) => {
+                    if let Some((key, ..)) = link_spec(&l) {
+                        self.unlinked(&key);
+                        self.tell(Changed::All);
+                    }
+                }
+                Some(Err(e)) => warn!(error = %e, "watching Links"),
+                None => break,
+            }
+        }
+        for l in self.lock().links.values() {
+            l.stop.cancel();
+        }
+    }
+
+    /// Link `key` to `target` with credentials `secret`: read from now on (again, if its
+    /// target or Secret changed).
+    fn linked(
+        &self,
+        client: &kube::Client,
+        (key, target, secret): (Key, String, (String, String)),
+        shutdown: &CancellationToken,
+    ) {
+        {
+            let s = self.lock();
+            if let Some(l) = s.links.get(&key)
+                && l.target == target
+                && l.secret == secret
+            {
+                return;
+            }
+        }
+        self.unlinked(&key);
+        let stop = shutdown.child_token();
+        self.lock().links.insert(
+            key.clone(),
+            Linked {
+                target: target.clone(),
+                secret: secret.clone(),
+                reach: Reach::Pending,
+                exports: None,
+                stop: stop.clone(),
+            },
+        );
+        info!(link = %format!("{}/{}", key.0, key.1), cluster = %target, "reading the exports of a linked cluster");
+        let this = self.clone();
+        let client = client.clone();
+        tokio::spawn(async move { this.read_link(client, key, secret, stop).await });
+    }
+
+    fn unlinked(&self, key: &Key) {
+        if let Some(l) = self.lock().links.remove(key) {
+            l.stop.cancel();
+            info!(link = %format!("{}/{}", key.0, key.1), cluster = %l.target, "Link gone: its cluster's exports are no longer read");
+        }
+    }
+
+    fn reach(&self, key: &Key, reach: Reach) {
+        let changed = match self.lock().links.get_mut(key) {
+            Some(l) if l.reach != reach => {
+                l.reach = reach;
+                true
+            }
+            _ => false,
+        };
+        if changed {
+            self.tell(Changed::All);
+        }
+    }
+
+    /// Reads the Link's credentials and watches the exported Services of its cluster, until
+    /// `stop`; credentials that cannot be used are read again every [`CREDENTIALS_RETRY`].
+    async fn read_link(
+        self,
+        client: kube::Client,
+        key: Key,
+        secret: (String, String),
+        stop: CancellationToken,
+    ) {
+        let writer: reflector::store::Writer<Service> = reflector::store::Writer::default();
+        let reader = writer.as_reader();
+        let mut writer = Some(writer);
+        loop {
+            let remote = match remote_client(&client, &secret).await {
+                Ok(c) => c,
+                Err(why) => {
+                    warn!(link = %format!("{}/{}", key.0, key.1), "{why}; reading it again in {CREDENTIALS_RETRY:?}");
+                    self.reach(&key, Reach::Unread(why));
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(CREDENTIALS_RETRY) => continue,
+                    }
+                }
+            };
+            // The store is fed from the first client that works, and kept across a new one.
+            let Some(w) = writer.take() else {
+                return;
+            };
+            if let Some(l) = self.lock().links.get_mut(&key) {
+                l.exports = Some(reader.clone());
+            }
+            let api: Api<Service> = Api::all(remote);
+            let selector = selector();
+            let mut events = std::pin::pin!(
+                reflector::reflector(
+                    w,
+                    watcher(api, watcher::Config::default().labels(&selector))
+                )
+                .default_backoff()
+            );
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    ev = events.next() => match ev {
+                        Some(Ok(watcher::Event::InitDone)) => {
+                            self.reach(&key, Reach::Read);
+                            self.tell(Changed::All);
+                        }
+                        Some(Ok(ev)) => {
+                            if let Some(k) = super::touched(ev).and_then(|s| key_of(&s)) {
+                                self.tell(Changed::Keys(vec![k]));
+                            }
+                        }
+                        Some(Err(e)) => {
+                            let why = format!("watching its exported Services: {e}");
+                            warn!(link = %format!("{}/{}", key.0, key.1), "{why}");
+                            self.reach(&key, Reach::Unread(why));
+                        }
+                        None => return,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A client of the cluster whose credentials are in `secret` (key `kubeconfig`).
+async fn remote_client(
+    client: &kube::Client,
+    (ns, name): &(String, String),
+) -> Result<kube::Client, String> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let secret = api.get(name).await.map_err(|e| {
+        format!(
+            "the Link's credentials Secret {ns}/{name} cannot be read: {}",
+            super::said(&e)
+        )
+    })?;
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("kubeconfig"))
+        .ok_or_else(|| format!("Secret {ns}/{name} has no key kubeconfig"))?;
+    let text = std::str::from_utf8(&bytes.0)
+        .map_err(|_| format!("Secret {ns}/{name}'s kubeconfig is not UTF-8"))?;
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(text)
+        .map_err(|e| format!("Secret {ns}/{name}'s kubeconfig cannot be read: {e}"))?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .map_err(|e| format!("Secret {ns}/{name}'s kubeconfig cannot be used: {e}"))?;
+    kube::Client::try_from(config)
+        .map_err(|e| format!("Secret {ns}/{name}'s kubeconfig gives no client: {e}"))
+}
+
+/// The exports of `key` in [`Peers`] as the export half compares them.
+pub fn peer_exports(peers: &Peers) -> Vec<(String, Result<ClusterExport, String>)> {
+    peers
+        .exports
+        .iter()
+        .map(|(target, svc)| (target.clone(), cluster_export(Some(target), svc)))
+        .collect()
+}
