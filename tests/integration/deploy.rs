@@ -614,10 +614,30 @@ fn the_bridges_roles_are_exactly_what_each_half_does() {
             "/services get,list,watch",
             "discovery.k8s.io/endpointslices create,delete,get,list,patch,watch",
             "events.k8s.io/events create,patch",
-            "multicluster.linkerd.io/links get,list,watch",
             "multicluster.x-k8s.io/serviceimports create,delete,get,list,update,watch",
             "multicluster.x-k8s.io/serviceimports/status patch",
         ]
+    );
+    assert_eq!(
+        role("ClusterRole", "clusterset-dns-linkerd-bridge-clusters"),
+        [
+            "about.k8s.io/clusterproperties get",
+            "multicluster.linkerd.io/links get,list,watch",
+        ]
+    );
+    assert_eq!(
+        role("Role", "clusterset-dns-linkerd-bridge-credentials"),
+        ["/secrets get"]
+    );
+    let credentials = o
+        .iter()
+        .filter(|r| r["metadata"]["name"] == "clusterset-dns-linkerd-bridge-credentials")
+        .map(|r| r["metadata"]["namespace"].as_str().unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(
+        credentials,
+        ["linkerd-multicluster", "linkerd-multicluster"],
+        "the Secrets it may get are the Links' only"
     );
     assert_eq!(
         role("Role", "clusterset-dns-linkerd-bridge-lease"),
@@ -632,9 +652,13 @@ fn the_bridges_roles_are_exactly_what_each_half_does() {
         kinds,
         [
             "Role",
+            "Role",
+            "ClusterRole",
             "ClusterRole",
             "ClusterRole",
             "RoleBinding",
+            "RoleBinding",
+            "ClusterRoleBinding",
             "ClusterRoleBinding",
             "ClusterRoleBinding"
         ],

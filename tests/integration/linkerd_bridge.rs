@@ -63,20 +63,30 @@ const USER: &str = "clusterset-dns";
 /// deploy/linkerd-bridge's ClusterRole and Role (the Lease's, here in namespace `shop`), bound to
 /// [`USER`] instead of the ServiceAccount: the bridge does its work with exactly these grants.
 pub(crate) fn bridge_rbac() -> String {
-    let mut out = String::new();
+    // The Links' namespace, where the credentials' Role is.
+    let mut out = "apiVersion: v1\nkind: Namespace\nmetadata: {name: linkerd-multicluster}\n---\n"
+        .to_string();
     for mut o in common::yaml_objects(&common::kustomize("deploy/linkerd-bridge")) {
         let binding = match o["kind"].as_str().unwrap() {
             "ClusterRole" => "ClusterRoleBinding",
             "Role" => {
-                o["metadata"]["namespace"] = "shop".into();
+                // The Lease's Role, here in namespace shop; the credentials' stays in
+                // linkerd-multicluster.
+                if o["metadata"]["namespace"] != "linkerd-multicluster" {
+                    o["metadata"]["namespace"] = "shop".into();
+                }
                 "RoleBinding"
             }
             _ => continue,
         };
         let name = o["metadata"]["name"].as_str().unwrap().to_string();
+        let ns = o["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("shop")
+            .to_string();
         out += &serde_yaml_ng::to_string(&o).unwrap();
         out += &format!(
-            "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: {binding}\nmetadata: {{name: {name}-test, namespace: shop}}\n\
+            "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: {binding}\nmetadata: {{name: {name}-test, namespace: {ns}}}\n\
              roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: {}, name: {name}}}\n\
              subjects:\n- {{kind: User, name: {USER}, apiGroup: rbac.authorization.k8s.io}}\n---\n",
             o["kind"].as_str().unwrap()
@@ -85,10 +95,14 @@ pub(crate) fn bridge_rbac() -> String {
     out
 }
 
-/// A cluster with deploy/crds' ServiceExport CRD (unless `crds` is false), namespace `shop`
-/// and the bridge's role.
+/// A cluster with deploy/crds' ServiceExport CRD (unless `crds` is false), namespace `shop`,
+/// the bridge's role, and a ClusterProperty that names it `north`, read by the bridge.
 fn bridge_cluster(crds: bool) -> Cluster {
     let k = Cluster::start();
+    k.apply(&std::fs::read_to_string(format!("{CRDS}/clusterproperty.yaml")).unwrap());
+    k.apply(
+        "apiVersion: about.k8s.io/v1alpha1\nkind: ClusterProperty\nmetadata: {name: cluster.clusterset.k8s.io}\nspec: {value: north}\n",
+    );
     if crds {
         let crd = format!("{CRDS}/multicluster.x-k8s.io_serviceexports.yaml");
         k.apply(&std::fs::read_to_string(crd).unwrap());
@@ -251,7 +265,10 @@ fn exports_become_linkerd_labels_and_conditions() {
     let m = settles(&k, &bridge, "web", &[federated], &valid);
     assert!(m["Ready"].as_str().unwrap().contains(federated), "{m}");
     assert!(
-        m["Conflict"].as_str().unwrap().contains("oldest Link"),
+        m["Conflict"]
+            .as_str()
+            .unwrap()
+            .contains("no Link's credentials could be read"),
         "{m}"
     );
 
@@ -268,8 +285,18 @@ fn exports_become_linkerd_labels_and_conditions() {
     assert_eq!(c["exportCreated"], created, "{c}");
     assert_eq!(c["sessionAffinity"], "None", "{c}");
     assert_eq!(
+        (&c["version"], &c["cluster"]),
+        (&1.into(), &"north".into()),
+        "{c}"
+    );
+    assert_eq!(
         c["ports"],
-        serde_json::json!([{"name": "http", "port": 80, "protocol": "TCP", "appProtocol": null}])
+        serde_json::json!([{"name": "http", "port": 80, "protocol": "TCP"}])
+    );
+    assert_eq!(
+        get(&k, "service", "web").unwrap()["metadata"]["labels"]["linkerd-bridge.clusterset-dns.io/exported"],
+        "true",
+        "the label other clusters' bridges select exports by"
     );
     k.apply(&service(
         "web",
@@ -427,7 +454,7 @@ fn exports_become_linkerd_labels_and_conditions() {
     until("the Conflict Event on web", 10, || {
         events(&k, "shop", "Conflict").iter().any(|e| {
             e.starts_with(
-                "web: PortConflict: cluster west (Service web-west) has ports [http:8080/TCP]",
+                "web: PortConflict: cluster west (mirror web-west) has ports [http:8080/TCP]",
             )
         })
     });

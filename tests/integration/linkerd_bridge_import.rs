@@ -23,7 +23,7 @@ const LINK_CRD: &str = concat!(
 
 /// A cluster with the MCS CRDs of deploy/crds, Linkerd's Link CRD, namespaces `shop`, `data`
 /// and `linkerd-multicluster`, and the bridge's roles; Services get ClusterIPs from `range`.
-fn import_cluster(range: &str) -> Cluster {
+pub(crate) fn import_cluster(range: &str) -> Cluster {
     let k = Cluster::start_with(range);
     for crd in [
         format!("{CRDS}/multicluster.x-k8s.io_serviceexports.yaml"),
@@ -45,7 +45,7 @@ fn import_cluster(range: &str) -> Cluster {
 }
 
 /// A Link to cluster `target`, as `linkerd multicluster link` writes it (v1alpha3).
-fn link(target: &str) -> String {
+pub(crate) fn link(target: &str) -> String {
     format!(
         "---\napiVersion: multicluster.linkerd.io/v1alpha3\nkind: Link\nmetadata: {{name: {target}, namespace: linkerd-multicluster}}\n\
          spec: {{targetClusterName: {target}, targetClusterDomain: cluster.local, gatewayAddress: 198.18.9.1, gatewayPort: '4143'}}\n"
@@ -315,7 +315,7 @@ fn linkerd_services_become_service_imports() {
     until("the Event on the malformed annotation", 10, || {
         events(&k, "shop", "NotImported")
             .iter()
-            .any(|e| e.starts_with("bad-east: annotation linkerd-bridge.clusterset-dns.io/export is not the JSON object"))
+            .any(|e| e.starts_with("bad-east: annotation linkerd-bridge.clusterset-dns.io/export is not what a bridge writes"))
     });
     let (code, metrics) = bridge.admin("/metrics");
     assert_eq!(code, 200);

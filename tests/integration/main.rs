@@ -26,6 +26,7 @@ mod kube_source;
 #[allow(unsafe_code)]
 mod lameduck;
 mod linkerd_bridge;
+mod linkerd_bridge_conflicts;
 mod linkerd_bridge_import;
 mod linkerd_source;
 mod locality;

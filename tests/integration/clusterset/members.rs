@@ -332,7 +332,8 @@ pub(super) fn member_setup(m: &mut Member, mcs: &std::path::Path) {
     );
     m.node.apply(&format!(
         "apiVersion: about.k8s.io/v1alpha1\nkind: ClusterProperty\nmetadata: {{name: cluster.clusterset.k8s.io}}\nspec: {{value: {name}}}\n\
-         ---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: demo}}\n"
+         ---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: demo}}\n\
+         ---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: linkerd-multicluster}}\n"
     ));
     // The MCS controller, as the controller-manager runs: its own ClusterRole
     // (config/rbac/role.yaml), bound to the user of its own kubeconfig.

@@ -32,7 +32,8 @@ pub fn k8s_bin() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-/// etcd and kube-apiserver on loopback, with a static-token admin and a `clusterset-dns` user.
+/// etcd and kube-apiserver on loopback, with a static-token admin, a `clusterset-dns` user and a
+/// `linkerd-remote` user (token `remotetoken`).
 pub struct Cluster {
     pub bin: PathBuf,
     pub dir: tempfile::TempDir,
@@ -83,7 +84,9 @@ impl Cluster {
         );
         std::fs::write(
             d.join("tokens.csv"),
-            "admintoken,admin,admin,system:masters\ndnstoken,clusterset-dns,clusterset-dns\n",
+            // `linkerd-remote`: what a Link's credentials give another cluster (the remote
+            // access ServiceAccount of Linkerd's multicluster extension).
+            "admintoken,admin,admin,system:masters\ndnstoken,clusterset-dns,clusterset-dns\nremotetoken,linkerd-remote,linkerd-remote\n",
         )
         .unwrap();
         let [etcd_port, peer, api_port] = free_ports();
