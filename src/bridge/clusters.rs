@@ -501,11 +501,16 @@ impl Clusters {
         let writer: reflector::store::Writer<Service> = reflector::store::Writer::default();
         let reader = writer.as_reader();
         let mut writer = Some(writer);
+        let mut said: Option<String> = None;
         loop {
             let remote = match remote_client(&client, &secret).await {
                 Ok(c) => c,
                 Err(why) => {
-                    warn!(link = %format!("{}/{}", key.0, key.1), "{why}; reading it again in {CREDENTIALS_RETRY:?}");
+                    // Said once until it changes; it stays on in the exports' Conflict.
+                    if said.as_ref() != Some(&why) {
+                        warn!(link = %format!("{}/{}", key.0, key.1), "{why}; reading it again every {CREDENTIALS_RETRY:?}");
+                        said = Some(why.clone());
+                    }
                     self.reach(&key, Reach::Unread(why));
                     tokio::select! {
                         _ = stop.cancelled() => return,

@@ -446,6 +446,18 @@ fn import(
     // credentials this bridge cannot read (or labelled for Linkerd by hand).
     let covered = |link: &str, all: &[Member]| all.iter().any(|m| m.link.as_deref() == Some(link));
     let mut federated: Option<(&Read, &Vec<IpAddr>, &Vec<Family>)> = None;
+    // The federated Service first: where there is one, Linkerd's mirrors of clusters this
+    // bridge cannot read add no member (the federated Service stands for the service).
+    let members: Vec<&Read> = members
+        .iter()
+        .filter(|r| matches!(r.shape, Shape::Federated { .. }))
+        .chain(
+            members
+                .iter()
+                .filter(|r| !matches!(r.shape, Shape::Federated { .. })),
+        )
+        .copied()
+        .collect();
     for r in members {
         match &r.shape {
             Shape::Federated {
@@ -532,6 +544,9 @@ fn import(
                     }
                     continue;
                 }
+                if federated.is_some() {
+                    continue;
+                }
                 let carried = carried_of(r, &mut problem);
                 let Some(id) = live(cluster, &r.object, &mut problem) else {
                     continue;
@@ -558,6 +573,12 @@ fn import(
     all.sort_by(|a, b| {
         export_order(a.created(), &a.cluster).cmp(&export_order(b.created(), &b.cluster))
     });
+    // A member that carried nothing (labelled by hand) takes the oldest carried ports'
+    // `appProtocol`, which Linkerd's mirrors drop.
+    let oldest_carried = all.iter().find_map(|m| m.carried.clone());
+    for m in all.iter_mut().filter(|m| m.carried.is_none()) {
+        m.ports = with_app(&m.ports, oldest_carried.as_ref());
+    }
     let oldest = all.first()?;
     let is_headless = oldest.headless;
     // The carried fields: the oldest export's that carried any.
@@ -626,7 +647,13 @@ fn import(
     union.sort();
     // Where the exports differ, an Event on each Linkerd object here that stands for one (the
     // export halves say it on the ServiceExports).
-    let differ = taken.iter().any(|(_, own)| *own != union);
+    let bare = |ports: &[ImportPort]| -> Vec<(String, String, i32)> {
+        ports
+            .iter()
+            .map(|p| (p.name.clone(), p.protocol.clone(), p.port))
+            .collect()
+    };
+    let differ = taken.iter().any(|(_, own)| bare(own) != bare(&union));
     for (m, own) in taken.iter().filter(|_| differ) {
         let Some(object) = m.object else { continue };
         let list = |ports: &[ImportPort]| {
@@ -643,7 +670,10 @@ fn import(
             list(&union)
         );
         for p in own {
-            if let Some((kept, from)) = ports.iter().find(|(q, _)| q.name == p.name && q != p) {
+            if let Some((kept, from)) = ports
+                .iter()
+                .find(|(q, _)| q.name == p.name && (q.port, &q.protocol) != (p.port, &p.protocol))
+            {
                 message.push_str(&format!(
                     "; port name {:?} is {p} here but {kept} in the older export {from}, and the older one is kept, as the MCS API resolves a port conflict",
                     p.name
