@@ -22,9 +22,9 @@ use super::export::{self, Condition, Exported, Label, Mode, Peer, Port, Seen, Ve
 use super::metrics::BridgeMetrics;
 use super::{CARRIED, CONCURRENT, FIELD_MANAGER, Key, RETRY, lease, said, sleep_until, touched};
 use crate::source::linkerd::carried::{Carried, CarriedPort, LABEL_EXPORTED};
+use crate::source::linkerd::shape::{Shape, classify};
 use crate::source::linkerd::{
-    ANNOTATION_FQ_NAME, ANNOTATION_REMOTE, LABEL_CLUSTER, LABEL_GATEWAY, LABEL_HEADLESS_PARENT,
-    LABEL_MIRRORED,
+    ANNOTATION_FQ_NAME, ANNOTATION_REMOTE, LABEL_GATEWAY, LABEL_MIRRORED,
 };
 
 /// The ServiceExport CRD: mcs-api v0.5.2 stores v1beta1 and still serves v1alpha1.
@@ -660,25 +660,18 @@ struct MirrorPeer {
 /// shows no peer: Linkerd writes it from its local member, so it would compare the export with
 /// itself.
 fn mirror_peers(ns: &str, name: &str, services: &[Arc<Service>]) -> Vec<MirrorPeer> {
-    let prefix = format!("{name}.{ns}.svc.");
     let mut out = Vec::new();
     for s in services
         .iter()
         .filter(|s| s.metadata.namespace.as_deref() == Some(ns))
     {
-        if !linkerd_wrote(s) {
-            continue;
-        }
         let labels = s.metadata.labels.clone().unwrap_or_default();
         let annotations = s.metadata.annotations.clone().unwrap_or_default();
-        let Some(cluster) = labels.get(LABEL_CLUSTER) else {
+        // The reading the import half and `--source linkerd` make.
+        let Ok(Shape::Mirror { link, service }) = classify(ns, &labels, &annotations) else {
             continue;
         };
-        let fq = annotations
-            .get(ANNOTATION_FQ_NAME)
-            .map(String::as_str)
-            .unwrap_or_default();
-        if !fq.starts_with(&prefix) || labels.contains_key(LABEL_HEADLESS_PARENT) {
+        if service != name {
             continue;
         }
         let e = exported(s);
@@ -688,17 +681,17 @@ fn mirror_peers(ns: &str, name: &str, services: &[Arc<Service>]) -> Vec<MirrorPe
             .get(CARRIED)
             .and_then(|text| Carried::parse(text).ok());
         out.push(MirrorPeer {
-            via_link: cluster.clone(),
             peer: Peer {
                 cluster: carried
                     .as_ref()
                     .and_then(|c| c.cluster.clone())
-                    .unwrap_or_else(|| cluster.clone()),
+                    .unwrap_or_else(|| link.clone()),
                 via: format!("mirror {}", s.metadata.name.clone().unwrap_or_default()),
                 headless: e.headless,
                 ports: e.ports,
                 carried,
             },
+            via_link: link,
         });
     }
     out

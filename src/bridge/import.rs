@@ -31,12 +31,9 @@ use serde_json::{Value, json};
 
 use super::CARRIED;
 use crate::source::linkerd::carried::{Carried, export_order};
-use crate::source::linkerd::{
-    ANNOTATION_FQ_NAME, ANNOTATION_LOCAL, ANNOTATION_REMOTE, LABEL_CLUSTER, LABEL_GATEWAY,
-    LABEL_HEADLESS_PARENT, LABEL_MIRRORED,
-};
+use crate::source::linkerd::shape as linkerd_shape;
 use crate::source::mcs::{LABEL_SERVICE_NAME, LABEL_SOURCE_CLUSTER};
-use crate::wire::{cluster_id, is_label};
+use crate::wire::cluster_id;
 
 /// The value of `endpointslice.kubernetes.io/managed-by` on the bridge's EndpointSlices, and of
 /// `app.kubernetes.io/managed-by` on its ServiceImports: what carries it is the bridge's to
@@ -830,11 +827,12 @@ fn label_value(v: &str) -> bool {
 fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
     let labels = svc.metadata.labels.clone().unwrap_or_default();
     let annotations = svc.metadata.annotations.clone().unwrap_or_default();
-    if labels.get(LABEL_MIRRORED).map(String::as_str) != Some("true")
-        || labels.contains_key(LABEL_GATEWAY)
-    {
-        return Ok(None);
-    }
+    // The reading `--source linkerd` makes too.
+    let shape = match linkerd_shape::classify(ns, &labels, &annotations) {
+        Ok(shape) => shape,
+        Err(linkerd_shape::Unread::Passed(_)) => return Ok(None),
+        Err(linkerd_shape::Unread::Invalid(_, why)) => return Err(why),
+    };
     let object = svc.metadata.name.clone().unwrap_or_default();
     let spec = svc.spec.clone().unwrap_or_default();
     let headless = spec.cluster_ip.as_deref() == Some("None");
@@ -854,114 +852,54 @@ fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
         Carried::parse(text)
             .map_err(|e| format!("{e}; the import leaves out the fields it carries"))
     });
-    let fq = |what: &str| -> Result<Vec<String>, String> {
-        let fq = annotations.get(ANNOTATION_FQ_NAME).ok_or_else(|| {
-            format!("a {what} without annotation {ANNOTATION_FQ_NAME}: no service to import")
-        })?;
-        Ok(fq.split('.').map(str::to_string).collect())
-    };
-    let Some(cluster) = labels.get(LABEL_CLUSTER).cloned() else {
-        // Federated.
-        let mut names = BTreeSet::new();
-        let mut remote = Vec::new();
-        if let Some(members) = annotations.get(ANNOTATION_REMOTE) {
-            for m in members.split(',').map(str::trim).filter(|m| !m.is_empty()) {
-                let Some((svc, link)) = m
-                    .split_once('@')
-                    .filter(|(s, l)| is_label(s) && !l.is_empty())
-                else {
-                    return Err(format!(
-                        "annotation {ANNOTATION_REMOTE} entry {m:?} is not <service>@<cluster>"
-                    ));
-                };
-                names.insert(svc.to_string());
-                remote.push(link.to_string());
-            }
-        }
-        let local = annotations
-            .get(ANNOTATION_LOCAL)
-            .map(|s| s.trim())
-            .filter(|s| !s.is_empty());
-        if let Some(l) = local {
-            names.insert(l.to_string());
-        }
-        let mut names = names.into_iter();
-        let Some(service) = names.next() else {
-            // `remote-discovery: ""` left behind by the last member: nothing exported.
-            return Ok(None);
-        };
-        if let Some(other) = names.next() {
-            return Err(format!(
-                "federated Service's members name two services ({service:?} and {other:?})"
-            ));
-        }
-        let families = match spec.ip_families {
-            Some(f) if !f.is_empty() => f
-                .iter()
-                .filter_map(|w| match w.as_str() {
-                    "IPv4" => Some(Family::V4),
-                    "IPv6" => Some(Family::V6),
-                    _ => None,
-                })
-                .collect(),
-            _ => ips.iter().map(Family::of).collect(),
-        };
-        return Ok(Some(Read {
+    let (service, shape) = match shape {
+        linkerd_shape::Shape::Federated {
             service,
-            object,
-            shape: Shape::Federated {
+            remote,
+            local,
+        } => {
+            let families = match spec.ip_families {
+                Some(f) if !f.is_empty() => f
+                    .iter()
+                    .filter_map(|w| match w.as_str() {
+                        "IPv4" => Some(Family::V4),
+                        "IPv6" => Some(Family::V6),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => ips.iter().map(Family::of).collect(),
+            };
+            let shape = Shape::Federated {
                 remote,
-                local: local.is_some(),
+                local,
                 ips,
                 families,
-            },
-            ports,
-            carried,
-        }));
-    };
-    if let Some(parent) = labels.get(LABEL_HEADLESS_PARENT) {
-        let fq = fq("headless mirror's host")?;
-        let (Some(host), Some(svc), Some(fq_ns)) = (fq.first(), fq.get(1), fq.get(2)) else {
-            return Err(format!(
-                "annotation {ANNOTATION_FQ_NAME} is not <host>.<service>.<namespace>.svc.<domain>"
-            ));
-        };
-        if fq_ns != ns || !is_label(host) {
-            return Err(format!(
-                "annotation {ANNOTATION_FQ_NAME} names host {host:?} of {svc}.{fq_ns}, not a host in namespace {ns}"
-            ));
+            };
+            (service, shape)
         }
-        return Ok(Some(Read {
-            service: svc.clone(),
-            object,
-            shape: Shape::Host {
-                cluster,
-                parent: parent.clone(),
-                hostname: host.clone(),
+        linkerd_shape::Shape::Host {
+            link,
+            service,
+            parent,
+            hostname,
+        } => {
+            let shape = Shape::Host {
+                cluster: link,
+                parent,
+                hostname,
                 ip: ips.first().copied(),
-            },
-            ports,
-            carried,
-        }));
-    }
-    let fq = fq("mirror")?;
-    let (Some(svc), Some(fq_ns)) = (fq.first(), fq.get(1)) else {
-        return Err(format!(
-            "annotation {ANNOTATION_FQ_NAME} is not <service>.<namespace>.svc.<domain>"
-        ));
-    };
-    if fq_ns != ns || !is_label(svc) {
-        return Err(format!(
-            "annotation {ANNOTATION_FQ_NAME} names {svc}.{fq_ns}, not a service in namespace {ns}"
-        ));
-    }
-    let shape = if headless {
-        Shape::HeadlessMirror { cluster }
-    } else {
-        Shape::Mirror { cluster, ips }
+            };
+            (service, shape)
+        }
+        linkerd_shape::Shape::Mirror { link, service } if headless => {
+            (service, Shape::HeadlessMirror { cluster: link })
+        }
+        linkerd_shape::Shape::Mirror { link, service } => {
+            (service, Shape::Mirror { cluster: link, ips })
+        }
     };
     Ok(Some(Read {
-        service: svc.clone(),
+        service,
         object,
         shape,
         ports,

@@ -19,6 +19,7 @@
 
 pub mod carried;
 pub mod join;
+pub mod shape;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -28,7 +29,7 @@ use serde::Deserialize;
 use super::object::{Kind, Meta, RawPort, Read, Refused, Resource, addresses, invalid, ports};
 use super::policy::Policy;
 use crate::model::{ObjectKind, Port, ServiceKey, Skip};
-use crate::wire::{cluster_id, is_label, label};
+use crate::wire::{cluster_id, is_label};
 
 pub const LABEL_MIRRORED: &str = "mirror.linkerd.io/mirrored-service";
 pub const LABEL_CLUSTER: &str = "mirror.linkerd.io/cluster-name";
@@ -219,14 +220,13 @@ fn convert(mut raw: LinkerdService, config: &Config, policy: &Policy) -> Read<Me
     };
     let labels = raw.metadata.labels.unwrap_or_default();
     let annotations = raw.metadata.annotations.unwrap_or_default();
-    if labels.get(LABEL_MIRRORED).map(String::as_str) != Some("true") {
-        return Read::Ignored(format!(
-            "{KIND} {object}: no {LABEL_MIRRORED}=true label, not one of Linkerd's"
-        ));
-    }
-    if labels.contains_key(LABEL_GATEWAY) {
-        return Read::Ignored(format!("{KIND} {object}: a mirrored gateway"));
-    }
+    let shape = match shape::classify(&namespace, &labels, &annotations) {
+        Ok(shape) => Ok(shape),
+        Err(shape::Unread::Passed(what)) => {
+            return Read::Ignored(format!("{KIND} {object}: {what}"));
+        }
+        Err(shape::Unread::Invalid(skip, why)) => Err((skip, why)),
+    };
     if !is_label(&namespace) {
         return invalid(
             KIND,
@@ -265,128 +265,37 @@ fn convert(mut raw: LinkerdService, config: &Config, policy: &Policy) -> Read<Me
             refused,
         })
     };
-    let Some(link) = labels.get(LABEL_CLUSTER) else {
-        // A federated Service: its members name the service.
-        let mut names: Vec<(&str, &str)> = Vec::new();
-        let entries = |key| {
-            annotations
-                .get(key)
-                .into_iter()
-                .flat_map(|v: &String| v.split(','))
-                .map(str::trim)
-                .filter(|e| !e.is_empty())
-        };
-        for entry in entries(ANNOTATION_REMOTE) {
-            match entry.split_once('@') {
-                Some((svc, link)) if !svc.is_empty() && !link.is_empty() => {
-                    names.push((ANNOTATION_REMOTE, svc));
-                }
-                _ => {
-                    return invalid(
-                        KIND,
-                        &object,
-                        Skip::BadAnnotation,
-                        format!(
-                            "annotation {ANNOTATION_REMOTE}: {entry:?} is not <service>@<link>"
-                        ),
-                    );
-                }
-            }
+    let shape = match shape {
+        Ok(shape) => shape,
+        Err((skip, why)) => return invalid(KIND, &object, skip, why),
+    };
+    let (link, svc) = match shape {
+        shape::Shape::Federated { service, .. } => {
+            return member(service, Role::Federated { ips, ports }, refused);
         }
-        names.extend(entries(ANNOTATION_LOCAL).map(|e| (ANNOTATION_LOCAL, e)));
-        let Some(&(_, svc)) = names.first() else {
-            return invalid(
-                KIND,
-                &object,
-                Skip::NoMembers,
-                format!(
-                    "a federated Service (label {LABEL_MIRRORED}, no {LABEL_CLUSTER}) whose \
-                     annotations {ANNOTATION_REMOTE} and {ANNOTATION_LOCAL} name no member"
-                ),
-            );
-        };
-        if let Some((key, other)) = names.iter().find(|(_, n)| *n != svc) {
-            return invalid(
-                KIND,
-                &object,
-                Skip::BadAnnotation,
-                format!("annotation {key} names service {other:?}, another member {svc:?}"),
-            );
-        }
-        if !is_label(svc) {
-            return invalid(
-                KIND,
-                &object,
-                Skip::BadName,
-                format!("service {svc:?} named by its annotations is not a lower-case DNS label"),
-            );
-        }
-        return member(svc.to_string(), Role::Federated { ips, ports }, refused);
-    };
-    let given = config.cluster_id(link);
-    let Some(cluster) = cluster_id(given) else {
-        let cluster = given.to_ascii_lowercase();
-        return invalid(
-            KIND,
-            &object,
-            Skip::BadCluster,
-            format!(
-                "cluster id {cluster:?} (label {LABEL_CLUSTER}={link:?}) is not one or two DNS \
-                 labels; map the Link to one with --linkerd-cluster-id"
-            ),
-        );
-    };
-    let Some(fq_name) = annotations.get(ANNOTATION_FQ_NAME) else {
-        return invalid(
-            KIND,
-            &object,
-            Skip::BadAnnotation,
-            format!("a mirror (label {LABEL_CLUSTER}) without the annotation {ANNOTATION_FQ_NAME}"),
-        );
-    };
-    let labels_of: Vec<&str> = fq_name.trim_end_matches('.').split('.').collect();
-    let host = labels.get(LABEL_HEADLESS_PARENT);
-    // `<svc>.<ns>.svc.<domain>`, with `<host>.` in front for a host.
-    let at = usize::from(host.is_some());
-    if labels_of.len() < at + 4 || labels_of[at + 2] != "svc" {
-        return invalid(
-            KIND,
-            &object,
-            Skip::BadAnnotation,
-            format!(
-                "annotation {ANNOTATION_FQ_NAME} {fq_name:?} is not {}<service>.<namespace>.svc.<domain>",
-                if host.is_some() { "<host>." } else { "" }
-            ),
-        );
-    }
-    let Some(svc) = label(labels_of[at]) else {
-        let svc = labels_of[at].to_ascii_lowercase();
-        return invalid(
-            KIND,
-            &object,
-            Skip::BadName,
-            format!("service {svc:?} in annotation {ANNOTATION_FQ_NAME} is not a DNS label"),
-        );
-    };
-    if let Some(parent) = host {
-        let Some(hostname) = label(labels_of[0]) else {
-            let hostname = labels_of[0].to_ascii_lowercase();
-            return invalid(
-                KIND,
-                &object,
-                Skip::BadHostname,
-                format!("host {hostname:?} in annotation {ANNOTATION_FQ_NAME} is not a DNS label"),
-            );
-        };
-        let role = Role::Host {
-            cluster,
-            parent: parent.clone(),
+        shape::Shape::Mirror { link, service } => (link, service),
+        shape::Shape::Host {
+            link,
+            service,
+            parent,
             hostname,
-            ips,
-            ports,
-        };
-        return member(svc, role, refused);
-    }
+        } => {
+            let Some(cluster) = cluster_id(config.cluster_id(&link)) else {
+                return bad_cluster(&object, &link, config);
+            };
+            let role = Role::Host {
+                cluster,
+                parent,
+                hostname,
+                ips,
+                ports,
+            };
+            return member(service, role, refused);
+        }
+    };
+    let Some(cluster) = cluster_id(config.cluster_id(&link)) else {
+        return bad_cluster(&object, &link, config);
+    };
     let exported = exported(&annotations);
     if headless {
         return member(
@@ -413,6 +322,20 @@ fn convert(mut raw: LinkerdService, config: &Config, policy: &Policy) -> Read<Me
             exported,
         },
         refused,
+    )
+}
+
+/// A mirror whose Link is named by no cluster id.
+fn bad_cluster(object: &str, link: &str, config: &Config) -> Read<Member> {
+    let cluster = config.cluster_id(link).to_ascii_lowercase();
+    invalid(
+        KIND,
+        object,
+        Skip::BadCluster,
+        format!(
+            "cluster id {cluster:?} (label {LABEL_CLUSTER}={link:?}) is not one or two DNS \
+             labels; map the Link to one with --linkerd-cluster-id"
+        ),
     )
 }
 
