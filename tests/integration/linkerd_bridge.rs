@@ -45,6 +45,10 @@ impl Bridge {
         Bridge { child, log, admin }
     }
 
+    pub(crate) fn log_path(&self) -> &std::path::Path {
+        &self.log
+    }
+
     pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

@@ -29,7 +29,7 @@ use common::until;
 use serde_json::{Value, json};
 
 use crate::linkerd_bridge::Bridge;
-use crate::linkerd_bridge_import::{import_cluster, link};
+use crate::linkerd_bridge_import::import_cluster;
 
 /// Linkerd's remote-access ClusterRole (linkerd2 `version-2.20`,
 /// `multicluster/charts/linkerd-multicluster/templates/remote-access-service-mirror-rbac.yaml`,
@@ -76,7 +76,22 @@ fn link_to(from: &Cluster, to: &Cluster, to_name: &str) {
         "stringData": {"kubeconfig": kubeconfig},
     });
     from.apply(&serde_json::to_string(&secret).unwrap());
-    from.apply(&link(to_name));
+    // The Link as `linkerd multicluster link --gateway=false` writes it (v1alpha3, the default
+    // selectors of `multicluster/cmd/link.go`), so Linkerd's own service mirror can run on it.
+    let link = json!({
+        "apiVersion": "multicluster.linkerd.io/v1alpha3",
+        "kind": "Link",
+        "metadata": {"name": to_name, "namespace": "linkerd-multicluster"},
+        "spec": {
+            "targetClusterName": to_name,
+            "targetClusterDomain": "cluster.local",
+            "clusterCredentialsSecret": format!("cluster-credentials-{to_name}"),
+            "selector": {"matchLabels": {"mirror.linkerd.io/exported": "true"}},
+            "remoteDiscoverySelector": {"matchLabels": {"mirror.linkerd.io/exported": "remote-discovery"}},
+            "federatedServiceSelector": {"matchLabels": {"mirror.linkerd.io/federated": "member"}},
+        },
+    });
+    from.apply(&serde_json::to_string(&link).unwrap());
 }
 
 fn get_json(k: &Cluster, args: &[&str]) -> Option<Value> {
@@ -365,6 +380,9 @@ fn two_clusters_exporting_one_service_agree_and_both_say_conflict() {
         Bridge::start(&west, &["--resync", "5s"]),
     ];
     let set = [("east", &east), ("west", &west)];
+    if hold_if_asked(&set, &bridges) {
+        return;
+    }
     // East exports first; west a second later (the creation times are in whole seconds).
     export(&east, "names", &["tcp:42/TCP", "udp:42/UDP"], false, "{}");
     export(&east, "numbers", &["tcp:42/TCP"], false, "{}");
@@ -489,4 +507,71 @@ fn two_clusters_exporting_one_service_agree_and_both_say_conflict() {
     );
     // The other cases still hold.
     settles(&set, &bridges, &CASES[..3]);
+}
+
+/// With `LINKERD_SET_KEEP=<minutes>` (tests/linkerd-set-up.sh), the two linked clusters and
+/// their bridges are left running, without the replay of Linkerd's service mirror, for Linkerd's
+/// own service mirror and the MCS conformance suite to be run against them by hand: a
+/// kubeconfig with the contexts `east` and `west` is written and printed, with the commands;
+/// the set goes when the stop file is removed or the minutes are over. Without it, false at once.
+fn hold_if_asked(set: &[(&str, &Cluster); 2], bridges: &[Bridge; 2]) -> bool {
+    let Ok(minutes) = std::env::var("LINKERD_SET_KEEP") else {
+        return false;
+    };
+    let minutes: u64 = minutes
+        .parse()
+        .unwrap_or_else(|_| panic!("LINKERD_SET_KEEP={minutes:?}: give whole minutes"));
+    let dir = set[0].1.dir.path();
+    let kubeconfig = dir.join("linkerd-set.kubeconfig");
+    let mut yaml = String::from("apiVersion: v1\nkind: Config\nclusters:\n");
+    for (name, k) in set {
+        yaml += &format!(
+            "- name: {name}\n  cluster: {{server: \"https://127.0.0.1:{}\", insecure-skip-tls-verify: true}}\n",
+            k.api_port
+        );
+    }
+    yaml += "users:\n- name: admin\n  user: {token: admintoken}\ncontexts:\n";
+    for (name, _) in set {
+        yaml += &format!("- name: {name}\n  context: {{cluster: {name}, user: admin}}\n");
+    }
+    yaml += "current-context: east\n";
+    std::fs::write(&kubeconfig, yaml).unwrap();
+    let mut per_context = Vec::new();
+    for (name, k) in set {
+        let one = dir.join(format!("{name}.admin.kubeconfig"));
+        std::fs::copy(k.kubeconfig("admin"), &one).unwrap();
+        per_context.push((name, one));
+    }
+    let stop = dir.join("running");
+    std::fs::write(&stop, "remove this file to tear the set down\n").unwrap();
+    let kc = kubeconfig.display();
+    let mut say = String::from(
+        "\nThe linked set is up: two API servers, each with the linkerd-bridge (both halves, its id from\n\
+         its ClusterProperty), a Link to the other and its credentials Secret in linkerd-multicluster.\n\
+         Nothing replays Linkerd's service mirror here: run Linkerd's own, built from its source\n\
+         (controller service-mirror), one per Link and one -local-mirror per cluster:\n",
+    );
+    for ((name, one), (other, _)) in per_context.iter().zip(set.iter().rev()) {
+        say += &format!(
+            "  controller service-mirror -kubeconfig {} -namespace linkerd-multicluster -enable-headless-services -metrics-addr 127.0.0.1:0 {other}\n\
+             \x20 controller service-mirror -kubeconfig {} -namespace linkerd-multicluster -local-mirror -metrics-addr 127.0.0.1:0  # in {name}\n",
+            one.display(),
+            one.display()
+        );
+    }
+    say += &format!(
+        "kubectl --kubeconfig {kc} --context east|west …\n\
+         the MCS conformance suite: conformance.test -kubeconfig {kc} -contexts east,west\n\
+         bridge logs: {} and {}\n\
+         Tear it down: rm {} (or it goes in {minutes} minutes).\n",
+        bridges[0].log_path().display(),
+        bridges[1].log_path().display(),
+        stop.display()
+    );
+    eprintln!("{say}");
+    let until_at = Instant::now() + Duration::from_secs(minutes * 60);
+    while stop.exists() && Instant::now() < until_at {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    true
 }
