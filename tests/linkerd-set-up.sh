@@ -7,6 +7,8 @@
 # against them by hand. It prints a kubeconfig with the contexts east and west, the commands,
 # and how to tear it down (remove the file it names; the set also goes after MINUTES, default
 # 120). As root, on the machine tests/run.sh sets up (it does the set-up steps first).
+# CLUSTERSET_DNS_TEST_APISERVER_ARGS adds flags to both API servers (the MCS conformance suite
+# needs --disable-admission-plugins=ServiceAccount here: no controller makes ServiceAccounts).
 #   tests/linkerd-set-up.sh [MINUTES]
 set -euo pipefail
 minutes="${1:-120}"

@@ -12,8 +12,10 @@
 //! clusters included. Linkerd's own objects (federated Services and mirrors) give the
 //! addresses; its rule that a federated Service follows the local member is not relied on.
 //!
-//! An exported Service is one labelled [`LABEL_EXPORTED`] that is not one of Linkerd's mirrors
-//! (Linkerd copies the label onto them). What a watch saw stays known through a watch error or
+//! An exported Service is one Linkerd's service mirror exports with a Link's default selectors
+//! (`mirror.linkerd.io/federated=member`, `mirror.linkerd.io/exported=true|remote-discovery`)
+//! that is not one of Linkerd's mirrors (Linkerd copies labels onto them): a cluster's exports
+//! are what it exports, whatever Linkerd's objects elsewhere still say. What a watch saw stays known through a watch error or
 //! a lost Secret, so a fault never takes an export out of an import; a Link deleted takes its
 //! cluster's exports away.
 
@@ -35,11 +37,81 @@ use tracing::{info, warn};
 use super::Key;
 use super::import::{ClusterExport, Exports};
 use crate::source::linkerd::LABEL_MIRRORED;
-use crate::source::linkerd::carried::{ANNOTATION, Carried, LABEL_EXPORTED};
+use crate::source::linkerd::carried::{ANNOTATION, Carried};
 
-/// The selector of exported Services, in every cluster.
-pub fn selector() -> String {
-    format!("{LABEL_EXPORTED}=true,!{LABEL_MIRRORED}")
+/// The selectors of exported Services, in every cluster: what Linkerd's service mirror reads
+/// with a Link's default selectors (`federatedServiceSelector`, and `selector` with
+/// `remoteDiscoverySelector`), less Linkerd's own mirrors, which copy the exported Service's
+/// labels.
+pub fn selectors() -> [String; 2] {
+    [
+        format!("{LABEL_FEDERATED}=member,!{LABEL_MIRRORED}"),
+        format!("{LABEL_EXPORTED_BY_LINKERD} in (true,remote-discovery),!{LABEL_MIRRORED}"),
+    ]
+}
+
+const LABEL_FEDERATED: &str = "mirror.linkerd.io/federated";
+const LABEL_EXPORTED_BY_LINKERD: &str = "mirror.linkerd.io/exported";
+
+/// One cluster's exported Services: a store per selector of [`selectors`].
+#[derive(Clone)]
+struct Exported([Store<Service>; 2]);
+
+impl Exported {
+    fn get(&self, at: &ObjectRef<Service>) -> Option<Arc<Service>> {
+        self.0.iter().find_map(|s| s.get(at))
+    }
+
+    /// Every exported Service once (one labelled both ways is in both stores).
+    fn state(&self) -> Vec<Arc<Service>> {
+        let mut out: BTreeMap<Key, Arc<Service>> = BTreeMap::new();
+        for s in self.0.iter().flat_map(Store::state) {
+            if let Some(k) = key_of(&s) {
+                out.entry(k).or_insert(s);
+            }
+        }
+        out.into_values().collect()
+    }
+}
+
+/// The watches of one cluster's exported Services into `writers`: each event as the key it
+/// changes, or the index of the watch whose first list is done.
+fn watch_exported(
+    client: kube::Client,
+    writers: [reflector::store::Writer<Service>; 2],
+) -> impl futures::Stream<Item = Result<Result<Key, usize>, watcher::Error>> {
+    let [a, b] = writers;
+    let [sa, sb] = selectors();
+    let one = move |w: reflector::store::Writer<Service>, selector: String, index: usize| {
+        let api: Api<Service> = Api::all(client.clone());
+        reflector::reflector(
+            w,
+            watcher(api, watcher::Config::default().labels(&selector)),
+        )
+        .default_backoff()
+        .filter_map(move |ev| {
+            futures::future::ready(match ev {
+                Ok(watcher::Event::InitDone) => Some(Ok(Err(index))),
+                Ok(ev) => super::touched(ev)
+                    .and_then(|s| key_of(&s))
+                    .map(|k| Ok(Ok(k))),
+                Err(e) => Some(Err(e)),
+            })
+        })
+        .boxed()
+    };
+    let first = one(a, sa, 0);
+    let second = one(b, sb, 1);
+    futures::stream::select(first, second)
+}
+
+fn writers() -> ([reflector::store::Writer<Service>; 2], Exported) {
+    let (a, b) = (
+        reflector::store::Writer::default(),
+        reflector::store::Writer::default(),
+    );
+    let readers = Exported([a.as_reader(), b.as_reader()]);
+    ([a, b], readers)
 }
 
 /// How long a Link whose credentials cannot be used waits before they are read again.
@@ -71,7 +143,9 @@ struct Linked {
     /// The Secret's namespace and name.
     secret: (String, String),
     reach: Reach,
-    exports: Option<Store<Service>>,
+    /// Whether its exports were listed once: the store then holds them all, if late.
+    listed: bool,
+    exports: Option<Exported>,
     stop: CancellationToken,
 }
 
@@ -81,7 +155,7 @@ struct State {
     own_id: Option<String>,
     /// Whether the id is known or was looked for once.
     own_id_read: bool,
-    own: Option<Store<Service>>,
+    own: Option<Exported>,
     own_listed: bool,
     /// By the Link's namespace and name.
     links: BTreeMap<Key, Linked>,
@@ -167,22 +241,31 @@ impl Clusters {
     /// whose carried annotation cannot be read is passed over, with why in `problems`.
     pub fn exports(&self, problems: &mut Vec<(Key, String)>) -> Exports {
         let s = self.lock();
-        let mut out = Exports::new();
+        let mut out = Exports {
+            own_read: s.own_listed,
+            read: s
+                .links
+                .values()
+                .filter(|l| l.listed)
+                .map(|l| l.target.clone())
+                .collect(),
+            ..Exports::default()
+        };
         let mut add = |link: Option<&str>, svc: &Service| {
             let (Some(ns), Some(name)) = (&svc.metadata.namespace, &svc.metadata.name) else {
                 return;
             };
             let key = (ns.clone(), name.clone());
             match cluster_export(link, svc) {
-                Ok(e) => out.entry(key).or_default().push(e),
+                Ok(e) => out.by_service.entry(key).or_default().push(e),
                 Err(why) => problems.push((key, why)),
             }
         };
-        for svc in s.own.iter().flat_map(Store::state) {
+        for svc in s.own.iter().flat_map(Exported::state) {
             add(None, &svc);
         }
         for l in s.links.values() {
-            for svc in l.exports.iter().flat_map(Store::state) {
+            for svc in l.exports.iter().flat_map(Exported::state) {
                 add(Some(&l.target), &svc);
             }
         }
@@ -192,21 +275,26 @@ impl Clusters {
     /// The services any cluster exports.
     pub fn keys(&self) -> BTreeSet<Key> {
         let mut problems = Vec::new();
-        self.exports(&mut problems).into_keys().collect()
+        self.exports(&mut problems).by_service.into_keys().collect()
     }
 }
 
-/// One exported Service as the import half reads it.
+/// One exported Service as the halves read it: what its bridge carried, or, for a Service
+/// labelled for Linkerd by hand (or by a bridge before the carried annotation), what its spec
+/// says, with no export time (it then sorts after every export that has one). A carried
+/// annotation that cannot be read is an error that says why.
 pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport, String> {
     let text = svc
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(ANNOTATION))
-        .ok_or_else(|| format!("labelled {LABEL_EXPORTED} without annotation {ANNOTATION}"))?;
-    let carried = Carried::parse(text)?;
+        .and_then(|a| a.get(ANNOTATION));
     let spec = svc.spec.clone().unwrap_or_default();
     let headless = spec.cluster_ip.as_deref() == Some("None");
+    let (carried, bridge) = match text {
+        Some(text) => (Carried::parse(text)?, true),
+        None => (Carried::of_service(&spec), false),
+    };
     let texts = match (&spec.cluster_ips, &spec.cluster_ip) {
         (Some(v), _) if !v.is_empty() => v.clone(),
         (_, Some(one)) => vec![one.clone()],
@@ -218,6 +306,7 @@ pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport
         ips,
         headless,
         carried,
+        bridge,
     })
 }
 
@@ -244,30 +333,22 @@ pub fn start(
     let c = clusters.clone();
     let (client2, stop) = (client.clone(), shutdown.clone());
     tokio::spawn(async move {
-        let writer = reflector::store::Writer::default();
-        c.lock().own = Some(writer.as_reader());
-        let api: Api<Service> = Api::all(client2);
-        let selector = selector();
-        let mut events = std::pin::pin!(
-            reflector::reflector(
-                writer,
-                watcher(api, watcher::Config::default().labels(&selector))
-            )
-            .default_backoff()
-        );
+        let (w, readers) = writers();
+        c.lock().own = Some(readers);
+        let mut events = std::pin::pin!(watch_exported(client2, w));
+        let mut listed = [false; 2];
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 ev = events.next() => match ev {
-                    Some(Ok(watcher::Event::InitDone)) => {
-                        c.lock().own_listed = true;
-                        c.tell(Changed::All);
-                    }
-                    Some(Ok(ev)) => {
-                        if let Some(k) = super::touched(ev).and_then(|s| key_of(&s)) {
-                            c.tell(Changed::Keys(vec![k]));
+                    Some(Ok(Err(index))) => {
+                        listed[index] = true;
+                        if listed == [true; 2] {
+                            c.lock().own_listed = true;
+                            c.tell(Changed::All);
                         }
                     }
+                    Some(Ok(Ok(k))) => c.tell(Changed::Keys(vec![k])),
                     Some(Err(e)) => warn!(error = %e, "watching this cluster's exported Services"),
                     None => return,
                 }
@@ -459,6 +540,7 @@ impl Clusters {
                 target: target.clone(),
                 secret: secret.clone(),
                 reach: Reach::Pending,
+                listed: false,
                 exports: None,
                 stop: stop.clone(),
             },
@@ -498,9 +580,8 @@ impl Clusters {
         secret: (String, String),
         stop: CancellationToken,
     ) {
-        let writer: reflector::store::Writer<Service> = reflector::store::Writer::default();
-        let reader = writer.as_reader();
-        let mut writer = Some(writer);
+        let (w, readers) = writers();
+        let mut writer = Some(w);
         let mut said: Option<String> = None;
         loop {
             let remote = match remote_client(&client, &secret).await {
@@ -523,30 +604,25 @@ impl Clusters {
                 return;
             };
             if let Some(l) = self.lock().links.get_mut(&key) {
-                l.exports = Some(reader.clone());
+                l.exports = Some(readers.clone());
             }
-            let api: Api<Service> = Api::all(remote);
-            let selector = selector();
-            let mut events = std::pin::pin!(
-                reflector::reflector(
-                    w,
-                    watcher(api, watcher::Config::default().labels(&selector))
-                )
-                .default_backoff()
-            );
+            let mut events = std::pin::pin!(watch_exported(remote, w));
+            let mut listed = [false; 2];
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     ev = events.next() => match ev {
-                        Some(Ok(watcher::Event::InitDone)) => {
-                            self.reach(&key, Reach::Read);
-                            self.tell(Changed::All);
-                        }
-                        Some(Ok(ev)) => {
-                            if let Some(k) = super::touched(ev).and_then(|s| key_of(&s)) {
-                                self.tell(Changed::Keys(vec![k]));
+                        Some(Ok(Err(index))) => {
+                            listed[index] = true;
+                            if listed == [true; 2] {
+                                if let Some(l) = self.lock().links.get_mut(&key) {
+                                    l.listed = true;
+                                }
+                                self.reach(&key, Reach::Read);
+                                self.tell(Changed::All);
                             }
                         }
+                        Some(Ok(Ok(k))) => self.tell(Changed::Keys(vec![k])),
                         Some(Err(e)) => {
                             let why = format!("watching its exported Services: {e}");
                             warn!(link = %format!("{}/{}", key.0, key.1), "{why}");

@@ -21,7 +21,7 @@ use super::clusters::{Changed, Clusters};
 use super::export::{self, Condition, Exported, Label, Mode, Peer, Port, Seen, Verdict};
 use super::metrics::BridgeMetrics;
 use super::{CARRIED, CONCURRENT, FIELD_MANAGER, Key, RETRY, lease, said, sleep_until, touched};
-use crate::source::linkerd::carried::{Carried, CarriedPort, LABEL_EXPORTED};
+use crate::source::linkerd::carried::Carried;
 use crate::source::linkerd::shape::{Shape, classify};
 use crate::source::linkerd::{
     ANNOTATION_FQ_NAME, ANNOTATION_REMOTE, LABEL_GATEWAY, LABEL_MIRRORED,
@@ -331,18 +331,10 @@ impl Exporter {
                     .annotations
                     .as_ref()
                     .and_then(|a| a.get(CARRIED));
-                let wanted = BTreeSet::from([k.to_string(), LABEL_EXPORTED.to_string()]);
-                let marked = svc
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(LABEL_EXPORTED))
-                    .map(String::as_str)
-                    == Some("true");
+                let wanted = BTreeSet::from([k.to_string()]);
                 let stale = self.written(key, svc, &format!("{k}={v} {carry}"));
                 if (owned != wanted
                     || has.map(String::as_str) != Some(v)
-                    || !marked
                     || carries != Some(&carry))
                     && !stale
                 {
@@ -404,7 +396,8 @@ impl Exporter {
                             port: p.port,
                         })
                         .collect(),
-                    carried: Some(e.carried),
+                    // A Service labelled for Linkerd by hand carries nothing to compare.
+                    carried: e.bridge.then_some(e.carried),
                 }),
                 Err(why) => {
                     warn!(namespace = %key.0, name = %key.1, cluster = %link, "{via}: {why}");
@@ -434,7 +427,7 @@ impl Exporter {
     ) -> Result<(), kube::Error> {
         let mut metadata = json!({"name": name, "namespace": ns});
         if let Some((k, v, carry)) = label {
-            metadata["labels"] = json!({ k: v, LABEL_EXPORTED: "true" });
+            metadata["labels"] = json!({ k: v });
             metadata["annotations"] = json!({ CARRIED: carry });
         }
         let patch = json!({"apiVersion": "v1", "kind": "Service", "metadata": metadata});
@@ -573,7 +566,6 @@ fn owned_labels(svc: &Service) -> BTreeSet<String> {
 /// `internalTrafficPolicy`, `trafficDistribution`, `ipFamilies` and ports with their
 /// `appProtocol`, and the export's `exportedLabels` and `exportedAnnotations`.
 fn carried(svc: &Service, export: &DynamicObject, cluster: Option<String>) -> Carried {
-    let spec = svc.spec.clone().unwrap_or_default();
     let strings = |key: &str| -> BTreeMap<String, String> {
         // The CRD's schema makes these maps of strings; anything else is not carried.
         match export.data["spec"][key].as_object() {
@@ -585,34 +577,15 @@ fn carried(svc: &Service, export: &DynamicObject, cluster: Option<String>) -> Ca
         }
     };
     Carried {
-        version: crate::source::linkerd::carried::VERSION,
         cluster,
         export_created: export
             .metadata
             .creation_timestamp
             .as_ref()
             .map(|t| t.0.to_string()),
-        headless: spec.cluster_ip.as_deref() == Some("None"),
-        session_affinity: spec.session_affinity,
-        session_affinity_config: spec
-            .session_affinity_config
-            .and_then(|c| serde_json::to_value(c).ok()),
-        internal_traffic_policy: spec.internal_traffic_policy,
-        traffic_distribution: spec.traffic_distribution,
-        ip_families: spec.ip_families,
-        ports: spec
-            .ports
-            .unwrap_or_default()
-            .iter()
-            .map(|p| CarriedPort {
-                name: p.name.clone().unwrap_or_default(),
-                port: p.port,
-                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-                app_protocol: p.app_protocol.clone(),
-            })
-            .collect(),
         exported_labels: strings("exportedLabels"),
         exported_annotations: strings("exportedAnnotations"),
+        ..Carried::of_service(&svc.spec.clone().unwrap_or_default())
     }
 }
 

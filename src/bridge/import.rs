@@ -167,10 +167,22 @@ pub struct ClusterExport {
     pub ips: Vec<IpAddr>,
     pub headless: bool,
     pub carried: Carried,
+    /// Whether a bridge carried it; else it is what the Service's spec says.
+    pub bridge: bool,
 }
 
-/// The exports read, by namespace and name of the service.
-pub type Exports = BTreeMap<(String, String), Vec<ClusterExport>>;
+/// The exports read: by namespace and name of the service, and whose.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exports {
+    pub by_service: BTreeMap<(String, String), Vec<ClusterExport>>,
+    /// The Links (target cluster names) whose clusters' exports were listed: what Linkerd's
+    /// objects say of those clusters adds no member (a cluster not in `by_service` does not
+    /// export), they give only addresses.
+    pub read: BTreeSet<String>,
+    /// Whether this cluster's own exports were listed (then a federated Service's local
+    /// member adds none either).
+    pub own_read: bool,
+}
 
 /// What the judge found: the imports by namespace and name, and the problems it stepped over.
 #[derive(Debug, Default)]
@@ -238,12 +250,13 @@ pub fn judge(
             }),
         }
     }
-    for (ns, _) in exports.keys() {
+    for (ns, _) in exports.by_service.keys() {
         by_ns.entry(ns.clone()).or_default();
     }
     for (ns, reads) in by_ns {
         let mut by_service: BTreeMap<&str, Vec<&Read>> = BTreeMap::new();
         for ((_, name), _) in exports
+            .by_service
             .range((ns.clone(), String::new())..)
             .take_while(|((n, _), _)| *n == ns)
         {
@@ -259,6 +272,7 @@ pub fn judge(
         for (name, members) in by_service {
             let mut problems = Vec::new();
             let theirs = exports
+                .by_service
                 .get(&(ns.clone(), name.to_string()))
                 .map(Vec::as_slice)
                 .unwrap_or_default();
@@ -269,7 +283,7 @@ pub fn judge(
                 &hosts,
                 links,
                 naming,
-                theirs,
+                (theirs, &exports.read, exports.own_read),
                 &mut problems,
             ) {
                 out.imports.insert((ns.clone(), name.to_string()), i);
@@ -329,7 +343,7 @@ fn import(
     hosts: &BTreeMap<&str, Vec<&Read>>,
     links: &BTreeSet<String>,
     naming: &Naming,
-    exports: &[ClusterExport],
+    (exports, read, own_read): (&[ClusterExport], &BTreeSet<String>, bool),
     problems: &mut Vec<Problem>,
 ) -> Option<Import> {
     let mut problem = |object: &str, message: String| {
@@ -435,13 +449,17 @@ fn import(
             shown,
             headless: e.headless,
             ports: carried_ports(&e.carried),
-            carried: Some(e.carried.clone()),
+            carried: e.bridge.then(|| e.carried.clone()),
             endpoints,
         });
     }
     // Linkerd's mirrors: the addresses of the exports above, and the exports of clusters whose
     // credentials this bridge cannot read (or labelled for Linkerd by hand).
-    let covered = |link: &str, all: &[Member]| all.iter().any(|m| m.link.as_deref() == Some(link));
+    // A cluster whose exports were read is what they say: Linkerd's objects may lag (a member
+    // that left, a mirror left behind) and add no member for it.
+    let covered = |link: &str, all: &[Member]| {
+        read.contains(link) || all.iter().any(|m| m.link.as_deref() == Some(link))
+    };
     let mut federated: Option<(&Read, &Vec<IpAddr>, &Vec<Family>)> = None;
     // The federated Service first: where there is one, Linkerd's mirrors of clusters this
     // bridge cannot read add no member (the federated Service stands for the service).
@@ -488,7 +506,7 @@ fn import(
                         });
                     }
                 }
-                if *local && !all.iter().any(|m| m.link.is_none()) {
+                if *local && !own_read && !all.iter().any(|m| m.link.is_none()) {
                     match &naming.own {
                         Some(own) if !all.iter().any(|m| &m.cluster == own) => all.push(Member {
                             cluster: own.clone(),
@@ -541,7 +559,7 @@ fn import(
                     }
                     continue;
                 }
-                if federated.is_some() {
+                if federated.is_some() || covered(cluster, &all) {
                     continue;
                 }
                 let carried = carried_of(r, &mut problem);
@@ -1034,7 +1052,7 @@ mod tests {
 
     /// The judge from Linkerd's objects alone: no linked cluster's exports read.
     fn judge(services: &[Arc<Service>], links: &BTreeSet<String>, naming: &Naming) -> Judged {
-        super::judge(services, links, naming, &Exports::new())
+        super::judge(services, links, naming, &Exports::default())
     }
 
     fn svc(yaml: &str) -> Arc<Service> {
@@ -1131,7 +1149,7 @@ mod tests {
             );
             let west = carried("west", "2026-12-04T10:00:01Z", west_ports, false, "b");
             let in_cluster = |own: &Carried, other: &Carried, other_name: &str, ip: &str| {
-                let exports = Exports::from([(
+                let by_service = BTreeMap::from([(
                     key("web"),
                     vec![
                         ClusterExport {
@@ -1139,15 +1157,22 @@ mod tests {
                             ips: vec![ip.parse().unwrap()],
                             headless: false,
                             carried: own.clone(),
+                            bridge: true,
                         },
                         ClusterExport {
                             link: Some(other_name.into()),
                             ips: vec!["198.18.7.7".parse().unwrap()],
                             headless: false,
                             carried: other.clone(),
+                            bridge: true,
                         },
                     ],
                 )]);
+                let exports = Exports {
+                    by_service,
+                    read: BTreeSet::from([other_name.to_string()]),
+                    own_read: true,
+                };
                 let naming = Naming {
                     own: own.cluster.clone(),
                     ..Naming::default()
@@ -1184,19 +1209,68 @@ mod tests {
     }
 
     #[test]
+    fn what_linkerd_still_says_of_a_cluster_that_was_read_adds_nothing() {
+        // West withdrew its export; Linkerd's federated Service here still names it (its
+        // service mirror lags). West's exports were read: it exports nothing, so the import is
+        // this cluster's alone. Were west not read, the federated Service would stand for it.
+        let own = carried("east", "2026-12-04T10:00:00Z", &["http:80/TCP"], false, "a");
+        let fed = federated_here("west", "198.18.0.10", &own);
+        let mut exports = Exports {
+            by_service: BTreeMap::from([(
+                key("web"),
+                vec![ClusterExport {
+                    link: None,
+                    ips: vec!["198.18.0.5".parse().unwrap()],
+                    headless: false,
+                    carried: own,
+                    bridge: true,
+                }],
+            )]),
+            read: BTreeSet::from(["west".to_string()]),
+            own_read: true,
+        };
+        let naming = Naming {
+            own: Some("east".into()),
+            ..Naming::default()
+        };
+        let clusters = |exports: &Exports| {
+            super::judge(
+                std::slice::from_ref(&fed),
+                &links(&["west"]),
+                &naming,
+                exports,
+            )
+            .imports[&key("web")]
+                .clusters
+                .clone()
+        };
+        assert_eq!(clusters(&exports), BTreeSet::from(["east".into()]));
+        exports.read.clear();
+        assert_eq!(
+            clusters(&exports),
+            BTreeSet::from(["east".into(), "west".into()])
+        );
+    }
+
+    #[test]
     fn an_exporting_cluster_imports_its_own_export_without_a_mirror() {
         // A remote-discovery export seen by nobody yet: this cluster's own import has its own
         // cluster, with the Service's ClusterIP as its slice.
         let own = carried("east", "2026-12-04T10:00:00Z", &["http:80/TCP"], false, "a");
-        let exports = Exports::from([(
-            key("web"),
-            vec![ClusterExport {
-                link: None,
-                ips: vec!["198.18.0.10".parse().unwrap()],
-                headless: false,
-                carried: own,
-            }],
-        )]);
+        let exports = Exports {
+            by_service: BTreeMap::from([(
+                key("web"),
+                vec![ClusterExport {
+                    link: None,
+                    ips: vec!["198.18.0.10".parse().unwrap()],
+                    headless: false,
+                    carried: own,
+                    bridge: true,
+                }],
+            )]),
+            read: BTreeSet::new(),
+            own_read: true,
+        };
         let with = |own: Option<&str>| {
             let naming = Naming {
                 own: own.map(str::to_string),
@@ -1216,7 +1290,9 @@ mod tests {
         // Without an id of its own the carried one names it; without either it is left out
         // and the problem says how to give one.
         let mut anonymous = exports.clone();
-        anonymous.get_mut(&key("web")).unwrap()[0].carried.cluster = None;
+        anonymous.by_service.get_mut(&key("web")).unwrap()[0]
+            .carried
+            .cluster = None;
         let j = super::judge(&[], &links(&[]), &Naming::default(), &anonymous);
         assert!(j.imports.is_empty());
         assert!(

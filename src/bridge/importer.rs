@@ -389,9 +389,11 @@ impl Importer {
                 continue;
             }
             warn!(namespace = %p.namespace, service = %p.object, reason = p.reason, "{}", p.message);
+            // On one of Linkerd's Services, or on this cluster's exported Service.
             let svc = self
                 .services
-                .get(&ObjectRef::new(&p.object).within(&p.namespace));
+                .get(&ObjectRef::new(&p.object).within(&p.namespace))
+                .or_else(|| self.clusters.own(&(p.namespace.clone(), p.object.clone())));
             if let Some(svc) = svc {
                 let reference = kube::Resource::object_ref(&*svc, &());
                 self.event(&reference, p.reason, &p.message).await;

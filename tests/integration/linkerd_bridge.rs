@@ -297,11 +297,6 @@ fn exports_become_linkerd_labels_and_conditions() {
         c["ports"],
         serde_json::json!([{"name": "http", "port": 80, "protocol": "TCP"}])
     );
-    assert_eq!(
-        get(&k, "service", "web").unwrap()["metadata"]["labels"]["linkerd-bridge.clusterset-dns.io/exported"],
-        "true",
-        "the label other clusters' bridges select exports by"
-    );
     k.apply(&service(
         "web",
         "{sessionAffinity: ClientIP, ports: [{name: http, protocol: TCP, port: 80, appProtocol: kubernetes.io/h2c}]}",

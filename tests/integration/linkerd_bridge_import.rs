@@ -53,22 +53,34 @@ pub(crate) fn link(target: &str) -> String {
 }
 
 /// The federated Service of `svc` in `ns`: remote members `remote` (`svc@cluster,…`), a local
-/// member if `local`, and the export half's carried annotation `carried` if given.
+/// member if `local`, and the export half's carried annotation `carried` if given. With a local
+/// member, that member too: the Service `svc` labelled `mirror.linkerd.io/federated=member`,
+/// whose annotations Linkerd copies onto the federated Service (the local member is always its
+/// oldest, linkerd2 `version-2.20` `handleFederatedServiceJoin`).
 fn federated(ns: &str, svc: &str, remote: &str, local: bool, carried: Option<&str>) -> String {
     let mut annotations = format!("multicluster.linkerd.io/remote-discovery: '{remote}'");
     if local {
         annotations += &format!(", multicluster.linkerd.io/local-discovery: {svc}");
     }
+    let mut own = String::new();
     if let Some(c) = carried {
         annotations += &format!(", linkerd-bridge.clusterset-dns.io/export: '{c}'");
+        own = format!(", annotations: {{linkerd-bridge.clusterset-dns.io/export: '{c}'}}");
     }
-    linkerd_service(
+    let mut out = linkerd_service(
         ns,
         &format!("{svc}-federated"),
         "app: web",
         &annotations,
         false,
-    )
+    );
+    if local {
+        out += &format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {svc}, namespace: {ns}, labels: {{mirror.linkerd.io/federated: member}}{own}}}\n\
+             spec: {{ports: [{{name: http, protocol: TCP, port: 80, targetPort: 80, appProtocol: http}}]}}\n"
+        );
+    }
+    out
 }
 
 /// What the export half carries for a Service with sessionAffinity ClientIP and port http's
@@ -415,7 +427,7 @@ fn linkerd_services_become_service_imports() {
     });
     until("the Event on the label left out", 10, || {
         events(&k, "shop", "NotImported").iter().any(|e| {
-            e.starts_with("web-federated: exported label bad key!=\"x\" is left out of the ServiceImport: the key name \"bad key!\" is not")
+            e.starts_with("web: exported label bad key!=\"x\" is left out of the ServiceImport: the key name \"bad key!\" is not")
         })
     });
     assert_eq!(
@@ -443,6 +455,8 @@ fn linkerd_services_become_service_imports() {
     );
 
     steps.next("4. the federated Service goes: the mirrors give the import, then nothing");
+    // Its last members leave (the local one unexported), and Linkerd deletes it.
+    k.delete("service", "shop", "web");
     k.delete("service", "shop", "web-federated");
     settles(
         &k,

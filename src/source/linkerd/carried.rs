@@ -17,12 +17,6 @@ use serde_json::Value;
 /// The annotation the export half carries [`Carried`] in.
 pub const ANNOTATION: &str = "linkerd-bridge.clusterset-dns.io/export";
 
-/// The label the export half puts on every Service it exports (with Linkerd's own): what other
-/// clusters' bridges select the exported Services by through a Link's credentials. Linkerd
-/// copies it onto its mirrors and federated Services too, so a reader passes over Services
-/// labelled `mirror.linkerd.io/mirrored-service`.
-pub const LABEL_EXPORTED: &str = "linkerd-bridge.clusterset-dns.io/exported";
-
 /// The version of [`Carried`] this build writes and the newest it reads.
 pub const VERSION: u32 = 1;
 
@@ -117,6 +111,35 @@ impl Carried {
             ));
         }
         Ok(c)
+    }
+
+    /// What a Service's own spec says, for an export no bridge carried anything for (a Service
+    /// labelled for Linkerd by hand): no cluster, no export time, no exported labels.
+    pub fn of_service(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Carried {
+        let spec = spec.clone();
+        Carried {
+            version: VERSION,
+            headless: spec.cluster_ip.as_deref() == Some("None"),
+            session_affinity: spec.session_affinity,
+            session_affinity_config: spec
+                .session_affinity_config
+                .and_then(|c| serde_json::to_value(c).ok()),
+            internal_traffic_policy: spec.internal_traffic_policy,
+            traffic_distribution: spec.traffic_distribution,
+            ip_families: spec.ip_families,
+            ports: spec
+                .ports
+                .unwrap_or_default()
+                .iter()
+                .map(|p| CarriedPort {
+                    name: p.name.clone().unwrap_or_default(),
+                    port: p.port,
+                    protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                    app_protocol: p.app_protocol.clone(),
+                })
+                .collect(),
+            ..Carried::default()
+        }
     }
 
     /// The annotation's text: the same export always gives the same text.

@@ -174,6 +174,14 @@ impl Cluster {
                 "--service-cluster-ip-range",
                 &self.service_range,
             ])
+            // For a set held for a hand run (tests/linkerd-set-up.sh): flags of its own, such
+            // as `--disable-admission-plugins=ServiceAccount` where no controller makes
+            // ServiceAccounts.
+            .args(
+                std::env::var("CLUSTERSET_DNS_TEST_APISERVER_ARGS")
+                    .unwrap_or_default()
+                    .split_whitespace(),
+            )
             .current_dir(d)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(d.join("apiserver.log")).unwrap())
