@@ -553,8 +553,8 @@ fn hold_if_asked(set: &[(&str, &Cluster); 2], bridges: &[Bridge; 2]) -> bool {
     );
     for ((name, one), (other, _)) in per_context.iter().zip(set.iter().rev()) {
         say += &format!(
-            "  controller service-mirror -kubeconfig {} -namespace linkerd-multicluster -enable-headless-services -metrics-addr 127.0.0.1:0 {other}\n\
-             \x20 controller service-mirror -kubeconfig {} -namespace linkerd-multicluster -local-mirror -metrics-addr 127.0.0.1:0  # in {name}\n",
+            "  HOSTNAME={name}-{other} controller service-mirror -kubeconfig {} -namespace linkerd-multicluster -enable-headless-services -metrics-addr 127.0.0.1:0 {other}\n\
+             \x20 HOSTNAME={name}-local controller service-mirror -kubeconfig {} -namespace linkerd-multicluster -local-mirror -metrics-addr 127.0.0.1:0\n",
             one.display(),
             one.display()
         );
