@@ -151,6 +151,8 @@ struct Linked {
 
 #[derive(Default)]
 struct State {
+    /// Where the links' reach and this cluster's id are counted.
+    metrics: Option<Arc<super::metrics::BridgeMetrics>>,
     /// This cluster's id: `--cluster-id`, else the ClusterProperty's.
     own_id: Option<String>,
     /// Whether the id is known or was looked for once.
@@ -191,9 +193,14 @@ impl Clusters {
     }
 
     fn tell(&self, c: Changed) {
-        self.lock()
-            .subscribers
-            .retain(|s| s.send(c.clone()).is_ok());
+        let mut s = self.lock();
+        if c == Changed::All
+            && let Some(m) = &s.metrics
+        {
+            let read = s.links.values().filter(|l| l.reach == Reach::Read).count();
+            m.clusters(read, s.links.len() - read, s.own_id.is_some());
+        }
+        s.subscribers.retain(|sub| sub.send(c.clone()).is_ok());
     }
 
     /// Whether every cluster was listed or found unreadable once: before that a judgement
@@ -316,9 +323,11 @@ pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport
 pub fn start(
     client: kube::Client,
     cluster_id: Option<String>,
+    metrics: Arc<super::metrics::BridgeMetrics>,
     shutdown: CancellationToken,
 ) -> Clusters {
     let clusters = Clusters::default();
+    clusters.lock().metrics = Some(metrics);
     match cluster_id {
         Some(id) => {
             let mut s = clusters.lock();

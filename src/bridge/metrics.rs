@@ -19,6 +19,8 @@ pub struct BridgeMetrics {
     leader: IntGauge,
     not_taken_over: IntGaugeVec,
     unusable: IntGauge,
+    linked: IntGaugeVec,
+    own_id: IntGauge,
     /// The condition series set for each export, to take away when they change.
     shown: Mutex<HashMap<Key, Vec<[String; 2]>>>,
     /// Why each half is not ready yet, if it is not.
@@ -76,8 +78,23 @@ impl BridgeMetrics {
             "Services written by Linkerd's service mirror that the import half cannot use (each named in an Event and the log).",
         )
         .expect("valid metric");
+        let linked = IntGaugeVec::new(
+            Opts::new(
+                "clusterset_dns_bridge_linked_clusters",
+                "Linked clusters by whether their exports are read through their Link's credentials (read) or not (unread: judged from Linkerd's objects here, why in the log and the exports' Conflict messages).",
+            ),
+            &["state"],
+        )
+        .expect("valid metric");
+        let own_id = IntGauge::new(
+            "clusterset_dns_bridge_cluster_id_known",
+            "1 when this cluster has an id (its ClusterProperty cluster.clusterset.k8s.io, or --cluster-id); 0 leaves its own exports out of its own imports.",
+        )
+        .expect("valid metric");
         for c in [
             Box::new(leader.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(linked.clone()),
+            Box::new(own_id.clone()),
             Box::new(not_taken_over.clone()),
             Box::new(unusable.clone()),
             Box::new(reconciles.clone()),
@@ -97,6 +114,9 @@ impl BridgeMetrics {
         for kind in ["ServiceImport", "EndpointSlice"] {
             not_taken_over.with_label_values(&[kind]);
         }
+        for state in ["read", "unread"] {
+            linked.with_label_values(&[state]);
+        }
         BridgeMetrics {
             registry,
             reconciles,
@@ -105,12 +125,23 @@ impl BridgeMetrics {
             leader,
             not_taken_over,
             unusable,
+            linked,
+            own_id,
             shown: Mutex::default(),
             waiting: Mutex::new(BTreeMap::from([(
                 "bridge",
                 "starting: the Kubernetes API has not answered yet".into(),
             )])),
         }
+    }
+
+    /// The linked clusters whose exports are read and not, and whether this one has an id.
+    pub fn clusters(&self, read: usize, unread: usize, own_id: bool) {
+        self.linked.with_label_values(&["read"]).set(read as i64);
+        self.linked
+            .with_label_values(&["unread"])
+            .set(unread as i64);
+        self.own_id.set(i64::from(own_id));
     }
 
     pub fn leading(&self, on: bool) {

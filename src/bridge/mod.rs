@@ -156,7 +156,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
         shutdown.clone(),
     ));
     let [export_leader, import_leader] = notify;
-    let clusters = clusters::start(client.clone(), config.cluster_id.clone(), shutdown.clone());
+    let clusters = clusters::start(
+        client.clone(),
+        config.cluster_id.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    );
     let shared = Shared {
         client,
         clusters,

@@ -431,6 +431,22 @@ fn two_clusters_exporting_one_service_agree_and_both_say_conflict() {
         "every case agreed in both clusters, Conflict on every export, {:.1} s after the second exports",
         second.elapsed().as_secs_f64()
     );
+    // Each bridge reads the other's exports, and knows its own id, as its metrics say.
+    for b in &bridges {
+        let scrape = b.admin("/metrics").1;
+        assert_eq!(
+            common::metric_in(
+                &scrape,
+                r#"clusterset_dns_bridge_linked_clusters{state="read"}"#
+            ),
+            1.0,
+            "{scrape}"
+        );
+        assert_eq!(
+            common::metric_in(&scrape, "clusterset_dns_bridge_cluster_id_known"),
+            1.0
+        );
+    }
     // One label write per export: each bridge labelled each of its five Services once.
     for (b, cluster) in bridges.iter().zip(["east", "west"]) {
         let log = b.log();
