@@ -74,12 +74,20 @@ impl Exported {
     }
 }
 
+/// What a cluster's watches of exported Services said.
+enum Seen {
+    /// This service's export changed.
+    Key(Key),
+    /// Both watches have listed (again).
+    Listed,
+}
+
 /// The watches of one cluster's exported Services into `writers`: each event as the key it
-/// changes, or the index of the watch whose first list is done.
+/// changes, and [`Seen::Listed`] once both have listed.
 fn watch_exported(
     client: kube::Client,
     writers: [reflector::store::Writer<Service>; 2],
-) -> impl futures::Stream<Item = Result<Result<Key, usize>, watcher::Error>> {
+) -> impl futures::Stream<Item = Result<Seen, watcher::Error>> {
     let [a, b] = writers;
     let [sa, sb] = selectors();
     let one = move |w: reflector::store::Writer<Service>, selector: String, index: usize| {
@@ -100,9 +108,17 @@ fn watch_exported(
         })
         .boxed()
     };
-    let first = one(a, sa, 0);
-    let second = one(b, sb, 1);
-    futures::stream::select(first, second)
+    let mut listed = [false; 2];
+    futures::stream::select(one(a, sa, 0), one(b, sb, 1)).filter_map(move |ev| {
+        futures::future::ready(match ev {
+            Ok(Err(index)) => {
+                listed[index] = true;
+                (listed == [true; 2]).then_some(Ok(Seen::Listed))
+            }
+            Ok(Ok(key)) => Some(Ok(Seen::Key(key))),
+            Err(e) => Some(Err(e)),
+        })
+    })
 }
 
 fn writers() -> ([reflector::store::Writer<Service>; 2], Exported) {
@@ -345,19 +361,15 @@ pub fn start(
         let (w, readers) = writers();
         c.lock().own = Some(readers);
         let mut events = std::pin::pin!(watch_exported(client2, w));
-        let mut listed = [false; 2];
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 ev = events.next() => match ev {
-                    Some(Ok(Err(index))) => {
-                        listed[index] = true;
-                        if listed == [true; 2] {
-                            c.lock().own_listed = true;
-                            c.tell(Changed::All);
-                        }
+                    Some(Ok(Seen::Listed)) => {
+                        c.lock().own_listed = true;
+                        c.tell(Changed::All);
                     }
-                    Some(Ok(Ok(k))) => c.tell(Changed::Keys(vec![k])),
+                    Some(Ok(Seen::Key(k))) => c.tell(Changed::Keys(vec![k])),
                     Some(Err(e)) => warn!(error = %e, "watching this cluster's exported Services"),
                     None => return,
                 }
@@ -616,22 +628,18 @@ impl Clusters {
                 l.exports = Some(readers.clone());
             }
             let mut events = std::pin::pin!(watch_exported(remote, w));
-            let mut listed = [false; 2];
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     ev = events.next() => match ev {
-                        Some(Ok(Err(index))) => {
-                            listed[index] = true;
-                            if listed == [true; 2] {
-                                if let Some(l) = self.lock().links.get_mut(&key) {
-                                    l.listed = true;
-                                }
-                                self.reach(&key, Reach::Read);
-                                self.tell(Changed::All);
+                        Some(Ok(Seen::Listed)) => {
+                            if let Some(l) = self.lock().links.get_mut(&key) {
+                                l.listed = true;
                             }
+                            self.reach(&key, Reach::Read);
+                            self.tell(Changed::All);
                         }
-                        Some(Ok(Ok(k))) => self.tell(Changed::Keys(vec![k])),
+                        Some(Ok(Seen::Key(k))) => self.tell(Changed::Keys(vec![k])),
                         Some(Err(e)) => {
                             let why = format!("watching its exported Services: {e}");
                             warn!(link = %format!("{}/{}", key.0, key.1), "{why}");
