@@ -201,9 +201,44 @@ fn service_mirror(set: &[(&str, &Cluster); 2]) {
                 "spec": {"ports": ports_of(oldest)},
             }));
         }
+        // The other cluster's remote-discovery exports: a mirror `<svc>-<link>` each, its labels
+        // and annotations copied and its ports (`getMirrorServiceLabels`, `...Annotations`); a
+        // headless one gets none.
+        let remote_discovery = |s: &Value| {
+            s["metadata"]["labels"]["mirror.linkerd.io/exported"] == "remote-discovery"
+                && s["spec"]["clusterIP"] != "None"
+                && s["metadata"]["labels"]["mirror.linkerd.io/mirrored-service"].is_null()
+        };
+        let mut mirrors = Vec::new();
+        for svc in there.iter().filter(|s| remote_discovery(s)) {
+            let name = svc["metadata"]["name"].as_str().unwrap_or_default();
+            let mut labels = copied_labels(svc);
+            labels.insert("mirror.linkerd.io/mirrored-service".into(), "true".into());
+            labels.insert("mirror.linkerd.io/cluster-name".into(), there_name.into());
+            let mut annotations = copied_annotations(svc);
+            annotations.insert(
+                "mirror.linkerd.io/remote-svc-fq-name".into(),
+                format!("{name}.shop.svc.cluster.local").into(),
+            );
+            mirrors.push(format!("{name}-{there_name}"));
+            items.push(json!({
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": format!("{name}-{there_name}"), "namespace": "shop", "labels": labels, "annotations": annotations},
+                "spec": {"ports": ports_of(svc)},
+            }));
+        }
         if !items.is_empty() {
             let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
             here.apply(&serde_json::to_string(&list).unwrap());
+        }
+        for s in mine {
+            let name = s["metadata"]["name"].as_str().unwrap_or_default();
+            if s["metadata"]["labels"]["mirror.linkerd.io/cluster-name"] == there_name
+                && !mirrors.iter().any(|m| m == name)
+            {
+                here.delete("service", "shop", name);
+            }
         }
         // The last member gone: the federated Service goes.
         for s in mine {
@@ -262,6 +297,23 @@ fn conflict(k: &Cluster, name: &str) -> (String, String) {
 /// A Service `name` in `shop` with `ports` (`name:port/PROTO`), headless if asked, and its
 /// ServiceExport with `export_spec` (YAML flow mapping).
 fn export(k: &Cluster, name: &str, ports: &[&str], headless: bool, export_spec: &str) {
+    export_as(k, name, ports, headless, export_spec, "");
+}
+
+/// [`export`], with the ServiceExport's mode annotation `mode` unless it is empty.
+fn export_as(
+    k: &Cluster,
+    name: &str,
+    ports: &[&str],
+    headless: bool,
+    export_spec: &str,
+    mode: &str,
+) {
+    let mode = if mode.is_empty() {
+        String::new()
+    } else {
+        format!(", annotations: {{linkerd-bridge.clusterset-dns.io/mode: {mode}}}")
+    };
     let ports: Vec<String> = ports
         .iter()
         .map(|p| {
@@ -273,7 +325,7 @@ fn export(k: &Cluster, name: &str, ports: &[&str], headless: bool, export_spec: 
     let cluster_ip = if headless { "clusterIP: None, " } else { "" };
     k.apply(&format!(
         "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: shop}}\nspec: {{{cluster_ip}selector: {{app: {name}}}, ports: [{}]}}\n\
-         ---\napiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata: {{name: {name}, namespace: shop}}\nspec: {export_spec}\n",
+         ---\napiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata: {{name: {name}, namespace: shop{mode}}}\nspec: {export_spec}\n",
         ports.join(", ")
     ));
 }
@@ -286,7 +338,7 @@ struct Case {
     import_has: &'static [&'static str],
 }
 
-const CASES: [Case; 5] = [
+const CASES: [Case; 6] = [
     Case {
         name: "names",
         conflict: "True/PortConflict",
@@ -323,6 +375,16 @@ const CASES: [Case; 5] = [
         name: "notes",
         conflict: "True/AnnotationsConflict",
         import_has: &[r#"annotations={"owner":"a"}"#],
+    },
+    // Exported for remote discovery (a mirror per cluster, no federated Service): each
+    // cluster's import has its own export too, and the union.
+    Case {
+        name: "mirrors",
+        conflict: "True/PortConflict",
+        import_has: &[
+            r#""ports":[{"name":"admin","port":9990,"protocol":"TCP"},{"name":"http","port":80,"protocol":"TCP"}]"#,
+            r#"clusters=[{"cluster":"east"},{"cluster":"west"}]"#,
+        ],
     },
 ];
 
@@ -401,6 +463,9 @@ fn two_clusters_exporting_one_service_agree_and_both_say_conflict() {
         false,
         "{exportedAnnotations: {owner: a}}",
     );
+    // Exported for remote discovery: Linkerd mirrors it, no federated Service.
+    let rd = "remote-discovery";
+    export_as(&east, "mirrors", &["http:80/TCP"], false, "{}", rd);
     std::thread::sleep(Duration::from_millis(1_100));
     let second = Instant::now();
     export(
@@ -426,6 +491,8 @@ fn two_clusters_exporting_one_service_agree_and_both_say_conflict() {
         false,
         "{exportedAnnotations: {owner: b}}",
     );
+    let ports = ["http:80/TCP", "admin:9990/TCP"];
+    export_as(&west, "mirrors", &ports, false, "{}", rd);
     settles(&set, &bridges, &CASES);
     eprintln!(
         "every case agreed in both clusters, Conflict on every export, {:.1} s after the second exports",
