@@ -273,6 +273,8 @@ impl Exporter {
         let service = self.services.get(&ObjectRef::new(name).within(ns));
         let Some(export) = export else {
             self.metrics.conditions(key, &[]);
+            // Its last write is forgotten with it, so the map holds only live exports.
+            self.applied.lock().expect("not poisoned").remove(key);
             // No export: take back a label the bridge put on.
             if let Some(svc) = service
                 && !owned_labels(&svc).is_empty()

@@ -428,11 +428,16 @@ fn import(
             Some(link) => format!("cluster {link}'s export of {ns}/{name}"),
         };
         let Some(id) = id else {
-            let why = match &e.link {
-                None => "this cluster has no id: create the ClusterProperty cluster.clusterset.k8s.io (or give --cluster-id), so its own export is part of its import".to_string(),
-                Some(link) => format!("cluster name {link:?} is not a cluster id (one or two DNS labels): give one with --linkerd-cluster-id {link}=ID"),
-            };
-            problem(name, format!("{shown} is left out: {why}"));
+            // This cluster without an id: its export half says so on the export (Ready
+            // `NoClusterId`, an Event) and in a metric, once per export, not here again.
+            if let Some(link) = &e.link {
+                problem(
+                    name,
+                    format!(
+                        "{shown} is left out: cluster name {link:?} is not a cluster id (one or two DNS labels): give one with --linkerd-cluster-id {link}=ID"
+                    ),
+                );
+            }
             continue;
         };
         if all.iter().any(|m| m.cluster == id) {
@@ -1288,17 +1293,19 @@ mod tests {
             vec![(None, "198.18.0.10".parse().unwrap())]
         );
         // Without an id of its own the carried one names it; without either it is left out
-        // and the problem says how to give one.
+        // (the export half says why, on the export).
         let mut anonymous = exports.clone();
         anonymous.by_service.get_mut(&key("web")).unwrap()[0]
             .carried
             .cluster = None;
         let j = super::judge(&[], &links(&[]), &Naming::default(), &anonymous);
         assert!(j.imports.is_empty());
-        assert!(
-            j.problems[0].message.contains("ClusterProperty"),
-            "{:?}",
-            j.problems
+        assert!(j.problems.is_empty(), "{:?}", j.problems);
+        let named = super::judge(&[], &links(&[]), &Naming::default(), &exports);
+        assert_eq!(
+            named.imports[&key("web")].clusters,
+            BTreeSet::from(["east".into()]),
+            "the id its export half carried"
         );
     }
 
