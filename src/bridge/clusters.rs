@@ -294,18 +294,13 @@ impl Clusters {
         }
         out
     }
-
-    /// The services any cluster exports.
-    pub fn keys(&self) -> BTreeSet<Key> {
-        let mut problems = Vec::new();
-        self.exports(&mut problems).by_service.into_keys().collect()
-    }
 }
 
 /// One exported Service as the halves read it: what its bridge carried, or, for a Service
 /// labelled for Linkerd by hand (or by a bridge before the carried annotation), what its spec
 /// says, with no export time (it then sorts after every export that has one). A carried
-/// annotation that cannot be read is an error that says why.
+/// annotation, or ClusterIPs, that cannot be read are an error that says why (the import half's
+/// own reading of ClusterIPs, [`super::import::cluster_ips`]).
 pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport, String> {
     let text = svc
         .metadata
@@ -318,12 +313,7 @@ pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport
         Some(text) => (Carried::parse(text)?, true),
         None => (Carried::of_service(&spec), false),
     };
-    let texts = match (&spec.cluster_ips, &spec.cluster_ip) {
-        (Some(v), _) if !v.is_empty() => v.clone(),
-        (_, Some(one)) => vec![one.clone()],
-        _ => Vec::new(),
-    };
-    let ips = texts.iter().filter_map(|t| t.parse().ok()).collect();
+    let ips = super::import::cluster_ips(&spec)?;
     Ok(ClusterExport {
         link: link.map(str::to_string),
         ips,
@@ -682,13 +672,4 @@ async fn remote_client(
     .map_err(|e| format!("Secret {ns}/{name}'s kubeconfig cannot be used: {e}"))?;
     kube::Client::try_from(config)
         .map_err(|e| format!("Secret {ns}/{name}'s kubeconfig gives no client: {e}"))
-}
-
-/// The exports of `key` in [`Peers`] as the export half compares them.
-pub fn peer_exports(peers: &Peers) -> Vec<(String, Result<ClusterExport, String>)> {
-    peers
-        .exports
-        .iter()
-        .map(|(target, svc)| (target.clone(), cluster_export(Some(target), svc)))
-        .collect()
 }

@@ -334,7 +334,8 @@ impl Exporter {
                     .as_ref()
                     .and_then(|a| a.get(CARRIED));
                 let wanted = BTreeSet::from([k.to_string()]);
-                let stale = self.written(key, svc, &format!("{k}={v} {carry}"));
+                let applying = format!("{k}={v} {carry}");
+                let stale = self.written(key, svc, &applying);
                 if (owned != wanted
                     || has.map(String::as_str) != Some(v)
                     || carries != Some(&carry))
@@ -344,7 +345,7 @@ impl Exporter {
                         Ok(()) => {
                             self.applied.lock().expect("not poisoned").insert(
                                 key.clone(),
-                                (svc.metadata.resource_version.clone(), format!("{k}={v} {carry}")),
+                                (svc.metadata.resource_version.clone(), applying),
                             );
                             info!(namespace = ns, name, label = %format!("{k}={v}"), "Service labelled for Linkerd");
                         }
@@ -381,9 +382,10 @@ impl Exporter {
     fn peers(&self, key: &Key) -> (Vec<Peer>, Seen) {
         let found = self.clusters.peers(key);
         let mut peers = Vec::new();
-        for (link, export) in super::clusters::peer_exports(&found) {
+        for (link, svc) in &found.exports {
+            let link = link.clone();
             let via = format!("Service {}/{} in cluster {link}", key.0, key.1);
-            match export {
+            match super::clusters::cluster_export(Some(&link), svc) {
                 Ok(e) => peers.push(Peer {
                     cluster: e.carried.cluster.clone().unwrap_or(link),
                     via,

@@ -931,7 +931,9 @@ fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
 }
 
 /// The Service's ClusterIPs (none when headless or not yet given), one per family.
-fn cluster_ips(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Result<Vec<IpAddr>, String> {
+pub(super) fn cluster_ips(
+    spec: &k8s_openapi::api::core::v1::ServiceSpec,
+) -> Result<Vec<IpAddr>, String> {
     let texts = match (&spec.cluster_ips, &spec.cluster_ip) {
         (Some(v), _) if !v.is_empty() => v.clone(),
         (_, Some(one)) => vec![one.clone()],
