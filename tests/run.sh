@@ -58,7 +58,20 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
   if [ -n "$guard" ]; then rm -f /usr/sbin/policy-rc.d && trap - EXIT; fi
 fi
-command -v kubernetes-validate >/dev/null 2>&1 || pip install -q kubernetes-validate
+# kubernetes-validate: pip's, where pip may install; else (Debian's own Python refuses, PEP 668)
+# in a virtual environment of the tests' own, kept with the other set-up.
+if ! command -v kubernetes-validate >/dev/null 2>&1 && ! pip install -q kubernetes-validate 2>/dev/null; then
+  venv=${CLUSTERSET_DNS_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterset-dns-tests}/venv
+  if [ ! -x "$venv/bin/kubernetes-validate" ]; then
+    echo "tests/run.sh: pip cannot install here; installing kubernetes-validate in $venv" >&2
+    python3 -m venv "$venv" 2>/dev/null || {
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+      python3 -m venv "$venv"
+    }
+    "$venv/bin/pip" install -q kubernetes-validate
+  fi
+  export PATH=$PATH:$venv/bin
+fi
 
 cargo fetch --locked
 # Kubernetes and etcd (tests/integration/kube_source.rs, tests/integration/differential/, tests/integration/cluster.rs) and CoreDNS
