@@ -180,6 +180,50 @@ pub fn cluster_id(text: &str) -> Option<String> {
     is_cluster_id(&id).then_some(id)
 }
 
+/// Whether `key` is a label or annotation key Kubernetes accepts (`[prefix/]name`: a DNS
+/// subdomain of at most 253 and a name as [`is_label_value`], not empty); if not, why.
+pub fn label_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        let subdomain = !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|l| {
+                let b = l.as_bytes();
+                !b.is_empty()
+                    && b.iter()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                    && b[0] != b'-'
+                    && b[b.len() - 1] != b'-'
+            });
+        if !subdomain {
+            return Err(format!(
+                "prefix {p:?} is not a lower-case DNS subdomain of at most 253 characters"
+            ));
+        }
+    }
+    if name.is_empty() || !is_label_value(name) {
+        return Err(format!(
+            "name {name:?} is not 1-63 of [A-Za-z0-9-_.], beginning and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `v` is a label value Kubernetes accepts: empty, or at most 63 of
+/// `[A-Za-z0-9-_.]` beginning and ending with a letter or digit.
+pub fn is_label_value(v: &str) -> bool {
+    let b = v.as_bytes();
+    b.is_empty()
+        || (b.len() <= 63
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,5 +251,29 @@ mod tests {
         assert_eq!(type_name(99), None);
         assert_eq!(rcode_name(3), Some("NXDOMAIN"));
         assert_eq!(rcode_name(9), None);
+    }
+
+    #[test]
+    fn label_keys_and_values_as_kubernetes_takes_them() {
+        for ok in ["app", "example.com/tier", "a.b-c/x_y.z", &"a".repeat(63)] {
+            assert_eq!(label_key(ok), Ok(()), "{ok}");
+        }
+        for (bad, says) in [
+            ("", "name \"\""),
+            ("Example.com/x", "prefix"),
+            ("-a.com/x", "prefix"),
+            ("a.com/", "name"),
+            ("a/b/c", "prefix \"a/b\""),
+            ("x_", "name"),
+            (&"a".repeat(64), "name"),
+        ] {
+            let e = label_key(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        assert!(is_label_value(""));
+        assert!(is_label_value("v1.2_3-x"));
+        assert!(!is_label_value("-v"));
+        assert!(!is_label_value("a b"));
+        assert!(!is_label_value(&"a".repeat(64)));
     }
 }

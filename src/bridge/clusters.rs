@@ -100,7 +100,7 @@ fn watch_exported(
         .filter_map(move |ev| {
             futures::future::ready(match ev {
                 Ok(watcher::Event::InitDone) => Some(Ok(Err(index))),
-                Ok(ev) => super::touched(ev)
+                Ok(ev) => super::object_of(ev)
                     .and_then(|s| key_of(&s))
                     .map(|k| Ok(Ok(k))),
                 Err(e) => Some(Err(e)),
@@ -260,9 +260,9 @@ impl Clusters {
         out
     }
 
-    /// Every export of every cluster, as the import half judges them; an exported Service
+    /// Every cluster's exports of `key`, as the import half judges them; an exported Service
     /// whose carried annotation cannot be read is passed over, with why in `problems`.
-    pub fn exports(&self, problems: &mut Vec<(Key, String)>) -> Exports {
+    pub fn exports_of(&self, key: &Key, problems: &mut Vec<String>) -> Exports {
         let s = self.lock();
         let mut out = Exports {
             own_read: s.own_listed,
@@ -274,25 +274,37 @@ impl Clusters {
                 .collect(),
             ..Exports::default()
         };
-        let mut add = |link: Option<&str>, svc: &Service| {
-            let (Some(ns), Some(name)) = (&svc.metadata.namespace, &svc.metadata.name) else {
-                return;
-            };
-            let key = (ns.clone(), name.clone());
-            match cluster_export(link, svc) {
-                Ok(e) => out.by_service.entry(key).or_default().push(e),
-                Err(why) => problems.push((key, why)),
+        let at = ObjectRef::new(&key.1).within(&key.0);
+        let mut found = Vec::new();
+        let own = s.own.as_ref().and_then(|e| e.get(&at));
+        let linked = s
+            .links
+            .values()
+            .filter_map(|l| Some((Some(l.target.as_str()), l.exports.as_ref()?.get(&at)?)));
+        for (link, svc) in own.map(|svc| (None, svc)).into_iter().chain(linked) {
+            match cluster_export(link, &svc) {
+                Ok(e) => found.push(e),
+                Err(why) => problems.push(why),
             }
-        };
-        for svc in s.own.iter().flat_map(Exported::state) {
-            add(None, &svc);
         }
-        for l in s.links.values() {
-            for svc in l.exports.iter().flat_map(Exported::state) {
-                add(Some(&l.target), &svc);
-            }
+        if !found.is_empty() {
+            out.by_service.insert(key.clone(), found);
         }
         out
+    }
+
+    /// Every service some cluster exports.
+    pub fn keys(&self) -> Vec<Key> {
+        let s = self.lock();
+        let mut keys = BTreeSet::new();
+        for e in s
+            .own
+            .iter()
+            .chain(s.links.values().filter_map(|l| l.exports.as_ref()))
+        {
+            keys.extend(e.state().iter().filter_map(|svc| key_of(svc)));
+        }
+        keys.into_iter().collect()
     }
 }
 
@@ -444,7 +456,7 @@ impl Clusters {
                     Some(format!(
                         "ClusterProperty {} cannot be read: {}",
                         crate::source::about::CLUSTER_ID,
-                        super::said(&e)
+                        super::api_error(&e)
                     )),
                 ),
             };
@@ -652,7 +664,7 @@ async fn remote_client(
     let secret = api.get(name).await.map_err(|e| {
         format!(
             "the Link's credentials Secret {ns}/{name} cannot be read: {}",
-            super::said(&e)
+            super::api_error(&e)
         )
     })?;
     let bytes = secret

@@ -1,16 +1,22 @@
 //! One writer at a time: the replicas of the bridge share a `coordination.k8s.io/v1` Lease, and
 //! only its holder writes. The others keep their watches warm and take the Lease over when its
-//! holder stops renewing it (or gives it up on shutdown), as client-go's leader election does:
-//! every change goes through the Lease's resourceVersion, so two replicas cannot both win.
+//! holder stops renewing it (or gives it up on shutdown).
+//!
+//! As client-go's leader election (`tools/leaderelection`, `tryAcquireOrRenew`) does, expiry is
+//! judged by this replica's own monotonic clock from when it last saw the Lease's record
+//! *change*, never from the `renewTime` another node wrote: clocks that disagree between nodes
+//! cannot make two leaders. Every write goes through the Lease's resourceVersion, so two
+//! replicas cannot both win a race. The decision is [`decide`], a pure function of what was
+//! observed and when.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
+use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -27,33 +33,100 @@ pub struct Config {
     pub renew: Duration,
 }
 
-/// Whether this replica holds the Lease now.
-#[derive(Debug, Clone, Default)]
-pub struct Leading(Arc<AtomicBool>);
+/// What decides who holds the Lease: its holder and the record's fields that change with each
+/// renewal. Two reads with equal records saw no renewal in between.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub holder: Option<String>,
+    /// `renewTime` and `acquireTime` as written (compared, never read as a clock).
+    pub renewed: Option<String>,
+    pub acquired: Option<String>,
+    pub transitions: i32,
+    /// `leaseDurationSeconds`, as the holder wrote it.
+    pub duration: Option<Duration>,
+}
 
-impl Leading {
-    pub fn now(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-
-    fn set(&self, on: bool) {
-        self.0.store(on, Ordering::Release);
+impl Record {
+    pub fn of(lease: &Lease) -> Record {
+        let spec = lease.spec.clone().unwrap_or_default();
+        let time = |t: Option<MicroTime>| t.map(|t| t.0.to_string());
+        Record {
+            holder: spec.holder_identity.filter(|h| !h.is_empty()),
+            renewed: time(spec.renew_time),
+            acquired: time(spec.acquire_time),
+            transitions: spec.lease_transitions.unwrap_or(0),
+            duration: spec
+                .lease_duration_seconds
+                .and_then(|s| u64::try_from(s).ok())
+                .map(Duration::from_secs),
+        }
     }
 }
 
-/// Holds the Lease whenever it can until `shutdown`, then gives it up if held. `changed` is
-/// called with each change of leadership.
+/// The record this replica last read, and when (by its own clock) it first read it so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    pub record: Record,
+    pub since: Instant,
+}
+
+/// What to do after one read of the Lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// There is none: create it, held by this replica.
+    Create,
+    /// It is free (given up, or its holder's renewals stopped): take it.
+    Acquire,
+    /// This replica holds it: renew it.
+    Renew,
+    /// Another replica holds it and renewed it within its duration, as seen here.
+    Follow,
+}
+
+/// The decision of replica `identity` on reading `current` at `now`, given what it observed
+/// before (`observed`, updated here). A holder counts as renewing until `duration` (its own
+/// `leaseDurationSeconds`, else `default`) has passed on this replica's clock since the record
+/// last changed: what time the holder's clock wrote is never compared with this one's.
+pub fn decide(
+    identity: &str,
+    current: Option<&Record>,
+    observed: &mut Option<Observed>,
+    now: Instant,
+    default: Duration,
+) -> Decision {
+    let Some(current) = current else {
+        *observed = None;
+        return Decision::Create;
+    };
+    let since = match observed {
+        Some(o) if o.record == *current => o.since,
+        _ => now,
+    };
+    *observed = Some(Observed {
+        record: current.clone(),
+        since,
+    });
+    match current.holder.as_deref() {
+        Some(h) if h == identity => Decision::Renew,
+        None => Decision::Acquire,
+        Some(_) if now < since + current.duration.unwrap_or(default) => Decision::Follow,
+        Some(_) => Decision::Acquire,
+    }
+}
+
+/// Holds the Lease whenever it can until `shutdown`, then gives it up if held. `leading` says
+/// whether this replica holds it now (each change sent once).
 pub async fn hold(
     client: kube::Client,
     config: Config,
-    leading: Leading,
-    changed: impl Fn(bool),
+    leading: watch::Sender<bool>,
     shutdown: CancellationToken,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let mut said_error = false;
+    let mut observed = None;
     loop {
-        let held = match attempt(&api, &config).await {
+        let held = match attempt(&api, &config, &mut observed).await {
             Ok(held) => {
                 said_error = false;
                 held
@@ -68,9 +141,7 @@ pub async fn hold(
                 false
             }
         };
-        if held != leading.now() {
-            leading.set(held);
-            changed(held);
+        if super::runner::set(&leading, held) {
             info!(identity = %config.identity, "{}", if held { "leading: this replica writes" } else { "not leading: another replica writes" });
         }
         tokio::select! {
@@ -78,70 +149,85 @@ pub async fn hold(
             _ = tokio::time::sleep(config.renew) => {}
         }
     }
-    if leading.now() {
-        leading.set(false);
+    if *leading.borrow() {
+        leading.send_replace(false);
         if let Err(e) = release(&api, &config).await {
             warn!(error = %e, "cannot give up the Lease; another replica takes it when it expires");
         }
     }
 }
 
-fn micro(t: Timestamp) -> MicroTime {
-    MicroTime(t)
-}
-
-/// One look at the Lease: takes it (absent, expired or given up) or renews it (held);
-/// whether this replica holds it now.
-async fn attempt(api: &Api<Lease>, config: &Config) -> Result<bool, kube::Error> {
-    let now = Timestamp::now();
+/// One look at the Lease, and what [`decide`] says done; whether this replica holds it now.
+async fn attempt(
+    api: &Api<Lease>,
+    config: &Config,
+    observed: &mut Option<Observed>,
+) -> Result<bool, kube::Error> {
+    let lease = api.get_opt(&config.name).await?;
+    let record = lease.as_ref().map(Record::of);
+    let decision = decide(
+        &config.identity,
+        record.as_ref(),
+        observed,
+        Instant::now(),
+        config.duration,
+    );
+    // The times written are for people reading the Lease; no replica judges by them.
+    let now = MicroTime(Timestamp::now());
     let seconds = i32::try_from(config.duration.as_secs()).unwrap_or(i32::MAX);
-    let Some(mut lease) = api.get_opt(&config.name).await? else {
-        let lease = Lease {
-            metadata: ObjectMeta {
-                name: Some(config.name.clone()),
-                namespace: Some(config.namespace.clone()),
-                ..Default::default()
-            },
-            spec: Some(LeaseSpec {
-                holder_identity: Some(config.identity.clone()),
-                lease_duration_seconds: Some(seconds),
-                acquire_time: Some(micro(now)),
-                renew_time: Some(micro(now)),
-                lease_transitions: Some(0),
-                ..Default::default()
-            }),
-        };
-        return match api.create(&PostParams::default(), &lease).await {
-            Ok(_) => Ok(true),
-            // Another replica created it first.
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-            Err(e) => Err(e),
-        };
+    let mut lease = match (decision, lease) {
+        (Decision::Follow, _) => return Ok(false),
+        (Decision::Create, _) | (_, None) => {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(config.name.clone()),
+                    namespace: Some(config.namespace.clone()),
+                    ..Default::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(config.identity.clone()),
+                    lease_duration_seconds: Some(seconds),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now),
+                    lease_transitions: Some(0),
+                    ..Default::default()
+                }),
+            };
+            return match api.create(&PostParams::default(), &lease).await {
+                Ok(l) => {
+                    *observed = Some(Observed {
+                        record: Record::of(&l),
+                        since: Instant::now(),
+                    });
+                    Ok(true)
+                }
+                // Another replica created it first.
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                Err(e) => Err(e),
+            };
+        }
+        (_, Some(lease)) => lease,
     };
     let spec = lease.spec.get_or_insert_with(Default::default);
-    let holder = spec.holder_identity.clone().unwrap_or_default();
-    let mine = holder == config.identity;
-    if !mine && !holder.is_empty() {
-        let renewed = spec.renew_time.as_ref().map(|t| t.0);
-        let lasts =
-            SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(seconds).into());
-        if renewed.is_some_and(|r| r + lasts > now) {
-            return Ok(false);
-        }
-    }
-    if !mine {
+    if decision == Decision::Acquire {
         spec.holder_identity = Some(config.identity.clone());
-        spec.acquire_time = Some(micro(now));
+        spec.acquire_time = Some(now.clone());
         spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
     }
-    spec.renew_time = Some(micro(now));
+    spec.renew_time = Some(now);
     spec.lease_duration_seconds = Some(seconds);
     // The resourceVersion read above makes this fail if anyone changed the Lease meanwhile.
     match api
         .replace(&config.name, &PostParams::default(), &lease)
         .await
     {
-        Ok(_) => Ok(true),
+        Ok(l) => {
+            *observed = Some(Observed {
+                record: Record::of(&l),
+                since: Instant::now(),
+            });
+            Ok(true)
+        }
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
         Err(e) => Err(e),
     }
@@ -161,4 +247,147 @@ async fn release(api: &Api<Lease>, config: &Config) -> Result<(), kube::Error> {
     api.replace(&config.name, &PostParams::default(), &lease)
         .await
         .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DURATION: Duration = Duration::from_secs(15);
+
+    fn held(holder: &str, renewed: &str) -> Record {
+        Record {
+            holder: Some(holder.into()),
+            renewed: Some(renewed.into()),
+            acquired: Some("2026-12-05T00:00:00Z".into()),
+            transitions: 1,
+            duration: Some(DURATION),
+        }
+    }
+
+    /// Replica `b` reads the Lease at each of `reads` (seconds from `t0`, and the record then);
+    /// its decisions.
+    fn reads(reads: &[(u64, Option<Record>)]) -> Vec<Decision> {
+        let t0 = Instant::now();
+        let mut observed = None;
+        reads
+            .iter()
+            .map(|(s, r)| {
+                let now = t0 + Duration::from_secs(*s);
+                decide("b", r.as_ref(), &mut observed, now, DURATION)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn none_is_created_and_ones_own_is_renewed() {
+        assert_eq!(reads(&[(0, None)]), [Decision::Create]);
+        assert_eq!(
+            reads(&[(0, Some(held("b", "2026-12-05T00:00:00Z")))]),
+            [Decision::Renew]
+        );
+    }
+
+    /// The holder's clock is an hour behind this replica's: its renewTime is always an hour
+    /// old as read here, yet while it renews it keeps the Lease.
+    #[test]
+    fn a_holder_whose_clock_is_behind_keeps_the_lease_while_it_renews() {
+        let d = reads(&[
+            (0, Some(held("a", "2026-12-04T23:00:00Z"))),
+            (10, Some(held("a", "2026-12-04T23:00:10Z"))),
+            (20, Some(held("a", "2026-12-04T23:00:20Z"))),
+            (30, Some(held("a", "2026-12-04T23:00:30Z"))),
+        ]);
+        assert_eq!(d, [Decision::Follow; 4]);
+    }
+
+    /// The holder's clock is an hour ahead: its renewTime looks valid here for an hour, yet
+    /// once its renewals stop the Lease is taken after its duration, not after that hour.
+    #[test]
+    fn a_holder_whose_clock_is_ahead_loses_the_lease_when_it_stops_renewing() {
+        let stale = held("a", "2026-12-05T01:00:00Z");
+        let d = reads(&[
+            (0, Some(stale.clone())),
+            (10, Some(stale.clone())),
+            (14, Some(stale.clone())),
+            (15, Some(stale)),
+        ]);
+        assert_eq!(
+            d,
+            [
+                Decision::Follow,
+                Decision::Follow,
+                Decision::Follow,
+                Decision::Acquire
+            ]
+        );
+    }
+
+    /// Expiry counts from when this replica first saw the record, not from its renewTime: a
+    /// replica that starts after the holder died still waits a whole duration.
+    #[test]
+    fn a_replica_that_just_started_waits_a_whole_duration() {
+        let dead = held("a", "2026-12-01T00:00:00Z");
+        let d = reads(&[(100, Some(dead.clone())), (114, Some(dead.clone()))]);
+        assert_eq!(d, [Decision::Follow, Decision::Follow]);
+        assert_eq!(
+            reads(&[(100, Some(dead.clone())), (115, Some(dead))]),
+            [Decision::Follow, Decision::Acquire]
+        );
+    }
+
+    /// A holder that writes a longer duration is given it.
+    #[test]
+    fn the_holders_own_duration_counts() {
+        let long = Record {
+            duration: Some(Duration::from_secs(60)),
+            ..held("a", "2026-12-05T00:00:00Z")
+        };
+        let d = reads(&[(0, Some(long.clone())), (59, Some(long.clone()))]);
+        assert_eq!(d, [Decision::Follow, Decision::Follow]);
+        assert_eq!(
+            reads(&[(0, Some(long.clone())), (60, Some(long))])[1],
+            Decision::Acquire
+        );
+    }
+
+    /// A holder that gives the Lease up on shutdown (no holder) is taken over at once.
+    #[test]
+    fn a_lease_given_up_is_taken_at_once() {
+        let given_up = Record {
+            holder: None,
+            renewed: None,
+            ..held("a", "2026-12-05T00:00:00Z")
+        };
+        let d = reads(&[(0, Some(held("a", "x"))), (1, Some(given_up))]);
+        assert_eq!(d, [Decision::Follow, Decision::Acquire]);
+    }
+
+    /// A Lease deleted under the holder is created again.
+    #[test]
+    fn a_deleted_lease_is_created_again() {
+        let d = reads(&[(0, Some(held("a", "x"))), (1, None)]);
+        assert_eq!(d, [Decision::Follow, Decision::Create]);
+    }
+
+    /// A new holder (a third replica took over) restarts the count even if its renewTime is
+    /// the same text.
+    #[test]
+    fn a_change_of_holder_is_a_change() {
+        let d = reads(&[
+            (0, Some(held("a", "x"))),
+            (14, Some(held("c", "x"))),
+            (28, Some(held("c", "x"))),
+            (29, Some(held("c", "x"))),
+        ]);
+        assert_eq!(
+            d,
+            [
+                Decision::Follow,
+                Decision::Follow,
+                Decision::Follow,
+                Decision::Acquire
+            ]
+        );
+    }
 }

@@ -1,23 +1,24 @@
 //! `clusterset-dns linkerd-bridge`: the API half of the Multi-Cluster Services API for Linkerd,
 //! in two halves that run together or apart in one process, behind one Lease:
-//! - the export half ([`exporter`], judged by [`export`]) turns each ServiceExport
-//!   (`multicluster.x-k8s.io`) into the label Linkerd's service mirror selects Services by,
-//!   applied server-side under the bridge's own field manager, and writes the export's
-//!   conditions;
-//! - the import half ([`importer`], judged by [`import`]) turns the Services Linkerd's service
-//!   mirror writes (federated Services, mirrors, headless endpoint mirrors) into ServiceImports
-//!   and EndpointSlices, for the clusters whose Links exist.
+//! - the [`export`] half turns each ServiceExport (`multicluster.x-k8s.io`) into the label
+//!   Linkerd's service mirror selects Services by, applied server-side under the bridge's own
+//!   field manager, and writes the export's conditions;
+//! - the [`import`] half turns every cluster's exports (read through the Links' credentials, see
+//!   [`clusters`]) and the Services Linkerd's service mirror writes into ServiceImports and
+//!   EndpointSlices.
 //!
-//! Both are level-triggered: every change marks what it can affect, a relist or the periodic
-//! resync marks everything, and each marked object is brought to what its judge says.
+//! Each half is a pure judge (`export::judge`, `import::judge`) and a controller that reads the
+//! objects and writes what its judge says, driven by the one [`runner`]: level-triggered, every
+//! change marks the keys it can affect, and a relist, a resync or taking the [`lease`] marks
+//! everything.
 
 pub mod clusters;
 pub mod export;
-mod exporter;
 pub mod import;
-mod importer;
 pub mod lease;
 pub mod metrics;
+pub mod names;
+pub mod runner;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,25 +31,15 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 use crate::source::kube::ClientError;
-pub use exporter::Settings as ExportSettings;
-pub use importer::Settings as ImportSettings;
+pub use export::Settings as ExportSettings;
+pub use import::Settings as ImportSettings;
 use metrics::BridgeMetrics;
-
-/// The field manager of everything the bridge writes: what it applied is what it takes back.
-pub const FIELD_MANAGER: &str = "clusterset-dns-linkerd-bridge";
-
-/// The Service annotation in which the export half carries, through Linkerd's service mirror
-/// (which copies every annotation onto its mirrors and federated Services), what the import
-/// half needs and Linkerd does not copy: the export's creation time, the Service's
-/// `sessionAffinity`, `sessionAffinityConfig`, `internalTrafficPolicy`, `trafficDistribution`,
-/// `ipFamilies` and its ports with their `appProtocol`, as JSON.
-pub const CARRIED: &str = crate::source::linkerd::ANNOTATION_CARRIED;
 
 /// What writes the bridge's Events: the controller `linkerd-bridge.clusterset-dns.io`, this
 /// replica's Lease identity as its instance.
 fn recorder(client: &kube::Client, identity: &str) -> kube::runtime::events::Recorder {
     let reporter = kube::runtime::events::Reporter {
-        controller: import::MANAGER.into(),
+        controller: names::MANAGER.into(),
         instance: Some(identity.to_string()),
     };
     kube::runtime::events::Recorder::new(client.clone(), reporter)
@@ -72,13 +63,11 @@ async fn event(
         secondary: None,
     };
     if let Err(e) = recorder.publish(&ev, reference).await {
-        tracing::warn!(error = %said(&e), reason, "an Event could not be written");
+        tracing::warn!(error = %api_error(&e), reason, "an Event could not be written");
     }
 }
 
-/// How long a failed object waits before it is tried again.
-const RETRY: Duration = Duration::from_secs(5);
-/// How many objects are brought up to date at once.
+/// How many keys each half brings up to date at once.
 const CONCURRENT: usize = 16;
 /// How often the API server is asked again for a CRD it did not serve.
 const CRD_RECHECK: Duration = Duration::from_secs(10);
@@ -139,23 +128,20 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
         move |method, path| m.route(method, path),
     ));
     let client = crate::source::kube::client(&config.kube).await?;
-    let leading = lease::Leading::default();
-    // Each half is told when this replica becomes the leader, to bring everything up to date.
-    let notify: [Arc<tokio::sync::Notify>; 2] = Default::default();
-    let (m, n) = (metrics.clone(), notify.clone());
+    let (leading_tx, leading) = tokio::sync::watch::channel(false);
+    let mut said = leading_tx.subscribe();
+    let m = metrics.clone();
+    tokio::spawn(async move {
+        while said.changed().await.is_ok() {
+            m.leading(*said.borrow_and_update());
+        }
+    });
     let holding = tokio::spawn(lease::hold(
         client.clone(),
         config.lease.clone(),
-        leading.clone(),
-        move |on| {
-            m.leading(on);
-            if on {
-                n.iter().for_each(|n| n.notify_one());
-            }
-        },
+        leading_tx,
         shutdown.clone(),
     ));
-    let [export_leader, import_leader] = notify;
     let clusters = clusters::start(
         client.clone(),
         config.cluster_id.clone(),
@@ -181,12 +167,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
     let export = config.export.clone().map(|settings| {
         let shared = shared.clone();
         let identity = config.lease.identity.clone();
-        tokio::spawn(exporter::run(shared, settings, identity, export_leader))
+        tokio::spawn(export::run(shared, settings, identity))
     });
     let import = config.import.clone().map(|settings| {
         let shared = shared.clone();
         let identity = config.lease.identity.clone();
-        tokio::spawn(importer::run(shared, settings, identity, import_leader))
+        tokio::spawn(import::run(shared, settings, identity))
     });
     for half in [export, import].into_iter().flatten() {
         let _ = half.await;
@@ -203,7 +189,8 @@ struct Shared {
     /// The exports of this cluster and every linked one.
     clusters: clusters::Clusters,
     metrics: Arc<BridgeMetrics>,
-    leading: lease::Leading,
+    /// Whether this replica holds the Lease: only then does it write.
+    leading: tokio::sync::watch::Receiver<bool>,
     shutdown: CancellationToken,
 }
 
@@ -278,15 +265,15 @@ async fn resource(client: &kube::Client, crd: &Crd) -> Result<ApiResource, Strin
 }
 
 /// What the API server said, in a line: its code, reason and message for an API error.
-pub(crate) fn said(e: &kube::Error) -> String {
+pub(crate) fn api_error(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
         e => e.to_string(),
     }
 }
 
-/// The object an event is about: one added, changed, listed or deleted.
-pub(crate) fn touched<K>(ev: watcher::Event<K>) -> Option<K> {
+/// The object a watch event is about: one added, changed, listed or deleted.
+pub(crate) fn object_of<K>(ev: watcher::Event<K>) -> Option<K> {
     match ev {
         watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
             Some(o)
@@ -295,6 +282,7 @@ pub(crate) fn touched<K>(ev: watcher::Event<K>) -> Option<K> {
     }
 }
 
+/// Sleeps until `at`, or for ever.
 pub(crate) async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,

@@ -1,0 +1,156 @@
+//! What the export half reads of Services: what an exported one carries for other clusters,
+//! what the judge compares, and the peers Linkerd's mirrors show for clusters that cannot be
+//! read.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Service;
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+use super::judge::{Exported, Peer, Port};
+use crate::bridge::Key;
+use crate::bridge::names::CARRIED;
+use crate::source::linkerd::carried::Carried;
+use crate::source::linkerd::shape::{Shape, classify};
+use crate::source::linkerd::{
+    ANNOTATION_FQ_NAME, ANNOTATION_REMOTE, LABEL_GATEWAY, LABEL_MIRRORED,
+};
+
+/// What `svc` exported by `export` carries for other clusters (see [`Carried`]): the exporting
+/// cluster's id `cluster`, the export's creation time (the MCS API resolves conflicts by the
+/// oldest export), the Service's headlessness, `sessionAffinity`, `sessionAffinityConfig`,
+/// `internalTrafficPolicy`, `trafficDistribution`, `ipFamilies` and ports with their
+/// `appProtocol`, and the export's `exportedLabels` and `exportedAnnotations`.
+pub(super) fn carried(svc: &Service, export: &DynamicObject, cluster: Option<String>) -> Carried {
+    let strings = |key: &str| -> BTreeMap<String, String> {
+        // The CRD's schema makes these maps of strings; anything else is not carried.
+        match export.data["spec"][key].as_object() {
+            Some(map) if map.values().all(Value::is_string) => map
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect(),
+            _ => BTreeMap::new(),
+        }
+    };
+    Carried {
+        cluster,
+        export_created: export
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string()),
+        exported_labels: strings("exportedLabels"),
+        exported_annotations: strings("exportedAnnotations"),
+        ..Carried::of_service(&svc.spec.clone().unwrap_or_default())
+    }
+}
+
+/// What the export half reads of a Service (without what its export carries).
+pub(super) fn exported(svc: &Service) -> Exported {
+    let spec = svc.spec.clone().unwrap_or_default();
+    Exported {
+        kind: spec.type_.unwrap_or_else(|| "ClusterIP".into()),
+        headless: spec.cluster_ip.as_deref() == Some("None"),
+        ports: ports(&spec.ports.unwrap_or_default()),
+        carried: Carried::default(),
+    }
+}
+
+pub(super) fn ports(ports: &[k8s_openapi::api::core::v1::ServicePort]) -> BTreeSet<Port> {
+    ports
+        .iter()
+        .map(|p| Port {
+            name: p.name.clone().unwrap_or_default(),
+            protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+            port: p.port,
+        })
+        .collect()
+}
+
+/// Whether `svc` is a Service Linkerd's service mirror wrote (not a gateway's mirror).
+pub(super) fn linkerd_wrote(svc: &Service) -> bool {
+    let labels = svc.metadata.labels.as_ref();
+    labels
+        .and_then(|l| l.get(LABEL_MIRRORED))
+        .map(String::as_str)
+        == Some("true")
+        && !labels.is_some_and(|l| l.contains_key(LABEL_GATEWAY))
+}
+
+/// A peer seen through a mirror, with the Link it came through.
+pub(super) struct MirrorPeer {
+    pub(super) via_link: String,
+    pub(super) peer: Peer,
+}
+
+/// The other clusters' exports of `ns/name` that Linkerd's service mirror shows here as mirrors
+/// (`mirror.linkerd.io/cluster-name`, `remote-svc-fq-name` of `<name>.<ns>.svc.…`), for the
+/// clusters whose exports cannot be read through their Links' credentials. A federated Service
+/// shows no peer: Linkerd writes it from its local member, so it would compare the export with
+/// itself.
+pub(super) fn mirror_peers(ns: &str, name: &str, services: &[Arc<Service>]) -> Vec<MirrorPeer> {
+    let mut out = Vec::new();
+    for s in services
+        .iter()
+        .filter(|s| s.metadata.namespace.as_deref() == Some(ns))
+    {
+        let labels = s.metadata.labels.clone().unwrap_or_default();
+        let annotations = s.metadata.annotations.clone().unwrap_or_default();
+        // The reading the import half and `--source linkerd` make.
+        let Ok(Shape::Mirror { link, service }) = classify(ns, &labels, &annotations) else {
+            continue;
+        };
+        if service != name {
+            continue;
+        }
+        let e = exported(s);
+        // What the peer's export half carried (Linkerd copies every annotation onto the
+        // mirror); none when the peer was labelled by hand.
+        let carried = annotations
+            .get(CARRIED)
+            .and_then(|text| Carried::parse(text).ok());
+        out.push(MirrorPeer {
+            peer: Peer {
+                cluster: carried
+                    .as_ref()
+                    .and_then(|c| c.cluster.clone())
+                    .unwrap_or_else(|| link.clone()),
+                via: format!("mirror {}", s.metadata.name.clone().unwrap_or_default()),
+                headless: e.headless,
+                ports: e.ports,
+                carried,
+            },
+            via_link: link,
+        });
+    }
+    out
+}
+
+/// The exports a change of `svc` can affect: its own, and the one each of Linkerd's mirrors or
+/// federated Services stands for.
+pub(super) fn keys_of_service(svc: &Service) -> Vec<Key> {
+    let (Some(ns), Some(name)) = (&svc.metadata.namespace, &svc.metadata.name) else {
+        return Vec::new();
+    };
+    let mut keys = vec![(ns.clone(), name.clone())];
+    if linkerd_wrote(svc) {
+        let annotations = svc.metadata.annotations.as_ref();
+        let get = |k: &str| {
+            annotations
+                .and_then(|a| a.get(k))
+                .map(String::as_str)
+                .unwrap_or_default()
+        };
+        if let Some((svc_name, _)) = get(ANNOTATION_FQ_NAME).split_once('.') {
+            keys.push((ns.clone(), svc_name.to_string()));
+        }
+        for m in get(ANNOTATION_REMOTE).split(',') {
+            if let Some((svc_name, _)) = m.trim().split_once('@') {
+                keys.push((ns.clone(), svc_name.to_string()));
+            }
+        }
+    }
+    keys
+}

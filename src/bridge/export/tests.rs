@@ -1,0 +1,408 @@
+use serde_json::Value;
+
+use super::*;
+use crate::source::linkerd::carried::Carried;
+
+/// The judge with no linked cluster read: peers only as given.
+fn judge(
+    ns: &str,
+    name: &str,
+    annotation: Option<&str>,
+    default: Mode,
+    service: Option<&Exported>,
+    peers: &[Peer],
+) -> Verdict {
+    super::judge(
+        ns,
+        name,
+        annotation,
+        default,
+        service,
+        peers,
+        &Seen::default(),
+    )
+}
+
+fn port(name: &str, port: i32) -> Port {
+    Port {
+        name: name.into(),
+        protocol: "TCP".into(),
+        port,
+    }
+}
+
+fn svc(headless: bool, ports: &[Port]) -> Exported {
+    Exported {
+        kind: "ClusterIP".into(),
+        headless,
+        ports: ports.iter().cloned().collect(),
+        carried: Carried::default(),
+    }
+}
+
+fn peer(cluster: &str, headless: bool, ports: &[Port]) -> Peer {
+    Peer {
+        cluster: cluster.into(),
+        via: format!("web-{cluster}"),
+        headless,
+        ports: ports.iter().cloned().collect(),
+        carried: None,
+    }
+}
+
+fn summary(v: &Verdict) -> Vec<(&'static str, Status, &str)> {
+    v.conditions
+        .iter()
+        .map(|c| (c.kind, c.status, c.reason.as_str()))
+        .collect()
+}
+
+#[test]
+fn the_mode_comes_from_the_annotation_else_the_default_and_headless_is_never_federated() {
+    let http = [port("http", 80)];
+    let cases = [
+        (None, false, Label::Set(Mode::Federated)),
+        (None, true, Label::Set(Mode::RemoteDiscovery)),
+        (Some("gateway"), true, Label::Set(Mode::Gateway)),
+        (
+            Some(" remote-discovery "),
+            false,
+            Label::Set(Mode::RemoteDiscovery),
+        ),
+        (Some("federated"), true, Label::Remove),
+        (Some("Federated"), false, Label::Keep),
+        (Some(""), false, Label::Keep),
+    ];
+    for (annotation, headless, label) in cases {
+        let v = judge(
+            "shop",
+            "web",
+            annotation,
+            Mode::Federated,
+            Some(&svc(headless, &http)),
+            &[],
+        );
+        assert_eq!(v.label, label, "{annotation:?} headless={headless}");
+    }
+    let v = judge(
+        "shop",
+        "web",
+        Some("fed"),
+        Mode::Federated,
+        Some(&svc(false, &http)),
+        &[],
+    );
+    assert_eq!(summary(&v)[0], (VALID, Status::False, "InvalidMode"));
+    assert!(v.conditions[0].message.contains("\"fed\""), "{v:?}");
+    let v = judge(
+        "shop",
+        "web",
+        Some("federated"),
+        Mode::Federated,
+        Some(&svc(true, &http)),
+        &[],
+    );
+    assert_eq!(summary(&v)[0], (VALID, Status::False, "InvalidServiceType"));
+    assert!(v.conditions[0].message.contains("gateway"), "{v:?}");
+}
+
+#[test]
+fn a_missing_or_external_name_service_is_not_valid_and_loses_the_label() {
+    let v = judge("shop", "web", None, Mode::Federated, None, &[]);
+    assert_eq!(v.label, Label::Remove);
+    assert_eq!(
+        summary(&v),
+        [
+            (VALID, Status::False, "NoService"),
+            (READY, Status::False, "Pending")
+        ]
+    );
+    assert!(v.conditions[0].message.contains("shop/web"));
+    let mut ext = svc(false, &[]);
+    ext.kind = "ExternalName".into();
+    let v = judge("shop", "web", None, Mode::Federated, Some(&ext), &[]);
+    assert_eq!(v.label, Label::Remove);
+    assert_eq!(summary(&v)[0], (VALID, Status::False, "InvalidServiceType"));
+}
+
+#[test]
+fn a_valid_export_is_ready_except_headless_for_remote_discovery() {
+    let http = [port("http", 80)];
+    let v = judge(
+        "shop",
+        "web",
+        None,
+        Mode::Federated,
+        Some(&svc(false, &http)),
+        &[],
+    );
+    assert_eq!(
+        summary(&v),
+        [
+            (VALID, Status::True, "Valid"),
+            (READY, Status::True, "Exported"),
+            (CONFLICT, Status::Unknown, "NoPeers")
+        ]
+    );
+    assert!(
+        v.conditions[1]
+            .message
+            .contains("mirror.linkerd.io/federated=member")
+    );
+    assert!(
+        v.conditions[2].message.contains("no Link's credentials"),
+        "{v:?}"
+    );
+    let v = judge(
+        "shop",
+        "web",
+        None,
+        Mode::Federated,
+        Some(&svc(true, &http)),
+        &[],
+    );
+    assert_eq!(summary(&v)[1], (READY, Status::False, "Failed"));
+    assert!(v.conditions[1].message.contains("gateway"));
+    let mut v = judge(
+        "shop",
+        "web",
+        None,
+        Mode::Gateway,
+        Some(&svc(false, &http)),
+        &[],
+    );
+    v.failed("the label is set to \"false\" by kubectl");
+    assert_eq!(summary(&v)[1], (READY, Status::False, "Failed"));
+    assert_eq!(
+        v.conditions[1].message,
+        "the label is set to \"false\" by kubectl"
+    );
+}
+
+#[test]
+fn conflicts_name_each_cluster_and_what_differs() {
+    let (http, https) = (port("http", 80), port("https", 443));
+    let mine = svc(false, std::slice::from_ref(&http));
+    let judge_with = |peers: &[Peer]| {
+        judge("shop", "web", None, Mode::Federated, Some(&mine), peers).conditions[2].clone()
+    };
+    let c = judge_with(&[peer("west", false, std::slice::from_ref(&http))]);
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (Status::False, "NoConflicts")
+    );
+    assert!(c.message.contains("west"));
+    let c = judge_with(&[
+        peer("west", false, std::slice::from_ref(&http)),
+        peer("north", false, &[http.clone(), https.clone()]),
+    ]);
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (Status::True, "PortConflict")
+    );
+    assert!(c.message.contains("cluster north") && c.message.contains("https:443/TCP"));
+    assert!(!c.message.contains("cluster west"), "{}", c.message);
+    let c = judge_with(&[peer("south", true, &[https])]);
+    assert_eq!(c.reason, "PortConflict,TypeConflict");
+    assert!(
+        c.message.contains("is headless, this one not headless"),
+        "{}",
+        c.message
+    );
+}
+
+#[test]
+fn events_say_what_turned_bad_and_when_it_is_exported_once() {
+    let http = [port("http", 80)];
+    let as_written = |v: &Verdict| -> Vec<Value> {
+        v.conditions
+            .iter()
+            .map(|c| {
+                serde_json::json!({"type": c.kind, "status": c.status.word(), "reason": c.reason, "message": c.message})
+            })
+            .collect()
+    };
+    let said = |v: &Verdict, before: &[Value]| -> Vec<(bool, String)> {
+        events(&v.conditions, before)
+            .into_iter()
+            .map(|s| (s.warning, s.reason))
+            .collect()
+    };
+    // No Service yet: one warning (not a second for Ready Pending).
+    let missing = judge("shop", "web", None, Mode::Federated, None, &[]);
+    assert_eq!(said(&missing, &[]), [(true, "NoService".to_string())]);
+    // Said once: the same conditions again say nothing.
+    assert!(said(&missing, &as_written(&missing)).is_empty());
+    // The Service comes: Exported, as a normal Event.
+    let ok = judge(
+        "shop",
+        "web",
+        None,
+        Mode::Federated,
+        Some(&svc(false, &http)),
+        &[],
+    );
+    assert_eq!(
+        said(&ok, &as_written(&missing)),
+        [(false, "Exported".to_string())]
+    );
+    assert!(said(&ok, &as_written(&ok)).is_empty());
+    // A peer with other ports: a warning named Conflict, its reasons in the note.
+    let conflicting = judge(
+        "shop",
+        "web",
+        None,
+        Mode::Federated,
+        Some(&svc(false, &http)),
+        &[peer("west", false, &[port("http", 8080)])],
+    );
+    let e = events(&conflicting.conditions, &as_written(&ok));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].warning && e[0].reason == "Conflict", "{e:?}");
+    assert!(e[0].note.starts_with("PortConflict: cluster west"), "{e:?}");
+    // Valid but not ready (a headless Service for remote discovery): a warning.
+    let headless = judge(
+        "shop",
+        "web",
+        Some("remote-discovery"),
+        Mode::Federated,
+        Some(&svc(true, &http)),
+        &[],
+    );
+    assert_eq!(
+        said(&headless, &as_written(&ok)),
+        [(true, "Failed".to_string())]
+    );
+}
+
+#[test]
+fn the_fields_a_peer_carried_are_compared_too() {
+    let http = [port("http", 80)];
+    let fields = |json: serde_json::Value| Carried::parse(&json.to_string()).unwrap();
+    let mut mine = svc(false, &http);
+    mine.carried = fields(serde_json::json!({
+        "exportCreated": "2026-12-04T10:00:00Z",
+        "sessionAffinity": "None",
+        "internalTrafficPolicy": "Cluster",
+        "exportedLabels": {"team": "shop"},
+        "ports": [],
+    }));
+    let with = |carried: Option<serde_json::Value>| {
+        let mut p = peer("west", false, &http);
+        p.carried = carried.map(fields);
+        judge("shop", "web", None, Mode::Federated, Some(&mine), &[p]).conditions[2].clone()
+    };
+    // The same fields (the creation time and ports are not among them): no conflict.
+    let c = with(Some(serde_json::json!({
+        "exportCreated": "2026-12-01T10:00:00Z",
+        "sessionAffinity": "None",
+        "internalTrafficPolicy": "Cluster",
+        "exportedLabels": {"team": "shop"},
+    })));
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (Status::False, "NoConflicts")
+    );
+    assert!(c.message.contains("other fields"), "{}", c.message);
+    // A peer labelled by hand carries nothing to compare, and the message says so.
+    let c = with(None);
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (Status::False, "NoConflicts")
+    );
+    assert!(c.message.contains("by hand"), "{}", c.message);
+    let c = with(Some(serde_json::json!({
+        "sessionAffinity": "ClientIP",
+        "internalTrafficPolicy": "Cluster",
+        "trafficDistribution": "PreferClose",
+        "exportedLabels": {"team": "cart"},
+        "exportedAnnotations": {"owner": "x"},
+    })));
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (
+            Status::True,
+            "AnnotationsConflict,LabelsConflict,SessionAffinityConflict,TrafficDistributionConflict"
+        )
+    );
+    for said in [
+        "cluster west (web-west) has sessionAffinity \"ClientIP\", this one \"None\"",
+        "has trafficDistribution \"PreferClose\", this one unset",
+        "has exportedLabels {\"team\":\"cart\"}, this one {\"team\":\"shop\"}",
+        "has exportedAnnotations {\"owner\":\"x\"}, this one unset",
+    ] {
+        assert!(c.message.contains(said), "{said} in {}", c.message);
+    }
+}
+
+#[test]
+fn what_was_read_decides_between_unknown_and_no_conflict() {
+    let http = [port("http", 80)];
+    let mine = svc(false, &http);
+    let with = |seen: Seen| {
+        super::judge(
+            "shop",
+            "web",
+            None,
+            Mode::Federated,
+            Some(&mine),
+            &[],
+            &seen,
+        )
+        .conditions[2]
+            .clone()
+    };
+    // Nothing read: nothing can be said.
+    let c = with(Seen::default());
+    assert_eq!((c.status, c.reason.as_str()), (Status::Unknown, "NoPeers"));
+    let c = with(Seen {
+        read: vec![],
+        unread: vec![("west".into(), "Secret x cannot be read: 403".into())],
+    });
+    assert_eq!((c.status, c.reason.as_str()), (Status::Unknown, "NoPeers"));
+    assert!(
+        c.message
+            .contains("cluster west's exports cannot be read (Secret x"),
+        "{}",
+        c.message
+    );
+    // Read, and nobody else exports it: no conflict, and which clusters were read.
+    let c = with(Seen {
+        read: vec!["east".into(), "west".into()],
+        unread: vec![("north".into(), "no key kubeconfig".into())],
+    });
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (Status::False, "NoConflicts")
+    );
+    assert!(
+        c.message.contains("read the exports of east, west"),
+        "{}",
+        c.message
+    );
+    assert!(
+        c.message.contains("cluster north's exports cannot be read"),
+        "{}",
+        c.message
+    );
+}
+
+#[test]
+fn an_export_without_a_cluster_id_warns() {
+    let mut v = judge(
+        "shop",
+        "web",
+        None,
+        Mode::Federated,
+        Some(&svc(false, &[port("http", 80)])),
+        &[],
+    );
+    v.no_cluster_id();
+    assert_eq!(summary(&v)[1], (READY, Status::True, NO_CLUSTER_ID));
+    assert!(v.conditions[1].message.contains("ClusterProperty"), "{v:?}");
+    let e = events(&v.conditions, &[]);
+    assert!(
+        e.iter().any(|e| e.warning && e.reason == NO_CLUSTER_ID),
+        "{e:?}"
+    );
+}

@@ -1,0 +1,855 @@
+//! The import half's controller: watches the Services Linkerd's service mirror writes, Links,
+//! and the ServiceImports and MCS EndpointSlices in the cluster, and brings each service to what
+//! [`super::judge`] says of it (with every cluster's exports of it, [`crate::bridge::clusters`]).
+//! It writes only objects it created (ServiceImports labelled `app.kubernetes.io/managed-by`,
+//! slices labelled `endpointslice.kubernetes.io/managed-by`, both [`MANAGER`]); one someone
+//! else created is left as it is, said in the log and an Event, and counted.
+//!
+//! A service is judged alone: an index from each service to the Linkerd Services and slices
+//! that name it keeps the work of one change to the objects of that service.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::object::{covers, difference, owned_keys, same_spec};
+use super::{Import, Naming, Problem};
+use crate::bridge::clusters::Changed;
+use crate::bridge::metrics::BridgeMetrics;
+use crate::bridge::names::{FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, is_ours};
+use crate::bridge::runner::{self, Backoff, Marks, Reconciler};
+use crate::bridge::{CONCURRENT, Crd, Key, LINK, Shared, api_error, object_of};
+use crate::source::linkerd::{ANNOTATION_FQ_NAME, ANNOTATION_LOCAL, ANNOTATION_REMOTE, SELECTOR};
+use crate::source::mcs::LABEL_SERVICE_NAME;
+
+/// What the import half is run with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// How clusters are named in `status.clusters` and the slices' `source-cluster`.
+    pub naming: Naming,
+    /// Every import is brought up to date this often, changed or not.
+    pub resync: Duration,
+}
+
+const SERVICE_IMPORT: Crd = Crd {
+    group: "multicluster.x-k8s.io",
+    versions: &["v1beta1", "v1alpha1"],
+    kind: "ServiceImport",
+    plural: "serviceimports",
+    install: "install the CRDs of sigs.k8s.io/mcs-api v0.5.2 (kubectl apply -f deploy/crds/multicluster.x-k8s.io_serviceimports.yaml)",
+};
+
+/// Runs the import half until shutdown, once the ServiceImport and Link CRDs are served: its
+/// watches, and the runner that brings each service marked up to date while this replica leads.
+pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity: String) {
+    let Some(si) = shared.wait_for("import", &SERVICE_IMPORT).await else {
+        return;
+    };
+    let Some(link) = shared.wait_for("import", &LINK).await else {
+        return;
+    };
+    shared.metrics.waiting("import", Some(NOT_LISTED.into()));
+    info!(serviceimport = %si.version, link = %link.version, "linkerd-bridge: import half starting");
+    let services_w = reflector::store::Writer::default();
+    let links_w = reflector::store::Writer::new(link.clone());
+    let imports_w = reflector::store::Writer::new(si.clone());
+    let slices_w = reflector::store::Writer::default();
+    let importer = Importer {
+        services: services_w.as_reader(),
+        links: links_w.as_reader(),
+        imports: imports_w.as_reader(),
+        slices: slices_w.as_reader(),
+        client: shared.client.clone(),
+        recorder: crate::bridge::recorder(&shared.client, &identity),
+        si,
+        link,
+        settings,
+        metrics: shared.metrics.clone(),
+        clusters: shared.clusters.clone(),
+        index: Mutex::default(),
+        told: Mutex::default(),
+    };
+    let (marks, marked) = Marks::channel();
+    let (ready, ready_rx) = watch::channel(false);
+    let runner = runner::Settings {
+        concurrency: CONCURRENT,
+        backoff: Backoff::DEFAULT,
+        resync: importer.settings.resync,
+    };
+    let watching = importer.watch(
+        (services_w, links_w, imports_w, slices_w),
+        marks,
+        ready,
+        shared.shutdown.clone(),
+    );
+    let working = runner::run(
+        &importer,
+        marked,
+        shared.leading.clone(),
+        ready_rx,
+        runner,
+        shared.shutdown.clone(),
+    );
+    tokio::join!(watching, working);
+}
+
+const NOT_LISTED: &str =
+    "the first full list of Services, Links, ServiceImports and EndpointSlices has not come yet";
+
+struct Importer {
+    client: kube::Client,
+    si: ApiResource,
+    link: ApiResource,
+    settings: Settings,
+    services: Store<Service>,
+    links: Store<DynamicObject>,
+    imports: Store<DynamicObject>,
+    slices: Store<EndpointSlice>,
+    metrics: Arc<BridgeMetrics>,
+    recorder: Recorder,
+    /// The exports of this cluster and the linked ones.
+    clusters: crate::bridge::clusters::Clusters,
+    /// Which Linkerd Services and EndpointSlices name each service.
+    index: Mutex<Indexes>,
+    /// What is said about each service now (see [`Told`]).
+    told: Mutex<Told>,
+}
+
+/// The objects of one kind that name each service, by object name (a superset: an entry is
+/// checked against the store when used).
+#[derive(Default)]
+struct Index {
+    by_key: HashMap<Key, HashSet<String>>,
+    of: HashMap<(String, String), Vec<Key>>,
+}
+
+impl Index {
+    fn set(&mut self, ns: &str, name: &str, keys: Vec<Key>) {
+        let at = (ns.to_string(), name.to_string());
+        self.remove(&at);
+        for k in &keys {
+            self.by_key
+                .entry(k.clone())
+                .or_default()
+                .insert(name.to_string());
+        }
+        self.of.insert(at, keys);
+    }
+
+    fn remove(&mut self, at: &(String, String)) {
+        for k in self.of.remove(at).unwrap_or_default() {
+            if let Some(names) = self.by_key.get_mut(&k) {
+                names.remove(&at.1);
+                if names.is_empty() {
+                    self.by_key.remove(&k);
+                }
+            }
+        }
+    }
+
+    fn names(&self, key: &Key) -> Vec<String> {
+        self.by_key
+            .get(key)
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    /// Drops the objects `exists` says are gone (a relist does not say what went meanwhile).
+    fn prune(&mut self, exists: impl Fn(&str, &str) -> bool) {
+        let gone: Vec<(String, String)> = self
+            .of
+            .keys()
+            .filter(|(ns, name)| !exists(ns, name))
+            .cloned()
+            .collect();
+        gone.iter().for_each(|at| self.remove(at));
+    }
+}
+
+#[derive(Default)]
+struct Indexes {
+    services: Index,
+    slices: Index,
+}
+
+/// What the import half says, by service: the problems in the log and an Event, the objects
+/// someone else holds. A message is said when the first service comes to hold it, and again
+/// only after no service held it for a while (it went, and came back); it is forgotten when no
+/// service holds it, so what is kept is bounded by what is wrong now.
+#[derive(Default)]
+struct Told {
+    by_key: HashMap<Key, Said>,
+    /// How many services hold each message.
+    held: HashMap<String, usize>,
+}
+
+/// What one service's last reconcile found to say, and count.
+#[derive(Default, Clone, PartialEq, Eq)]
+struct Said {
+    messages: BTreeSet<String>,
+    /// The objects that could not be used, by namespace and name.
+    unusable: BTreeSet<(String, String)>,
+    /// Its ServiceImport and how many of its slices someone else holds.
+    foreign: (usize, usize),
+}
+
+impl Told {
+    /// Records what `key` holds now; the messages no service held before, to be said.
+    fn hold(&mut self, key: &Key, now: Said) -> Vec<String> {
+        let before = self.by_key.remove(key).unwrap_or_default();
+        for m in before.messages.difference(&now.messages) {
+            if let Some(n) = self.held.get_mut(m) {
+                *n -= 1;
+                if *n == 0 {
+                    self.held.remove(m);
+                }
+            }
+        }
+        let mut new = Vec::new();
+        for m in now.messages.difference(&before.messages) {
+            let n = self.held.entry(m.clone()).or_default();
+            if *n == 0 {
+                new.push(m.clone());
+            }
+            *n += 1;
+        }
+        if now != Said::default() {
+            self.by_key.insert(key.clone(), now);
+        }
+        new
+    }
+}
+
+/// The services a change of one of Linkerd's Services can change the import of: the one its
+/// annotations name (a federated Service may name several while it is wrong); one that names
+/// none is judged under its own name, so what is wrong with it is said.
+fn keys_of_service(svc: &Service) -> Vec<Key> {
+    let (Some(ns), Some(object)) = (&svc.metadata.namespace, &svc.metadata.name) else {
+        return Vec::new();
+    };
+    let a = svc.metadata.annotations.clone().unwrap_or_default();
+    let get = |k: &str| a.get(k).map(String::as_str).unwrap_or_default();
+    let mut names: Vec<&str> = Vec::new();
+    let fq: Vec<&str> = get(ANNOTATION_FQ_NAME).split('.').collect();
+    // A host's `<host>.<svc>.<ns>.svc.<domain>`, a mirror's `<svc>.<ns>.svc.<domain>`.
+    names.extend(fq.iter().take(2));
+    names.extend(
+        get(ANNOTATION_REMOTE)
+            .split(',')
+            .filter_map(|m| m.trim().split_once('@'))
+            .map(|(s, _)| s),
+    );
+    names.push(get(ANNOTATION_LOCAL).trim());
+    let mut keys: Vec<Key> = names
+        .into_iter()
+        .filter(|n| !n.is_empty())
+        .map(|n| (ns.clone(), n.to_string()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    if keys.is_empty() {
+        keys.push((ns.clone(), object.clone()));
+    }
+    keys
+}
+
+fn key_of_slice(s: &EndpointSlice) -> Option<Key> {
+    let svc = s.metadata.labels.as_ref()?.get(LABEL_SERVICE_NAME)?;
+    Some((s.metadata.namespace.clone()?, svc.clone()))
+}
+
+/// What a watch of the import half said.
+enum Seen<K> {
+    Listed,
+    Applied(K),
+    Deleted(K),
+}
+
+/// The import half's watch of `api`, feeding `w`.
+fn watch_of<K>(
+    w: reflector::store::Writer<K>,
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = Result<Seen<K>, watcher::Error>>
+where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash,
+{
+    reflector::reflector(w, watcher(api, config))
+        .default_backoff()
+        .filter_map(|ev| {
+            futures::future::ready(match ev {
+                Ok(watcher::Event::InitDone) => Some(Ok(Seen::Listed)),
+                Ok(watcher::Event::Delete(o)) => Some(Ok(Seen::Deleted(o))),
+                Ok(ev) => object_of(ev).map(|o| Ok(Seen::Applied(o))),
+                Err(e) => Some(Err(e)),
+            })
+        })
+}
+
+impl Reconciler for Importer {
+    type Key = Key;
+    type Error = kube::Error;
+
+    /// Every service some object names: Linkerd's, the exports', the bridge's own.
+    fn every_key(&self) -> Vec<Key> {
+        let mut keys: BTreeSet<Key> = self.clusters.keys().into_iter().collect();
+        let index = self.index.lock().expect("not poisoned");
+        keys.extend(index.services.by_key.keys().cloned());
+        keys.extend(index.slices.by_key.keys().cloned());
+        drop(index);
+        keys.extend(
+            self.imports
+                .state()
+                .iter()
+                .filter(|o| is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER))
+                .filter_map(|o| Some((o.metadata.namespace.clone()?, o.metadata.name.clone()?))),
+        );
+        keys.into_iter().collect()
+    }
+
+    async fn reconcile(&self, key: Key) -> Result<(), kube::Error> {
+        let (want, mut said) = self.judge(&key);
+        let mine = self.our_slices(&key);
+        let result = self.reconcile(&key, want.as_ref(), &mine, &mut said).await;
+        self.tell(&key, said).await;
+        result
+    }
+
+    fn ran(&self, key: &Key, result: &Result<(), kube::Error>, wait: Option<Duration>) {
+        self.metrics.reconciled("import", result.is_ok());
+        if let (Err(e), Some(wait)) = (result, wait) {
+            warn!(namespace = %key.0, name = %key.1, error = %api_error(e), "import not brought up to date; trying again in {wait:?}");
+        }
+    }
+
+    fn idle(&self) {
+        self.count();
+    }
+}
+
+impl Importer {
+    /// Feeds the stores from the watches and the index, and marks what each change can affect;
+    /// says when everything was listed once (the runner waits for it).
+    async fn watch(
+        &self,
+        (services_w, links_w, imports_w, slices_w): (
+            reflector::store::Writer<Service>,
+            reflector::store::Writer<DynamicObject>,
+            reflector::store::Writer<DynamicObject>,
+            reflector::store::Writer<EndpointSlice>,
+        ),
+        marks: Marks<Key>,
+        ready: watch::Sender<bool>,
+        shutdown: CancellationToken,
+    ) {
+        let c = self.client.clone();
+        let config = watcher::Config::default;
+        let mut services = std::pin::pin!(watch_of(
+            services_w,
+            Api::all(c.clone()),
+            config().labels(SELECTOR)
+        ));
+        let mut links = std::pin::pin!(watch_of(
+            links_w,
+            Api::all_with(c.clone(), &self.link),
+            config()
+        ));
+        let mut imports = std::pin::pin!(watch_of(
+            imports_w,
+            Api::all_with(c.clone(), &self.si),
+            config()
+        ));
+        let mut slices = std::pin::pin!(watch_of(
+            slices_w,
+            Api::all(c.clone()),
+            config().labels(LABEL_SERVICE_NAME)
+        ));
+        let mut changes = self.clusters.subscribe();
+        let mut listed = [false; 4];
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                ev = services.next() => match ev {
+                    Some(Ok(Seen::Applied(s))) => {
+                        let keys = keys_of_service(&s);
+                        let (ns, name) = names_of(&s.metadata);
+                        self.index.lock().expect("not poisoned").services.set(&ns, &name, keys.clone());
+                        marks.keys(keys);
+                    }
+                    Some(Ok(Seen::Deleted(s))) => {
+                        let at = names_of(&s.metadata);
+                        self.index.lock().expect("not poisoned").services.remove(&at);
+                        marks.keys(keys_of_service(&s));
+                    }
+                    Some(Ok(Seen::Listed)) => {
+                        let store = &self.services;
+                        self.index.lock().expect("not poisoned").services.prune(|ns, name| {
+                            store.get(&ObjectRef::new(name).within(ns)).is_some()
+                        });
+                        listed[0] = true;
+                        marks.all();
+                    }
+                    Some(Err(e)) => warn!(error = %e, "import half: watching Linkerd's Services"),
+                    None => return,
+                },
+                ev = links.next() => match ev {
+                    // A Link added, changed or removed can change every import.
+                    Some(Ok(Seen::Listed)) => {
+                        listed[1] = true;
+                        marks.all();
+                    }
+                    Some(Ok(_)) => marks.all(),
+                    Some(Err(e)) => warn!(error = %e, "import half: watching Links"),
+                    None => return,
+                },
+                ev = imports.next() => match ev {
+                    Some(Ok(Seen::Applied(o) | Seen::Deleted(o))) => {
+                        if let (Some(ns), Some(name)) = (o.metadata.namespace, o.metadata.name) {
+                            marks.keys([(ns, name)]);
+                        }
+                    }
+                    Some(Ok(Seen::Listed)) => {
+                        listed[2] = true;
+                        marks.all();
+                    }
+                    Some(Err(e)) => warn!(error = %e, "import half: watching ServiceImports"),
+                    None => return,
+                },
+                ev = slices.next() => match ev {
+                    Some(Ok(Seen::Applied(s))) => {
+                        let (ns, name) = names_of(&s.metadata);
+                        let key = key_of_slice(&s);
+                        self.index.lock().expect("not poisoned").slices.set(&ns, &name, key.clone().into_iter().collect());
+                        marks.keys(key);
+                    }
+                    Some(Ok(Seen::Deleted(s))) => {
+                        let at = names_of(&s.metadata);
+                        self.index.lock().expect("not poisoned").slices.remove(&at);
+                        marks.keys(key_of_slice(&s));
+                    }
+                    Some(Ok(Seen::Listed)) => {
+                        let store = &self.slices;
+                        self.index.lock().expect("not poisoned").slices.prune(|ns, name| {
+                            store.get(&ObjectRef::new(name).within(ns)).is_some()
+                        });
+                        listed[3] = true;
+                        marks.all();
+                    }
+                    Some(Err(e)) => warn!(error = %e, "import half: watching EndpointSlices"),
+                    None => return,
+                },
+                change = changes.recv() => match change {
+                    Some(Changed::Keys(keys)) => marks.keys(keys),
+                    Some(Changed::All) => marks.all(),
+                    None => return,
+                },
+            }
+            let why = if listed.contains(&false) {
+                Some(NOT_LISTED)
+            } else if !self.clusters.settled() {
+                // Judged now, an import would leave out exports that exist.
+                Some("the linked clusters' exports have not all been listed yet")
+            } else {
+                None
+            };
+            self.metrics.waiting("import", why.map(str::to_string));
+            runner::set(&ready, why.is_none());
+        }
+    }
+
+    /// The import service `key` should have, from the Services and Links in the stores and
+    /// every cluster's exports of it, and what there is to say about it.
+    fn judge(&self, key: &Key) -> (Option<Import>, Said) {
+        let links: BTreeSet<String> = self
+            .links
+            .state()
+            .iter()
+            .filter_map(|l| {
+                let target = l
+                    .data
+                    .pointer("/spec/targetClusterName")
+                    .and_then(Value::as_str);
+                target
+                    .map(str::to_string)
+                    .or_else(|| l.metadata.name.clone())
+            })
+            .collect();
+        let names = self.index.lock().expect("not poisoned").services.names(key);
+        let services: Vec<Arc<Service>> = names
+            .iter()
+            .filter_map(|n| self.services.get(&ObjectRef::new(n).within(&key.0)))
+            .filter(|s| keys_of_service(s).contains(key))
+            .collect();
+        let mut naming = self.settings.naming.clone();
+        naming.own = self.clusters.own_id();
+        let mut unreadable = Vec::new();
+        let exports = self.clusters.exports_of(key, &mut unreadable);
+        let mut judged = super::judge(&services, &links, &naming, &exports);
+        judged
+            .problems
+            .extend(unreadable.into_iter().map(|message| Problem {
+                namespace: key.0.clone(),
+                object: key.1.clone(),
+                reason: super::NOT_IMPORTED,
+                message,
+            }));
+        let mut said = Said::default();
+        for p in &judged.problems {
+            said.messages.insert(problem_text(p));
+            said.unusable
+                .insert((p.namespace.clone(), p.object.clone()));
+        }
+        (judged.imports.remove(key), said)
+    }
+
+    /// Records what `key`'s reconcile found; says what no service said before, in the log and
+    /// an Event on the object it is about.
+    async fn tell(&self, key: &Key, said: Said) {
+        let new = self.told.lock().expect("not poisoned").hold(key, said);
+        for text in new {
+            let Some((what, message)) = text.split_once('\n') else {
+                continue;
+            };
+            let mut parts = what.splitn(4, ' ');
+            let (kind, reason, ns, object) = (
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+            );
+            warn!(namespace = %ns, object = %object, reason, "{message}");
+            let reference = match kind {
+                // On one of Linkerd's Services, or on this cluster's exported Service.
+                "Service" => self
+                    .services
+                    .get(&ObjectRef::new(object).within(ns))
+                    .or_else(|| self.clusters.own(&(ns.to_string(), object.to_string())))
+                    .map(|svc| kube::Resource::object_ref(&*svc, &())),
+                "ServiceImport" => self
+                    .imports
+                    .get(&ObjectRef::new_with(object, self.si.clone()).within(ns))
+                    .map(|o| kube::Resource::object_ref(&*o, &self.si)),
+                _ => self
+                    .slices
+                    .get(&ObjectRef::new(object).within(ns))
+                    .map(|s| kube::Resource::object_ref(&*s, &())),
+            };
+            if let Some(reference) = reference {
+                let warning = EventType::Warning;
+                crate::bridge::event(
+                    &self.recorder,
+                    &reference,
+                    warning,
+                    reason,
+                    message,
+                    "Import",
+                )
+                .await;
+            }
+        }
+    }
+
+    /// The EndpointSlices of service `key` the bridge created.
+    fn our_slices(&self, key: &Key) -> Vec<Arc<EndpointSlice>> {
+        let names = self.index.lock().expect("not poisoned").slices.names(key);
+        names
+            .iter()
+            .filter_map(|n| self.slices.get(&ObjectRef::new(n).within(&key.0)))
+            .filter(|s| {
+                is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER)
+                    && key_of_slice(s).as_ref() == Some(key)
+            })
+            .collect()
+    }
+
+    /// Brings service `key` to `want`: its ServiceImport and slices written, or taken away.
+    async fn reconcile(
+        &self,
+        key: &Key,
+        want: Option<&Import>,
+        mine: &[Arc<EndpointSlice>],
+        said: &mut Said,
+    ) -> Result<(), kube::Error> {
+        let (ns, name) = (key.0.as_str(), key.1.as_str());
+        let existing = self
+            .imports
+            .get(&ObjectRef::new_with(name, self.si.clone()).within(ns));
+        let ours = existing
+            .as_ref()
+            .is_none_or(|o| is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER));
+        let si_api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &self.si);
+        let slice_api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), ns);
+        let Some(want) = want else {
+            for s in mine {
+                let slice = s.metadata.name.clone().unwrap_or_default();
+                absent_is_done(slice_api.delete(&slice, &DeleteParams::default()).await)?;
+            }
+            if let Some(o) = existing.filter(|_| ours) {
+                absent_is_done(si_api.delete(name, &DeleteParams::default()).await)?;
+                info!(
+                    namespace = ns,
+                    name, "ServiceImport deleted: no cluster exports the service now"
+                );
+                drop(o);
+            }
+            return Ok(());
+        };
+        if !ours {
+            let o = existing.expect("not ours: it exists");
+            self.not_taken_over(
+                said,
+                "ServiceImport",
+                &kube::Resource::object_ref(&*o, &self.si),
+            );
+
+            return Ok(());
+        }
+        // The ServiceImport: created if it is not there (an existing one is someone else's),
+        // then its spec, labels and annotations and its status written when they differ.
+        let mut object = json!({
+            "apiVersion": self.si.api_version,
+            "kind": "ServiceImport",
+            "metadata": want.metadata(),
+            "spec": want.spec(),
+        });
+        object["metadata"]["name"] = name.into();
+        object["metadata"]["namespace"] = ns.into();
+        let mut have = existing.map(|o| serde_json::to_value(&*o).unwrap_or_default());
+        if have.is_none() {
+            let new: DynamicObject = serde_json::from_value(object.clone()).expect("an object");
+            let pp = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PostParams::default()
+            };
+            match si_api.create(&pp, &new).await {
+                Ok(o) => {
+                    info!(namespace = ns, name, "ServiceImport created");
+                    have = Some(serde_json::to_value(o).unwrap_or_default());
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    // Created since the store saw it: ours if it says so.
+                    let o = si_api.get(name).await?;
+                    if !is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER) {
+                        self.not_taken_over(
+                            said,
+                            "ServiceImport",
+                            &kube::Resource::object_ref(&o, &self.si),
+                        );
+                        return Ok(());
+                    }
+                    have = Some(serde_json::to_value(o).unwrap_or_default());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let have = have.unwrap_or_default();
+        let apply = PatchParams::apply(FIELD_MANAGER).force();
+        // Labels and annotations the bridge wrote before (its field manager holds them) and
+        // wants no more: exported no longer.
+        let stale = |what: &str| -> Vec<String> {
+            owned_keys(&have, what)
+                .into_iter()
+                .filter(|k| object["metadata"][what].get(k).is_none())
+                .collect()
+        };
+        let (stale_labels, stale_annotations) = (stale("labels"), stale("annotations"));
+        if !covers(&have, &object)
+            || !same_spec(&have["spec"], &object["spec"])
+            || !stale_labels.is_empty()
+            || !stale_annotations.is_empty()
+        {
+            // Replaced whole, at the version read: a field the bridge no longer wants (`ips`
+            // once the federated Service is gone) goes too, and a change made since the read
+            // fails with a conflict and is tried again. Labels and annotations others put on
+            // stay.
+            let mut new = have.clone();
+            new["spec"] = object["spec"].clone();
+            for (what, stale) in [
+                ("labels", &stale_labels),
+                ("annotations", &stale_annotations),
+            ] {
+                if let Some(m) = new["metadata"][what].as_object_mut() {
+                    stale.iter().for_each(|k| drop(m.remove(k)));
+                }
+                for (k, v) in object["metadata"][what].as_object().into_iter().flatten() {
+                    new["metadata"][what][k] = v.clone();
+                }
+            }
+            if let Some(m) = new["metadata"].as_object_mut() {
+                m.remove("managedFields");
+            }
+            let new: DynamicObject = serde_json::from_value(new).expect("an object");
+            let pp = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PostParams::default()
+            };
+            si_api.replace(name, &pp, &new).await?;
+            let changed = difference(&have, &object)
+                .unwrap_or_else(|| "a field the bridge no longer sets".into());
+            info!(namespace = ns, name, changed, "ServiceImport updated");
+        }
+        let status = want.status();
+        if !covers(&have["status"], &status)
+            || have["status"]["clusters"].as_array().map(Vec::len)
+                != status["clusters"].as_array().map(Vec::len)
+        {
+            let patch = json!({
+                "apiVersion": self.si.api_version,
+                "kind": "ServiceImport",
+                "metadata": {"name": name, "namespace": ns},
+                "status": status,
+            });
+            si_api
+                .patch_status(name, &apply, &Patch::Apply(&patch))
+                .await?;
+        }
+        // The slices: each written unless someone else's has its name; the bridge's others
+        // taken away.
+        let wanted = want.slice_objects();
+        for (slice, object) in &wanted {
+            let have = self.slices.get(&ObjectRef::new(slice).within(ns));
+            match have {
+                Some(h) if !is_ours(h.metadata.labels.as_ref(), LABEL_SLICE_MANAGER) => {
+                    self.not_taken_over(
+                        said,
+                        "EndpointSlice",
+                        &kube::Resource::object_ref(&*h, &()),
+                    );
+                }
+                Some(h) if covers(&serde_json::to_value(&*h).unwrap_or_default(), object) => {}
+                Some(_) => {
+                    slice_api
+                        .patch(slice, &apply, &Patch::Apply(object))
+                        .await?;
+                }
+                None => {
+                    let new: EndpointSlice =
+                        serde_json::from_value(object.clone()).expect("a slice");
+                    let pp = PostParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..PostParams::default()
+                    };
+                    match slice_api.create(&pp, &new).await {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(e)) if e.code == 409 => {
+                            let h = slice_api.get(slice).await?;
+                            if is_ours(h.metadata.labels.as_ref(), LABEL_SLICE_MANAGER) {
+                                slice_api
+                                    .patch(slice, &apply, &Patch::Apply(object))
+                                    .await?;
+                            } else {
+                                self.not_taken_over(
+                                    said,
+                                    "EndpointSlice",
+                                    &kube::Resource::object_ref(&h, &()),
+                                );
+                            }
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        for s in mine {
+            let slice = s.metadata.name.clone().unwrap_or_default();
+            if !wanted.contains_key(&slice) {
+                absent_is_done(slice_api.delete(&slice, &DeleteParams::default()).await)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Notes that `o` is someone else's and stays so: said once in the log and an Event on
+    /// it, and counted.
+    fn not_taken_over(&self, said: &mut Said, kind: &str, o: &ObjectReference) {
+        let (ns, name) = (
+            o.namespace.clone().unwrap_or_default(),
+            o.name.clone().unwrap_or_default(),
+        );
+        let label = if kind == "EndpointSlice" {
+            said.foreign.1 += 1;
+            LABEL_SLICE_MANAGER
+        } else {
+            said.foreign.0 += 1;
+            LABEL_MANAGER
+        };
+        let note = format!(
+            "{kind} {ns}/{name} was not created by the linkerd-bridge (no label {label}={MANAGER}): it is left as it is, and the service's import from Linkerd is not written"
+        );
+        said.messages
+            .insert(format!("{kind} NotTakenOver {ns} {name}\n{note}"));
+    }
+
+    /// The gauges: what the bridge wrote, what it left to others, what it could not use.
+    fn count(&self) {
+        let si_mine = self
+            .imports
+            .state()
+            .iter()
+            .filter(|o| is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER))
+            .count();
+        let sl_mine = self
+            .slices
+            .state()
+            .iter()
+            .filter(|s| is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER))
+            .count();
+        let told = self.told.lock().expect("not poisoned");
+        let (si_foreign, sl_foreign) = told
+            .by_key
+            .values()
+            .fold((0, 0), |(a, b), s| (a + s.foreign.0, b + s.foreign.1));
+        let unusable: BTreeSet<&(String, String)> =
+            told.by_key.values().flat_map(|s| &s.unusable).collect();
+        self.metrics
+            .imports([si_mine, sl_mine], [si_foreign, sl_foreign], unusable.len());
+    }
+}
+
+/// A problem as [`Told`] holds it: `Service <reason> <namespace> <object>`, a line break, and
+/// the message.
+fn problem_text(p: &Problem) -> String {
+    format!(
+        "Service {} {} {}\n{}",
+        p.reason, p.namespace, p.object, p.message
+    )
+}
+
+/// An object's namespace and name.
+fn names_of(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> (String, String) {
+    (
+        m.namespace.clone().unwrap_or_default(),
+        m.name.clone().unwrap_or_default(),
+    )
+}
+
+/// A delete of something already gone is done.
+fn absent_is_done<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,544 @@
+//! The judge: one list of members per service (the exports read through the Links'
+//! credentials and this cluster's own; Linkerd's objects for clusters that cannot be read), in
+//! one export order, and the [`Import`] they give.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Service;
+
+use super::read::{Read, Shape, read};
+use super::{
+    CONFLICT, ClusterExport, Exports, Family, Import, ImportPort, NOT_IMPORTED, Naming, Problem,
+    SliceSpec, exported_metadata,
+};
+use crate::source::linkerd::carried::{Carried, export_order};
+use crate::wire::cluster_id;
+
+/// What the judge found: the imports by namespace and name, and the problems it stepped over.
+#[derive(Debug, Default)]
+pub struct Judged {
+    pub imports: BTreeMap<(String, String), Import>,
+    pub problems: Vec<Problem>,
+}
+
+/// The imports `services` (Linkerd's, and any other: those are passed over) give while Links
+/// to the clusters in `links` (their target cluster names) exist.
+pub fn judge(
+    services: &[Arc<Service>],
+    links: &BTreeSet<String>,
+    naming: &Naming,
+    exports: &Exports,
+) -> Judged {
+    let mut out = Judged::default();
+    // By namespace: the Services read, and the headless mirrors' hosts by parent object name.
+    let mut by_ns: BTreeMap<String, Vec<Read>> = BTreeMap::new();
+    for s in services {
+        let (Some(ns), Some(object)) = (&s.metadata.namespace, &s.metadata.name) else {
+            continue;
+        };
+        match read(ns, s) {
+            Ok(Some(r)) => by_ns.entry(ns.clone()).or_default().push(r),
+            Ok(None) => {}
+            Err(message) => out.problems.push(Problem {
+                namespace: ns.clone(),
+                object: object.clone(),
+                reason: NOT_IMPORTED,
+                message,
+            }),
+        }
+    }
+    for (ns, _) in exports.by_service.keys() {
+        by_ns.entry(ns.clone()).or_default();
+    }
+    for (ns, reads) in by_ns {
+        let mut by_service: BTreeMap<&str, Vec<&Read>> = BTreeMap::new();
+        for ((_, name), _) in exports
+            .by_service
+            .range((ns.clone(), String::new())..)
+            .take_while(|((n, _), _)| *n == ns)
+        {
+            by_service.entry(name).or_default();
+        }
+        let mut hosts: BTreeMap<&str, Vec<&Read>> = BTreeMap::new();
+        for r in &reads {
+            match r.shape {
+                Shape::Host { ref parent, .. } => hosts.entry(parent).or_default().push(r),
+                _ => by_service.entry(&r.service).or_default().push(r),
+            }
+        }
+        for (name, members) in by_service {
+            let mut problems = Vec::new();
+            let theirs = exports
+                .by_service
+                .get(&(ns.clone(), name.to_string()))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            if let Some(i) = import(
+                &ns,
+                name,
+                &members,
+                &hosts,
+                links,
+                naming,
+                (theirs, &exports.read, exports.own_read),
+                &mut problems,
+            ) {
+                out.imports.insert((ns.clone(), name.to_string()), i);
+            }
+            out.problems.extend(problems);
+        }
+    }
+    out
+}
+
+/// One cluster's part in a service's import, from its export as read through the Link's
+/// credentials (or this cluster's own), or from what Linkerd's service mirror wrote here.
+struct Member<'a> {
+    /// The cluster id.
+    cluster: String,
+    /// The Link's target cluster name (None: this cluster), to match Linkerd's mirrors.
+    link: Option<String>,
+    /// The object Events about it go on here (a mirror or the federated Service), if any.
+    object: Option<&'a str>,
+    /// What it is called in messages.
+    shown: String,
+    headless: bool,
+    ports: Vec<ImportPort>,
+    carried: Option<Carried>,
+    /// This cluster's addresses of the service: its mirror's ClusterIP, its headless
+    /// mirror's hosts, or (this cluster's own export) its Service's ClusterIPs.
+    endpoints: Vec<(Option<String>, IpAddr)>,
+}
+
+impl Member<'_> {
+    fn created(&self) -> Option<&str> {
+        self.carried.as_ref()?.export_created.as_deref()
+    }
+}
+
+fn carried_ports(c: &Carried) -> Vec<ImportPort> {
+    let mut out: Vec<ImportPort> = c
+        .ports
+        .iter()
+        .map(|p| ImportPort {
+            name: p.name.clone(),
+            protocol: p.protocol.clone(),
+            port: p.port,
+            app_protocol: p.app_protocol.clone(),
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn import(
+    ns: &str,
+    name: &str,
+    members: &[&Read],
+    hosts: &BTreeMap<&str, Vec<&Read>>,
+    links: &BTreeSet<String>,
+    naming: &Naming,
+    (exports, read, own_read): (&[ClusterExport], &BTreeSet<String>, bool),
+    problems: &mut Vec<Problem>,
+) -> Option<Import> {
+    let mut problem = |object: &str, message: String| {
+        problems.push(Problem {
+            namespace: ns.into(),
+            object: object.into(),
+            reason: NOT_IMPORTED,
+            message,
+        });
+    };
+    let mut conflicts: Vec<Problem> = Vec::new();
+    let mut conflict = |object: &str, message: String| {
+        conflicts.push(Problem {
+            namespace: ns.into(),
+            object: object.into(),
+            reason: CONFLICT,
+            message,
+        });
+    };
+    // The cluster id of a member through Link `cluster`, if that Link exists.
+    let live = |cluster: &str, object: &str, problem: &mut dyn FnMut(&str, String)| {
+        if !links.contains(cluster) {
+            return None;
+        }
+        let id = naming.id(cluster);
+        if id.is_none() {
+            problem(
+                object,
+                format!(
+                    "cluster name {cluster:?} is not a cluster id (one or two DNS labels): give one with --linkerd-cluster-id {cluster}=ID"
+                ),
+            );
+        }
+        id
+    };
+    let with_app = |ports: &[ImportPort], carried: Option<&Carried>| -> Vec<ImportPort> {
+        let mut out: Vec<ImportPort> = ports
+            .iter()
+            .map(|p| {
+                let app = carried
+                    .into_iter()
+                    .flat_map(|c| &c.ports)
+                    .find(|c| c.port == p.port && c.protocol == p.protocol && c.name == p.name)
+                    .and_then(|c| c.app_protocol.clone());
+                ImportPort {
+                    app_protocol: app.or_else(|| p.app_protocol.clone()),
+                    ..p.clone()
+                }
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    };
+    let carried_of = |r: &Read, problem: &mut dyn FnMut(&str, String)| match &r.carried {
+        Some(Ok(c)) => Some(c.clone()),
+        Some(Err(e)) => {
+            problem(&r.object, e.clone());
+            None
+        }
+        None => None,
+    };
+
+    let mut all: Vec<Member> = Vec::new();
+    // The exports read through the Links' credentials, and this cluster's own.
+    for e in exports {
+        let id = match &e.link {
+            None => naming.own.clone().or_else(|| e.carried.cluster.clone()),
+            Some(link) => {
+                if !links.contains(link) {
+                    continue;
+                }
+                e.carried
+                    .cluster
+                    .as_deref()
+                    .and_then(cluster_id)
+                    .or_else(|| naming.id(link))
+            }
+        };
+        let shown = match &e.link {
+            None => format!("this cluster's export of {ns}/{name}"),
+            Some(link) => format!("cluster {link}'s export of {ns}/{name}"),
+        };
+        let Some(id) = id else {
+            // This cluster without an id: its export half says so on the export (Ready
+            // `NoClusterId`, an Event) and in a metric, once per export, not here again.
+            if let Some(link) = &e.link {
+                problem(
+                    name,
+                    format!(
+                        "{shown} is left out: cluster name {link:?} is not a cluster id (one or two DNS labels): give one with --linkerd-cluster-id {link}=ID"
+                    ),
+                );
+            }
+            continue;
+        };
+        if all.iter().any(|m| m.cluster == id) {
+            continue;
+        }
+        let mut endpoints = Vec::new();
+        if e.link.is_none() && !e.headless {
+            endpoints = e.ips.iter().map(|ip| (None, *ip)).collect();
+        }
+        all.push(Member {
+            cluster: id,
+            link: e.link.clone(),
+            object: None,
+            shown,
+            headless: e.headless,
+            ports: carried_ports(&e.carried),
+            carried: e.bridge.then(|| e.carried.clone()),
+            endpoints,
+        });
+    }
+    // Linkerd's mirrors: the addresses of the exports above, and the exports of clusters whose
+    // credentials this bridge cannot read (or labelled for Linkerd by hand).
+    // A cluster whose exports were read is what they say: Linkerd's objects may lag (a member
+    // that left, a mirror left behind) and add no member for it.
+    let covered = |link: &str, all: &[Member]| {
+        read.contains(link) || all.iter().any(|m| m.link.as_deref() == Some(link))
+    };
+    let mut federated: Option<(&Read, &Vec<IpAddr>, &Vec<Family>)> = None;
+    // The federated Service first: where there is one, Linkerd's mirrors of clusters this
+    // bridge cannot read add no member (the federated Service stands for the service).
+    let members: Vec<&Read> = members
+        .iter()
+        .filter(|r| matches!(r.shape, Shape::Federated { .. }))
+        .chain(
+            members
+                .iter()
+                .filter(|r| !matches!(r.shape, Shape::Federated { .. })),
+        )
+        .copied()
+        .collect();
+    for r in members {
+        match &r.shape {
+            Shape::Federated {
+                remote,
+                local,
+                ips,
+                families,
+            } => {
+                // The first by object name, should two claim the service.
+                if federated.is_some() {
+                    continue;
+                }
+                federated = Some((r, ips, families));
+                let carried = carried_of(r, &mut problem);
+                for link in remote {
+                    if covered(link, &all) {
+                        continue;
+                    }
+                    if let Some(id) = live(link, &r.object, &mut problem)
+                        && !all.iter().any(|m| m.cluster == id)
+                    {
+                        all.push(Member {
+                            cluster: id,
+                            link: Some(link.clone()),
+                            object: Some(&r.object),
+                            shown: r.object.clone(),
+                            headless: false,
+                            ports: with_app(&r.ports, carried.as_ref()),
+                            carried: None,
+                            endpoints: Vec::new(),
+                        });
+                    }
+                }
+                if *local && !own_read && !all.iter().any(|m| m.link.is_none()) {
+                    match &naming.own {
+                        Some(own) if !all.iter().any(|m| &m.cluster == own) => all.push(Member {
+                            cluster: own.clone(),
+                            link: None,
+                            object: Some(&r.object),
+                            shown: r.object.clone(),
+                            headless: false,
+                            ports: with_app(&r.ports, carried.as_ref()),
+                            // Linkerd writes the federated Service from its local member.
+                            carried,
+                            endpoints: Vec::new(),
+                        }),
+                        Some(_) => {}
+                        None => problem(
+                            &r.object,
+                            "a local member is not listed in status.clusters without a cluster id (the ClusterProperty cluster.clusterset.k8s.io, or --cluster-id)".into(),
+                        ),
+                    }
+                }
+            }
+            Shape::Mirror { cluster, .. } | Shape::HeadlessMirror { cluster } => {
+                let headless = matches!(r.shape, Shape::HeadlessMirror { .. });
+                let mut endpoints = Vec::new();
+                match &r.shape {
+                    Shape::Mirror { ips, .. } => endpoints.extend(ips.iter().map(|ip| (None, *ip))),
+                    _ => {
+                        for h in hosts.get(r.object.as_str()).into_iter().flatten() {
+                            if let Shape::Host {
+                                cluster: hc,
+                                hostname,
+                                ip: Some(ip),
+                                ..
+                            } = &h.shape
+                                && hc == cluster
+                            {
+                                endpoints.push((Some(hostname.clone()), *ip));
+                            }
+                        }
+                    }
+                }
+                if let Some(m) = all
+                    .iter_mut()
+                    .find(|m| m.link.as_deref() == Some(cluster.as_str()))
+                {
+                    // The export read through the credentials: the mirror gives its addresses
+                    // (when it is of the export's type) and the object for Events.
+                    if m.headless == headless && m.endpoints.is_empty() {
+                        m.endpoints = endpoints;
+                        m.object = Some(&r.object);
+                    }
+                    continue;
+                }
+                if federated.is_some() || covered(cluster, &all) {
+                    continue;
+                }
+                let carried = carried_of(r, &mut problem);
+                let Some(id) = live(cluster, &r.object, &mut problem) else {
+                    continue;
+                };
+                if all.iter().any(|m| m.cluster == id) {
+                    continue;
+                }
+                all.push(Member {
+                    cluster: id,
+                    link: Some(cluster.clone()),
+                    object: Some(&r.object),
+                    shown: r.object.clone(),
+                    headless,
+                    ports: with_app(&r.ports, carried.as_ref()),
+                    carried,
+                    endpoints,
+                });
+            }
+            Shape::Host { .. } => {}
+        }
+    }
+    // Oldest export first, as the MCS API resolves conflicts (exports without a carried
+    // creation time after, by cluster).
+    all.sort_by(|a, b| {
+        export_order(a.created(), &a.cluster).cmp(&export_order(b.created(), &b.cluster))
+    });
+    // A member that carried nothing (labelled by hand) takes the oldest carried ports'
+    // `appProtocol`, which Linkerd's mirrors drop.
+    let oldest_carried = all.iter().find_map(|m| m.carried.clone());
+    for m in all.iter_mut().filter(|m| m.carried.is_none()) {
+        m.ports = with_app(&m.ports, oldest_carried.as_ref());
+    }
+    let oldest = all.first()?;
+    let is_headless = oldest.headless;
+    // The carried fields: the oldest export's that carried any.
+    let (carried, carried_by) = all
+        .iter()
+        .find_map(|m| Some((m.carried.clone()?, m.object.unwrap_or(name))))
+        .unwrap_or_else(|| (Carried::default(), name));
+    let (labels, annotations) = exported_metadata(&carried, |m| problem(carried_by, m));
+    let mut spec_fields = BTreeMap::new();
+    for field in [
+        "sessionAffinity",
+        "sessionAffinityConfig",
+        "internalTrafficPolicy",
+        "trafficDistribution",
+    ] {
+        if let Some(v) = carried.field(field) {
+            spec_fields.insert(field.to_string(), v);
+        }
+    }
+    let kind = |headless: bool| if headless { "headless" } else { "ClusterSetIP" };
+    // Each cluster of the oldest's type, its ports added to the union by name (the older
+    // export's port where a name clashes, KEP-1645 "Service Port"); each cluster's slices
+    // have its own ports. A cluster exporting the other type is left out: its addresses
+    // cannot be served as the oldest's type.
+    let mut ports: Vec<(ImportPort, &str)> = Vec::new();
+    let mut taken: Vec<(&Member, Vec<ImportPort>)> = Vec::new();
+    let mut clusters = BTreeSet::new();
+    let mut slices: BTreeMap<(String, Family), SliceSpec> = BTreeMap::new();
+    for m in &all {
+        if m.headless != is_headless {
+            if let Some(object) = m.object {
+                conflict(
+                    object,
+                    format!(
+                        "cluster {} exports {name} as {} but the oldest export ({}) is {}: left out of the import, as the MCS API resolves a type conflict by the oldest export",
+                        m.cluster,
+                        kind(m.headless),
+                        oldest.shown,
+                        kind(is_headless)
+                    ),
+                );
+            }
+            continue;
+        }
+        clusters.insert(m.cluster.clone());
+        for p in &m.ports {
+            if !ports.iter().any(|(q, _)| q.name == p.name) {
+                ports.push((p.clone(), &m.shown));
+            }
+        }
+        taken.push((m, m.ports.clone()));
+        for (hostname, ip) in &m.endpoints {
+            slices
+                .entry((m.cluster.clone(), Family::of(ip)))
+                .or_insert_with(|| SliceSpec {
+                    cluster: m.cluster.clone(),
+                    family: Family::of(ip),
+                    endpoints: Vec::new(),
+                    ports: m.ports.clone(),
+                })
+                .endpoints
+                .push((hostname.clone(), *ip));
+        }
+    }
+    let mut union: Vec<ImportPort> = ports.iter().map(|(p, _)| p.clone()).collect();
+    union.sort();
+    // Where the exports differ, an Event on each Linkerd object here that stands for one (the
+    // export halves say it on the ServiceExports).
+    let bare = |ports: &[ImportPort]| -> Vec<(String, String, i32)> {
+        ports
+            .iter()
+            .map(|p| (p.name.clone(), p.protocol.clone(), p.port))
+            .collect()
+    };
+    let differ = taken.iter().any(|(_, own)| bare(own) != bare(&union));
+    for (m, own) in taken.iter().filter(|_| differ) {
+        let Some(object) = m.object else { continue };
+        let list = |ports: &[ImportPort]| {
+            ports
+                .iter()
+                .map(ImportPort::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut message = format!(
+            "cluster {} exports {name} with ports [{}], and other clusters with others; the import has the union of the exports' ports [{}]",
+            m.cluster,
+            list(own),
+            list(&union)
+        );
+        for p in own {
+            if let Some((kept, from)) = ports
+                .iter()
+                .find(|(q, _)| q.name == p.name && (q.port, &q.protocol) != (p.port, &p.protocol))
+            {
+                message.push_str(&format!(
+                    "; port name {:?} is {p} here but {kept} in the older export {from}, and the older one is kept, as the MCS API resolves a port conflict",
+                    p.name
+                ));
+            }
+        }
+        conflict(object, message);
+    }
+    problems.extend(conflicts);
+    if clusters.is_empty() {
+        return None;
+    }
+    let mut i = Import {
+        namespace: ns.into(),
+        name: name.into(),
+        headless: is_headless,
+        ips: Vec::new(),
+        families: Vec::new(),
+        ports: union,
+        carried: spec_fields,
+        labels,
+        annotations,
+        clusters,
+        slices: Vec::new(),
+    };
+    match federated {
+        // A ClusterSetIP import with Linkerd's federated Service: its one address, no slices.
+        Some((_, ips, families)) if !is_headless => {
+            if ips.is_empty() {
+                return None;
+            }
+            i.ips = ips.clone();
+            i.families = families.clone();
+        }
+        _ => {
+            i.slices = slices
+                .into_values()
+                .map(|mut s| {
+                    s.endpoints.sort();
+                    s.endpoints.dedup();
+                    s
+                })
+                .collect();
+            let families: BTreeSet<Family> = i.slices.iter().map(|s| s.family).collect();
+            i.families = families.into_iter().collect();
+        }
+    }
+    Some(i)
+}

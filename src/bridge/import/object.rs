@@ -1,0 +1,207 @@
+//! The objects an [`Import`] is written as: the ServiceImport's metadata, spec and status, and
+//! its EndpointSlices; which exported labels and annotations Kubernetes takes; and how what is
+//! in the cluster is compared with what is wanted.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::{Import, ImportPort};
+use crate::bridge::names::{
+    FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, slice_name,
+};
+use crate::source::linkerd::carried::Carried;
+use crate::source::mcs::{LABEL_SERVICE_NAME, LABEL_SOURCE_CLUSTER};
+use crate::wire::{is_label_value, label_key};
+
+impl Import {
+    /// The ServiceImport's labels and annotations: the bridge's own label and the exported
+    /// ones (no `annotations` when there are none).
+    pub fn metadata(&self) -> Value {
+        let mut labels = json!({ LABEL_MANAGER: MANAGER });
+        for (k, v) in &self.labels {
+            labels[k] = v.clone().into();
+        }
+        let mut metadata = json!({ "labels": labels });
+        if !self.annotations.is_empty() {
+            metadata["annotations"] = json!(self.annotations);
+        }
+        metadata
+    }
+
+    /// The ServiceImport's spec.
+    pub fn spec(&self) -> Value {
+        let mut spec = json!({
+            "type": if self.headless { "Headless" } else { "ClusterSetIP" },
+            "ports": self.ports.iter().map(ImportPort::json).collect::<Vec<_>>(),
+        });
+        if !self.families.is_empty() {
+            spec["ipFamilies"] = self.families.iter().map(|f| f.word()).collect();
+        }
+        if !self.ips.is_empty() {
+            spec["ips"] = self.ips.iter().map(ToString::to_string).collect();
+        }
+        for (k, v) in &self.carried {
+            spec[k] = v.clone();
+        }
+        spec
+    }
+
+    /// The ServiceImport's status: the clusters, and whether slices are published.
+    pub fn status(&self) -> Value {
+        json!({
+            "clusters": self.clusters.iter().map(|c| json!({"cluster": c})).collect::<Vec<_>>(),
+            "endpointSliceObjects": if self.slices.is_empty() { "Absent" } else { "Present" },
+        })
+    }
+
+    /// The slices, by object name.
+    pub fn slice_objects(&self) -> BTreeMap<String, Value> {
+        self.slices
+            .iter()
+            .map(|s| {
+                let name = slice_name(&self.name, &s.cluster, s.family);
+                let endpoints: Vec<Value> = s
+                    .endpoints
+                    .iter()
+                    .map(|(host, ip)| {
+                        let mut e =
+                            json!({"addresses": [ip.to_string()], "conditions": {"ready": true}});
+                        if let Some(h) = host {
+                            e["hostname"] = h.clone().into();
+                        }
+                        e
+                    })
+                    .collect();
+                let o = json!({
+                    "apiVersion": "discovery.k8s.io/v1",
+                    "kind": "EndpointSlice",
+                    "metadata": {
+                        "name": name,
+                        "namespace": self.namespace,
+                        "labels": {
+                            LABEL_SERVICE_NAME: self.name,
+                            LABEL_SOURCE_CLUSTER: s.cluster,
+                            LABEL_SLICE_MANAGER: MANAGER,
+                        },
+                    },
+                    "addressType": s.family.word(),
+                    "endpoints": endpoints,
+                    "ports": s.ports.iter().map(ImportPort::json).collect::<Vec<_>>(),
+                });
+                (name, o)
+            })
+            .collect()
+    }
+}
+
+/// The exported labels and annotations in `carried` that Kubernetes accepts on an object; each
+/// one left out is said through `problem`. A label may not take the bridge's own
+/// [`LABEL_MANAGER`], which says whose the ServiceImport is.
+pub(in crate::bridge) fn exported_metadata(
+    carried: &Carried,
+    mut problem: impl FnMut(String),
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    /// Kubernetes' limit on all of an object's annotations together.
+    const ANNOTATIONS_MAX: usize = 256 * 1024;
+    let pairs = |key: &str| -> Vec<(String, String)> {
+        let map = match key {
+            "exportedLabels" => &carried.exported_labels,
+            _ => &carried.exported_annotations,
+        };
+        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
+    let mut labels = BTreeMap::new();
+    for (k, v) in pairs("exportedLabels") {
+        let wrong = if k == LABEL_MANAGER {
+            Some("the key says whose the ServiceImport is, and only the bridge sets it".into())
+        } else if let Err(e) = label_key(&k) {
+            Some(format!("the key {e}"))
+        } else if !is_label_value(&v) {
+            Some("the value is not a label value (at most 63 of [A-Za-z0-9-_.], beginning and ending with a letter or digit)".into())
+        } else {
+            None
+        };
+        match wrong {
+            Some(why) => problem(format!(
+                "exported label {k}={v:?} is left out of the ServiceImport: {why}"
+            )),
+            None => {
+                labels.insert(k, v);
+            }
+        }
+    }
+    let mut annotations = BTreeMap::new();
+    for (k, v) in pairs("exportedAnnotations") {
+        match label_key(&k) {
+            Err(e) => problem(format!(
+                "exported annotation {k:?} is left out of the ServiceImport: the key {e}"
+            )),
+            Ok(()) => {
+                annotations.insert(k, v);
+            }
+        }
+    }
+    let size: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > ANNOTATIONS_MAX {
+        problem(format!(
+            "the exported annotations are {size} bytes, more than the {ANNOTATIONS_MAX} Kubernetes takes: all are left out of the ServiceImport"
+        ));
+        annotations.clear();
+    }
+    (labels, annotations)
+}
+
+/// Whether `have` covers everything `want` says: each key of an object (others may be there
+/// too), each element of a list in order.
+pub(super) fn covers(have: &Value, want: &Value) -> bool {
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => w
+            .iter()
+            .all(|(k, v)| h.get(k).is_some_and(|hv| covers(hv, v))),
+        (Value::Array(h), Value::Array(w)) => {
+            h.len() == w.len() && h.iter().zip(w).all(|(a, b)| covers(a, b))
+        }
+        (h, w) => h == w,
+    }
+}
+
+/// Where `have` first fails to cover `want` (see [`covers`]), as a JSON pointer.
+pub(super) fn difference(have: &Value, want: &Value) -> Option<String> {
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => w.iter().find_map(|(k, v)| match h.get(k) {
+            None => Some(format!("/{k} (missing)")),
+            Some(hv) => difference(hv, v).map(|d| format!("/{k}{d}")),
+        }),
+        (Value::Array(h), Value::Array(w)) if h.len() == w.len() => h
+            .iter()
+            .zip(w)
+            .enumerate()
+            .find_map(|(i, (a, b))| difference(a, b).map(|d| format!("/{i}{d}"))),
+        (h, w) if h == w => None,
+        (h, w) => Some(format!(" ({h} is now {w})")),
+    }
+}
+
+/// The keys of `metadata.<what>` (labels or annotations) of `object` that the bridge's field
+/// manager holds: those it wrote and nobody changed since.
+pub(super) fn owned_keys(object: &Value, what: &str) -> Vec<String> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["manager"] == FIELD_MANAGER && m["subresource"].is_null())
+        .filter_map(|m| m["fieldsV1"]["f:metadata"][format!("f:{what}")].as_object())
+        .flat_map(|fields| fields.keys())
+        .filter_map(|k| k.strip_prefix("f:").map(str::to_string))
+        .collect()
+}
+
+/// A spec that lost a field the bridge no longer wants (`ips` after the federated Service
+/// went) differs too: the applied spec's keys are all the bridge's fields there.
+pub(super) fn same_spec(have: &Value, want: &Value) -> bool {
+    match (have.as_object(), want.as_object()) {
+        (Some(h), Some(w)) => h.keys().all(|k| w.contains_key(k)),
+        _ => false,
+    }
+}

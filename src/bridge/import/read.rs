@@ -1,0 +1,152 @@
+//! What the import half reads of one of Linkerd's Services: its shape (through
+//! [`crate::source::linkerd::shape::classify`], the reading `--source linkerd` makes too), its
+//! addresses, ports and the export spec carried on it.
+
+use std::net::IpAddr;
+
+use k8s_openapi::api::core::v1::Service;
+
+use super::{Family, ImportPort};
+use crate::bridge::names::CARRIED;
+use crate::source::linkerd::carried::Carried;
+use crate::source::linkerd::shape as linkerd_shape;
+
+/// What one of Linkerd's Services is.
+#[derive(Debug, Clone)]
+pub(super) enum Shape {
+    Federated {
+        remote: Vec<String>,
+        local: bool,
+        ips: Vec<IpAddr>,
+        families: Vec<Family>,
+    },
+    Mirror {
+        cluster: String,
+        ips: Vec<IpAddr>,
+    },
+    HeadlessMirror {
+        cluster: String,
+    },
+    Host {
+        cluster: String,
+        parent: String,
+        hostname: String,
+        ip: Option<IpAddr>,
+    },
+}
+
+pub(super) struct Read {
+    /// The exported service's name (for a host, its headless mirror's object name).
+    pub(super) service: String,
+    pub(super) object: String,
+    pub(super) shape: Shape,
+    pub(super) ports: Vec<ImportPort>,
+    pub(super) carried: Option<Result<Carried, String>>,
+}
+
+/// What `svc` is, if it is one of Linkerd's multicluster Services; an error names what is
+/// wrong with one that is.
+pub(super) fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
+    let labels = svc.metadata.labels.clone().unwrap_or_default();
+    let annotations = svc.metadata.annotations.clone().unwrap_or_default();
+    // The reading `--source linkerd` makes too.
+    let shape = match linkerd_shape::classify(ns, &labels, &annotations) {
+        Ok(shape) => shape,
+        Err(linkerd_shape::Unread::Passed(_)) => return Ok(None),
+        Err(linkerd_shape::Unread::Invalid(_, why)) => return Err(why),
+    };
+    let object = svc.metadata.name.clone().unwrap_or_default();
+    let spec = svc.spec.clone().unwrap_or_default();
+    let headless = spec.cluster_ip.as_deref() == Some("None");
+    let ips = cluster_ips(&spec)?;
+    let ports = spec
+        .ports
+        .unwrap_or_default()
+        .iter()
+        .map(|p| ImportPort {
+            name: p.name.clone().unwrap_or_default(),
+            protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+            port: p.port,
+            app_protocol: p.app_protocol.clone(),
+        })
+        .collect();
+    let carried = annotations.get(CARRIED).map(|text| {
+        Carried::parse(text)
+            .map_err(|e| format!("{e}; the import leaves out the fields it carries"))
+    });
+    let (service, shape) = match shape {
+        linkerd_shape::Shape::Federated {
+            service,
+            remote,
+            local,
+        } => {
+            let families = match spec.ip_families {
+                Some(f) if !f.is_empty() => f
+                    .iter()
+                    .filter_map(|w| match w.as_str() {
+                        "IPv4" => Some(Family::V4),
+                        "IPv6" => Some(Family::V6),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => ips.iter().map(Family::of).collect(),
+            };
+            let shape = Shape::Federated {
+                remote,
+                local,
+                ips,
+                families,
+            };
+            (service, shape)
+        }
+        linkerd_shape::Shape::Host {
+            link,
+            service,
+            parent,
+            hostname,
+        } => {
+            let shape = Shape::Host {
+                cluster: link,
+                parent,
+                hostname,
+                ip: ips.first().copied(),
+            };
+            (service, shape)
+        }
+        linkerd_shape::Shape::Mirror { link, service } if headless => {
+            (service, Shape::HeadlessMirror { cluster: link })
+        }
+        linkerd_shape::Shape::Mirror { link, service } => {
+            (service, Shape::Mirror { cluster: link, ips })
+        }
+    };
+    Ok(Some(Read {
+        service,
+        object,
+        shape,
+        ports,
+        carried,
+    }))
+}
+
+/// The Service's ClusterIPs (none when headless or not yet given), one per family.
+pub fn cluster_ips(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Result<Vec<IpAddr>, String> {
+    let texts = match (&spec.cluster_ips, &spec.cluster_ip) {
+        (Some(v), _) if !v.is_empty() => v.clone(),
+        (_, Some(one)) => vec![one.clone()],
+        _ => Vec::new(),
+    };
+    let mut out: Vec<IpAddr> = Vec::new();
+    for t in texts.iter().filter(|t| !t.is_empty() && *t != "None") {
+        let ip: IpAddr = t
+            .parse()
+            .map_err(|_| format!("ClusterIP {t:?} is not an IP address"))?;
+        if out.iter().any(|o| Family::of(o) == Family::of(&ip)) {
+            return Err(format!(
+                "ClusterIPs {texts:?} hold more than one address of a family"
+            ));
+        }
+        out.push(ip);
+    }
+    Ok(out)
+}

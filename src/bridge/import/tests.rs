@@ -1,0 +1,640 @@
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Service;
+
+use super::*;
+use crate::bridge::names::{LABEL_MANAGER, MANAGER, slice_name};
+
+/// The judge from Linkerd's objects alone: no linked cluster's exports read.
+fn judge(services: &[Arc<Service>], links: &BTreeSet<String>, naming: &Naming) -> Judged {
+    super::judge(services, links, naming, &Exports::default())
+}
+
+fn svc(yaml: &str) -> Arc<Service> {
+    Arc::new(serde_yaml_ng::from_str(yaml).unwrap())
+}
+
+fn mirror(svc_name: &str, link: &str, ip: &str) -> Arc<Service> {
+    svc(&format!(
+        "metadata: {{name: {svc_name}-{link}, namespace: shop, labels: {{mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: {link}}}, annotations: {{mirror.linkerd.io/remote-svc-fq-name: {svc_name}.shop.svc.cluster.local}}}}\n\
+         spec: {{clusterIP: '{ip}', clusterIPs: ['{ip}'], ports: [{{name: http, port: 80, protocol: TCP}}]}}"
+    ))
+}
+
+fn links(l: &[&str]) -> BTreeSet<String> {
+    l.iter().map(|s| s.to_string()).collect()
+}
+
+fn key(name: &str) -> (String, String) {
+    ("shop".into(), name.into())
+}
+
+/// What a cluster's export half carries for `web` exported at `created` with `ports`
+/// (`name:port/PROTO`), labels `team=<team>`.
+fn carried(cluster: &str, created: &str, ports: &[&str], headless: bool, team: &str) -> Carried {
+    Carried {
+        version: 1,
+        cluster: Some(cluster.into()),
+        export_created: Some(created.into()),
+        headless,
+        ports: ports
+            .iter()
+            .map(|p| {
+                let (name, rest) = p.split_once(':').unwrap();
+                let (port, protocol) = rest.split_once('/').unwrap();
+                crate::source::linkerd::carried::CarriedPort {
+                    name: name.into(),
+                    port: port.parse().unwrap(),
+                    protocol: protocol.into(),
+                    app_protocol: None,
+                }
+            })
+            .collect(),
+        exported_labels: BTreeMap::from([("team".into(), team.into())]),
+        ..Carried::default()
+    }
+}
+
+/// `web-federated` as Linkerd's service mirror writes it in a cluster with a local member
+/// and the remote member `web@<other>`: ports and annotations from the local member,
+/// "always treated as the oldest" (linkerd2 `version-2.20`, cluster_watcher.go
+/// `handleFederatedServiceJoin`).
+fn federated_here(other: &str, ip: &str, local: &Carried) -> Arc<Service> {
+    let ports: Vec<String> = local
+        .ports
+        .iter()
+        .map(|p| {
+            format!(
+                "{{name: {}, port: {}, protocol: {}}}",
+                p.name, p.port, p.protocol
+            )
+        })
+        .collect();
+    svc(&format!(
+        "metadata: {{name: web-federated, namespace: shop, labels: {{mirror.linkerd.io/mirrored-service: 'true'}}, annotations: {{multicluster.linkerd.io/remote-discovery: 'web@{other}', multicluster.linkerd.io/local-discovery: web, linkerd-bridge.clusterset-dns.io/export: '{}'}}}}\n\
+         spec: {{clusterIP: {ip}, clusterIPs: [{ip}], ipFamilies: [IPv4], ports: [{}]}}",
+        local.text(),
+        ports.join(", ")
+    ))
+}
+
+#[test]
+fn every_exporting_cluster_imports_the_same_spec() {
+    // The conformance suite's port sets: east exports first with tcp/udp 42, west a second
+    // later with tcp 42 and stcp 142/SCTP (and, in the second round, udp 43).
+    for (west_ports, want_ports) in [
+        (
+            &["tcp:42/TCP", "stcp:142/SCTP"][..],
+            "stcp:142/SCTP,tcp:42/TCP,udp:42/UDP",
+        ),
+        (&["tcp:42/TCP", "udp:43/UDP"][..], "tcp:42/TCP,udp:42/UDP"),
+    ] {
+        let east = carried(
+            "east",
+            "2026-12-04T10:00:00Z",
+            &["tcp:42/TCP", "udp:42/UDP"],
+            false,
+            "a",
+        );
+        let west = carried("west", "2026-12-04T10:00:01Z", west_ports, false, "b");
+        let in_cluster = |own: &Carried, other: &Carried, other_name: &str, ip: &str| {
+            let by_service = BTreeMap::from([(
+                key("web"),
+                vec![
+                    ClusterExport {
+                        link: None,
+                        ips: vec![ip.parse().unwrap()],
+                        headless: false,
+                        carried: own.clone(),
+                        bridge: true,
+                    },
+                    ClusterExport {
+                        link: Some(other_name.into()),
+                        ips: vec!["198.18.7.7".parse().unwrap()],
+                        headless: false,
+                        carried: other.clone(),
+                        bridge: true,
+                    },
+                ],
+            )]);
+            let exports = Exports {
+                by_service,
+                read: BTreeSet::from([other_name.to_string()]),
+                own_read: true,
+            };
+            let naming = Naming {
+                own: own.cluster.clone(),
+                ..Naming::default()
+            };
+            let j = super::judge(
+                &[federated_here(other_name, ip, own)],
+                &links(&[other_name]),
+                &naming,
+                &exports,
+            );
+            j.imports[&key("web")].clone()
+        };
+        let (e, w) = (
+            in_cluster(&east, &west, "west", "198.18.0.10"),
+            in_cluster(&west, &east, "east", "198.18.0.20"),
+        );
+        let ports = |i: &Import| {
+            i.ports
+                .iter()
+                .map(|p| format!("{}:{}/{}", p.name, p.port, p.protocol))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        assert_eq!(ports(&e), want_ports);
+        let mut w_spec = w.spec();
+        w_spec["ips"] = e.spec()["ips"].clone();
+        assert_eq!(e.spec(), w_spec, "only the ClusterSetIP differs");
+        assert_eq!(e.status(), w.status());
+        assert_eq!(e.clusters, BTreeSet::from(["east".into(), "west".into()]));
+        // The oldest export's labels, in both.
+        assert_eq!(e.labels, w.labels);
+        assert_eq!(e.labels["team"], "a");
+    }
+}
+
+#[test]
+fn what_linkerd_still_says_of_a_cluster_that_was_read_adds_nothing() {
+    // West withdrew its export; Linkerd's federated Service here still names it (its
+    // service mirror lags). West's exports were read: it exports nothing, so the import is
+    // this cluster's alone. Were west not read, the federated Service would stand for it.
+    let own = carried("east", "2026-12-04T10:00:00Z", &["http:80/TCP"], false, "a");
+    let fed = federated_here("west", "198.18.0.10", &own);
+    let mut exports = Exports {
+        by_service: BTreeMap::from([(
+            key("web"),
+            vec![ClusterExport {
+                link: None,
+                ips: vec!["198.18.0.5".parse().unwrap()],
+                headless: false,
+                carried: own,
+                bridge: true,
+            }],
+        )]),
+        read: BTreeSet::from(["west".to_string()]),
+        own_read: true,
+    };
+    let naming = Naming {
+        own: Some("east".into()),
+        ..Naming::default()
+    };
+    let clusters = |exports: &Exports| {
+        super::judge(
+            std::slice::from_ref(&fed),
+            &links(&["west"]),
+            &naming,
+            exports,
+        )
+        .imports[&key("web")]
+            .clusters
+            .clone()
+    };
+    assert_eq!(clusters(&exports), BTreeSet::from(["east".into()]));
+    exports.read.clear();
+    assert_eq!(
+        clusters(&exports),
+        BTreeSet::from(["east".into(), "west".into()])
+    );
+}
+
+#[test]
+fn an_exporting_cluster_imports_its_own_export_without_a_mirror() {
+    // A remote-discovery export seen by nobody yet: this cluster's own import has its own
+    // cluster, with the Service's ClusterIP as its slice.
+    let own = carried("east", "2026-12-04T10:00:00Z", &["http:80/TCP"], false, "a");
+    let exports = Exports {
+        by_service: BTreeMap::from([(
+            key("web"),
+            vec![ClusterExport {
+                link: None,
+                ips: vec!["198.18.0.10".parse().unwrap()],
+                headless: false,
+                carried: own,
+                bridge: true,
+            }],
+        )]),
+        read: BTreeSet::new(),
+        own_read: true,
+    };
+    let with = |own: Option<&str>| {
+        let naming = Naming {
+            own: own.map(str::to_string),
+            ..Naming::default()
+        };
+        super::judge(&[], &links(&[]), &naming, &exports)
+    };
+    let j = with(Some("east"));
+    let i = &j.imports[&key("web")];
+    assert_eq!(i.clusters, BTreeSet::from(["east".into()]));
+    assert!(i.ips.is_empty());
+    assert_eq!(i.slices.len(), 1);
+    assert_eq!(
+        i.slices[0].endpoints,
+        vec![(None, "198.18.0.10".parse().unwrap())]
+    );
+    // Without an id of its own the carried one names it; without either it is left out
+    // (the export half says why, on the export).
+    let mut anonymous = exports.clone();
+    anonymous.by_service.get_mut(&key("web")).unwrap()[0]
+        .carried
+        .cluster = None;
+    let j = super::judge(&[], &links(&[]), &Naming::default(), &anonymous);
+    assert!(j.imports.is_empty());
+    assert!(j.problems.is_empty(), "{:?}", j.problems);
+    let named = super::judge(&[], &links(&[]), &Naming::default(), &exports);
+    assert_eq!(
+        named.imports[&key("web")].clusters,
+        BTreeSet::from(["east".into()]),
+        "the id its export half carried"
+    );
+}
+
+#[test]
+fn federated_gives_its_addresses_and_members() {
+    let fed = svc(
+        "metadata: {name: web-federated, namespace: shop, labels: {mirror.linkerd.io/mirrored-service: 'true'}, annotations: {multicluster.linkerd.io/remote-discovery: 'web@east,web@west', multicluster.linkerd.io/local-discovery: web, linkerd-bridge.clusterset-dns.io/export: '{\"sessionAffinity\":\"ClientIP\",\"ports\":[{\"name\":\"http\",\"port\":80,\"protocol\":\"TCP\",\"appProtocol\":\"http\"}]}'}}\n\
+         spec: {clusterIP: 198.18.0.10, clusterIPs: [198.18.0.10], ipFamilies: [IPv4], ports: [{name: http, port: 80, protocol: TCP}]}",
+    );
+    let naming = Naming {
+        cluster_ids: BTreeMap::from([("west".into(), "west.eu".into())]),
+        own: Some("north".into()),
+    };
+    let j = judge(
+        std::slice::from_ref(&fed),
+        &links(&["east", "west"]),
+        &naming,
+    );
+    let i = &j.imports[&key("web")];
+    assert!(!i.headless && i.slices.is_empty());
+    assert_eq!(i.ips, vec!["198.18.0.10".parse::<IpAddr>().unwrap()]);
+    assert_eq!(i.families, vec![Family::V4]);
+    assert_eq!(
+        i.clusters,
+        BTreeSet::from(["east".into(), "west.eu".into(), "north".into()])
+    );
+    assert_eq!(i.ports[0].app_protocol.as_deref(), Some("http"));
+    assert_eq!(i.spec()["sessionAffinity"], "ClientIP");
+    assert_eq!(i.status()["endpointSliceObjects"], "Absent");
+    assert!(j.problems.is_empty(), "{:?}", j.problems);
+
+    // A Link gone: its member does not count; the last one gone, no import.
+    let j = judge(
+        std::slice::from_ref(&fed),
+        &links(&["west"]),
+        &Naming::default(),
+    );
+    assert_eq!(
+        j.imports[&key("web")].clusters,
+        BTreeSet::from(["west".into()])
+    );
+    assert_eq!(j.problems.len(), 1, "the local member without --cluster-id");
+    let gone = svc(
+        "metadata: {name: web-federated, namespace: shop, labels: {mirror.linkerd.io/mirrored-service: 'true'}, annotations: {multicluster.linkerd.io/remote-discovery: ''}}\n\
+         spec: {clusterIP: 198.18.0.10, ports: [{name: http, port: 80}]}",
+    );
+    assert!(
+        judge(&[gone], &links(&["east"]), &naming)
+            .imports
+            .is_empty()
+    );
+    assert!(
+        judge(&[fed], &links(&[]), &Naming::default())
+            .imports
+            .is_empty()
+    );
+}
+
+#[test]
+fn mirrors_only_give_a_slice_per_cluster() {
+    let j = judge(
+        &[
+            mirror("api", "east", "198.18.1.1"),
+            mirror("api", "west", "fd00::5"),
+            mirror("api", "south", "198.18.1.3"),
+        ],
+        &links(&["east", "west"]),
+        &Naming::default(),
+    );
+    let i = &j.imports[&key("api")];
+    assert!(i.ips.is_empty() && !i.headless);
+    assert_eq!(i.families, vec![Family::V4, Family::V6]);
+    assert_eq!(i.clusters, BTreeSet::from(["east".into(), "west".into()]));
+    let objects = i.slice_objects();
+    assert_eq!(objects.len(), 2);
+    let east = &objects[&slice_name("api", "east", Family::V4)];
+    assert_eq!(east["addressType"], "IPv4");
+    assert_eq!(east["endpoints"][0]["addresses"][0], "198.18.1.1");
+    assert_eq!(
+        east["metadata"]["labels"]["multicluster.kubernetes.io/source-cluster"],
+        "east"
+    );
+    assert_eq!(east["ports"][0]["name"], "http");
+    assert_eq!(i.status()["endpointSliceObjects"], "Present");
+}
+
+#[test]
+fn headless_mirrors_name_each_host() {
+    let parent = svc(
+        "metadata: {name: db-east, namespace: shop, labels: {mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: east}, annotations: {mirror.linkerd.io/remote-svc-fq-name: db.shop.svc.cluster.local}}\n\
+         spec: {clusterIP: None, ports: [{name: pg, port: 5432}]}",
+    );
+    let host = |h: &str, ip: &str| {
+        svc(&format!(
+            "metadata: {{name: {h}-east, namespace: shop, labels: {{mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: east, mirror.linkerd.io/headless-mirror-svc-name: db-east}}, annotations: {{mirror.linkerd.io/remote-svc-fq-name: {h}.db.shop.svc.cluster.local}}}}\n\
+             spec: {{clusterIP: '{ip}', ports: [{{name: pg, port: 5432}}]}}"
+        ))
+    };
+    let j = judge(
+        &[
+            parent,
+            host("db-1", "198.18.2.2"),
+            host("db-0", "198.18.2.1"),
+        ],
+        &links(&["east"]),
+        &Naming::default(),
+    );
+    let i = &j.imports[&key("db")];
+    assert!(i.headless && i.ips.is_empty());
+    assert_eq!(
+        i.slices[0].endpoints,
+        vec![
+            (Some("db-0".into()), "198.18.2.1".parse().unwrap()),
+            (Some("db-1".into()), "198.18.2.2".parse().unwrap()),
+        ]
+    );
+    assert_eq!(i.spec()["type"], "Headless");
+}
+
+#[test]
+fn the_oldest_export_decides_type_and_port_clashes() {
+    // A mirror as Linkerd writes it for a cluster whose export the export half made at
+    // `created` (None: labelled by hand), with one port and headless or not.
+    let exported = |link: &str, created: Option<&str>, port: u16, headless: bool| {
+        let carried = created.map_or(String::new(), |c| {
+            format!(", linkerd-bridge.clusterset-dns.io/export: '{{\"exportCreated\":\"{c}\"}}'")
+        });
+        let ip = if headless {
+            "None".to_string()
+        } else {
+            format!("198.18.3.{port}")
+        };
+        svc(&format!(
+            "metadata: {{name: web-{link}, namespace: shop, labels: {{mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: {link}}}, annotations: {{mirror.linkerd.io/remote-svc-fq-name: web.shop.svc.cluster.local{carried}}}}}\n\
+             spec: {{clusterIP: '{ip}', ports: [{{name: http, port: {port}, protocol: TCP}}]}}"
+        ))
+    };
+    let all = links(&["a", "b", "c"]);
+    // `c` exported first: its port 82 is the import's, whatever the names' order; the
+    // others stay, each slice with its own cluster's port, and each is said to conflict.
+    let j = judge(
+        &[
+            exported("a", Some("2026-12-04T10:00:00Z"), 80, false),
+            exported("b", None, 81, false),
+            exported("c", Some("2026-12-01T10:00:00Z"), 82, false),
+        ],
+        &all,
+        &Naming::default(),
+    );
+    let i = &j.imports[&key("web")];
+    assert_eq!(i.ports.iter().map(|p| p.port).collect::<Vec<_>>(), [82]);
+    assert_eq!(
+        i.clusters,
+        BTreeSet::from(["a".into(), "b".into(), "c".into()])
+    );
+    let slice_ports: Vec<(String, i32)> = i
+        .slices
+        .iter()
+        .map(|s| (s.cluster.clone(), s.ports[0].port))
+        .collect();
+    assert_eq!(
+        slice_ports,
+        [("a".into(), 80), ("b".into(), 81), ("c".into(), 82)]
+    );
+    let conflicts: Vec<&str> = j
+        .problems
+        .iter()
+        .filter(|p| p.reason == CONFLICT)
+        .map(|p| p.object.as_str())
+        .collect();
+    assert_eq!(conflicts, ["web-c", "web-a", "web-b"], "{:?}", j.problems);
+    assert!(
+        j.problems[1].message.contains(
+            "port name \"http\" is http:80/TCP here but http:82/TCP in the older export web-c"
+        ),
+        "{:?}",
+        j.problems
+    );
+
+    // Other port names add up: the import has the union, and every export that differs
+    // from it is said to conflict, the oldest too (KEP-1645: the union of the
+    // constituent services' ports, and a conflict on each export).
+    let with_ports = |link: &str, created: &str, ports: &str| {
+        svc(&format!(
+            "metadata: {{name: web-{link}, namespace: shop, labels: {{mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: {link}}}, annotations: {{mirror.linkerd.io/remote-svc-fq-name: web.shop.svc.cluster.local, linkerd-bridge.clusterset-dns.io/export: '{{\"exportCreated\":\"{created}\"}}'}}}}\n\
+             spec: {{clusterIP: 198.18.3.9, ports: [{ports}]}}"
+        ))
+    };
+    let j = judge(
+        &[
+            with_ports(
+                "a",
+                "2026-12-01T10:00:00Z",
+                "{name: tcp, port: 42, protocol: TCP}, {name: udp, port: 42, protocol: UDP}",
+            ),
+            with_ports(
+                "b",
+                "2026-12-02T10:00:00Z",
+                "{name: tcp, port: 42, protocol: TCP}, {name: stcp, port: 142, protocol: SCTP}",
+            ),
+            with_ports(
+                "c",
+                "2026-12-03T10:00:00Z",
+                "{name: udp, port: 43, protocol: UDP}",
+            ),
+        ],
+        &all,
+        &Naming::default(),
+    );
+    let i = &j.imports[&key("web")];
+    assert_eq!(
+        i.ports
+            .iter()
+            .map(ImportPort::to_string)
+            .collect::<Vec<_>>(),
+        ["stcp:142/SCTP", "tcp:42/TCP", "udp:42/UDP"]
+    );
+    assert_eq!(i.clusters.len(), 3);
+    let said: Vec<(&str, &str)> = j
+        .problems
+        .iter()
+        .map(|p| (p.object.as_str(), p.message.as_str()))
+        .collect();
+    assert_eq!(said.len(), 3, "{said:?}");
+    assert!(said[0].1.contains("cluster a exports web with ports [tcp:42/TCP, udp:42/UDP], and other clusters with others; the import has the union of the exports' ports [stcp:142/SCTP, tcp:42/TCP, udp:42/UDP]"), "{said:?}");
+    assert!(!said[0].1.contains("port name"), "{said:?}");
+    assert!(!said[1].1.contains("port name"), "{said:?}");
+    assert!(
+        said[2].1.contains(
+            "port name \"udp\" is udp:43/UDP here but udp:42/UDP in the older export web-a"
+        ),
+        "{said:?}"
+    );
+
+    // The oldest is a ClusterSetIP export: a headless one of another cluster is left out,
+    // and the other way round.
+    let j = judge(
+        &[
+            exported("a", Some("2026-12-04T10:00:00Z"), 80, true),
+            exported("c", Some("2026-12-01T10:00:00Z"), 80, false),
+        ],
+        &all,
+        &Naming::default(),
+    );
+    let i = &j.imports[&key("web")];
+    assert!(!i.headless);
+    assert_eq!(i.clusters, BTreeSet::from(["c".into()]));
+    assert!(
+        j.problems[0]
+            .message
+            .contains("as headless but the oldest export (web-c) is ClusterSetIP"),
+        "{:?}",
+        j.problems
+    );
+    let j = judge(
+        &[
+            exported("a", Some("2026-11-04T10:00:00Z"), 80, true),
+            exported("c", Some("2026-12-01T10:00:00Z"), 80, false),
+        ],
+        &all,
+        &Naming::default(),
+    );
+    let i = &j.imports[&key("web")];
+    assert!(i.headless);
+    assert_eq!(i.clusters, BTreeSet::from(["a".into()]));
+    assert_eq!(j.problems.len(), 1, "{:?}", j.problems);
+}
+
+#[test]
+fn exported_labels_and_annotations_that_kubernetes_takes_are_kept() {
+    let carried: Carried = serde_json::from_value(json!({
+        "exportedLabels": {
+            "team": "shop",
+            "example.com/tier": "gold_1.a",
+            "": "x",
+            "Example.com/x": "y",
+            "a/b/c": "y",
+            "ok": "not ok!",
+            "long": "a".repeat(64),
+            "app.kubernetes.io/managed-by": "someone",
+            "empty": "",
+        },
+        "exportedAnnotations": {"dummy-annotation": "true", "note": "any text, even with spaces", "bad key": "x"},
+    }))
+    .unwrap();
+    let mut said = Vec::new();
+    let (labels, annotations) = exported_metadata(&carried, |m| said.push(m));
+    assert_eq!(
+        labels.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["empty", "example.com/tier", "team"]
+    );
+    assert_eq!(
+        annotations.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["dummy-annotation", "note"]
+    );
+    assert_eq!(said.len(), 7, "{said:#?}");
+    for part in [
+        "exported label =\"x\" is left out of the ServiceImport: the key name \"\" is not",
+        "exported label Example.com/x=\"y\" is left out of the ServiceImport: the key prefix \"Example.com\" is not a lower-case DNS subdomain",
+        "exported label a/b/c=\"y\" is left out",
+        "exported label ok=\"not ok!\" is left out of the ServiceImport: the value is not a label value",
+        "exported label long=",
+        "exported label app.kubernetes.io/managed-by=\"someone\" is left out of the ServiceImport: the key says whose the ServiceImport is",
+        "exported annotation \"bad key\" is left out",
+    ] {
+        assert!(
+            said.iter().any(|m| m.starts_with(part)),
+            "{part} in {said:#?}"
+        );
+    }
+    // Past Kubernetes' limit on an object's annotations, none are kept.
+    let big: Carried = serde_json::from_value(json!({
+        "exportedAnnotations": {"a": "x".repeat(200 * 1024), "b": "y".repeat(100 * 1024)},
+    }))
+    .unwrap();
+    let mut said = Vec::new();
+    let (_, annotations) = exported_metadata(&big, |m| said.push(m));
+    assert!(annotations.is_empty());
+    assert!(
+        said[0].contains("more than the 262144 Kubernetes takes"),
+        "{said:?}"
+    );
+}
+
+#[test]
+fn the_import_has_the_oldest_exports_labels() {
+    let exported = |link: &str, created: &str, team: &str| {
+        svc(&format!(
+            "metadata: {{name: web-{link}, namespace: shop, labels: {{mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: {link}}}, annotations: {{mirror.linkerd.io/remote-svc-fq-name: web.shop.svc.cluster.local, linkerd-bridge.clusterset-dns.io/export: '{{\"exportCreated\":\"{created}\",\"exportedLabels\":{{\"team\":\"{team}\"}}}}'}}}}\n\
+             spec: {{clusterIP: 198.18.3.9, ports: [{{name: http, port: 80}}]}}"
+        ))
+    };
+    let j = judge(
+        &[
+            exported("a", "2026-12-04T10:00:00Z", "cart"),
+            exported("b", "2026-12-01T10:00:00Z", "shop"),
+        ],
+        &links(&["a", "b"]),
+        &Naming::default(),
+    );
+    let i = &j.imports[&key("web")];
+    assert_eq!(i.metadata()["labels"]["team"], "shop");
+    assert_eq!(i.metadata()["labels"][LABEL_MANAGER], MANAGER);
+    assert!(i.metadata().get("annotations").is_none());
+}
+
+#[test]
+fn bad_objects_are_named_and_passed_over() {
+    let bad = svc(
+        "metadata: {name: x-east, namespace: shop, labels: {mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: east}, annotations: {mirror.linkerd.io/remote-svc-fq-name: x.other.svc.cluster.local}}\n\
+         spec: {clusterIP: 198.18.1.9}",
+    );
+    let carried = svc(
+        "metadata: {name: y-east, namespace: shop, labels: {mirror.linkerd.io/mirrored-service: 'true', mirror.linkerd.io/cluster-name: east}, annotations: {mirror.linkerd.io/remote-svc-fq-name: y.shop.svc.cluster.local, linkerd-bridge.clusterset-dns.io/export: '{not json'}}\n\
+         spec: {clusterIP: 198.18.1.8}",
+    );
+    let user =
+        svc("metadata: {name: web-federated, namespace: shop}\nspec: {clusterIP: 198.18.1.7}");
+    let j = judge(
+        &[bad, carried, user, mirror("api", "east", "198.18.1.1")],
+        &links(&["east"]),
+        &Naming::default(),
+    );
+    assert_eq!(
+        j.imports.keys().cloned().collect::<Vec<_>>(),
+        vec![key("api"), key("y")]
+    );
+    assert_eq!(j.problems.len(), 2, "{:?}", j.problems);
+    assert!(
+        j.problems[0]
+            .message
+            .contains("not a service in namespace shop")
+    );
+    assert!(j.problems[1].message.contains("not what a bridge writes"));
+}
+
+#[test]
+fn slice_names_differ_where_dashes_would_make_them_equal() {
+    assert_ne!(
+        slice_name("a-b", "c", Family::V4),
+        slice_name("a", "b-c", Family::V4)
+    );
+    assert_ne!(
+        slice_name("a", "b", Family::V4),
+        slice_name("a", "b", Family::V6)
+    );
+    assert!(slice_name("web", "east.eu", Family::V4).starts_with("web-east-eu-"));
+}
