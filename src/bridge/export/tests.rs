@@ -406,3 +406,62 @@ fn an_export_without_a_cluster_id_warns() {
         "{e:?}"
     );
 }
+
+fn condition(kind: &'static str, status: Status, reason: &str) -> Condition {
+    Condition {
+        kind,
+        status,
+        reason: reason.into(),
+        message: format!("{kind} is {}", status.word()),
+    }
+}
+
+/// A condition whose status stays keeps its lastTransitionTime; one whose status changes, or
+/// that is new, takes now; and a condition the bridge no longer sets counts as a change.
+#[test]
+fn conditions_keep_their_transition_time_while_their_status_stays() {
+    let wanted = [
+        condition(VALID, Status::True, "Valid"),
+        condition(READY, Status::True, "Ready"),
+    ];
+    let first = conditions(&wanted, &[], Some(3), "2026-12-05T00:00:00Z").0;
+    assert_eq!(first[0]["lastTransitionTime"], "2026-12-05T00:00:00Z");
+    assert_eq!(first[1]["observedGeneration"], 3);
+    let (again, changed) = conditions(&wanted, &first, Some(3), "2026-12-05T01:00:00Z");
+    assert!(!changed, "the same verdict writes nothing");
+    assert_eq!(again, first);
+    let flipped = [
+        condition(VALID, Status::True, "Valid"),
+        condition(READY, Status::False, "NotReady"),
+    ];
+    let (next, changed) = conditions(&flipped, &first, Some(3), "2026-12-05T02:00:00Z");
+    assert!(changed);
+    assert_eq!(next[0]["lastTransitionTime"], "2026-12-05T00:00:00Z");
+    assert_eq!(next[1]["lastTransitionTime"], "2026-12-05T02:00:00Z");
+    let (_, changed) = conditions(&wanted[..1], &first, Some(3), "2026-12-05T02:00:00Z");
+    assert!(changed, "a condition dropped is a change");
+    let (_, changed) = conditions(&wanted, &first, Some(4), "2026-12-05T02:00:00Z");
+    assert!(changed, "a new generation is written");
+}
+
+/// The labels the bridge holds are those its field manager applied on the object itself (not
+/// on a subresource), whoever else set other labels.
+#[test]
+fn owned_labels_are_those_the_bridges_field_manager_applied() {
+    let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "api", "managedFields": [
+            {"manager": crate::bridge::names::FIELD_MANAGER, "operation": "Apply",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:mirror.linkerd.io/federated": {}},
+                                         "f:annotations": {"f:x": {}}}}},
+            {"manager": crate::bridge::names::FIELD_MANAGER, "operation": "Apply",
+             "subresource": "status",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:not-this": {}}}}},
+            {"manager": "kubectl", "operation": "Update",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}}}}
+        ]}
+    }))
+    .unwrap();
+    let owned: Vec<String> = owned_labels(&svc).into_iter().collect();
+    assert_eq!(owned, ["mirror.linkerd.io/federated"]);
+    assert!(owned_labels(&Default::default()).is_empty());
+}

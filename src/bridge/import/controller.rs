@@ -8,7 +8,7 @@
 //! A service is judged alone: an index from each service to the Linkerd Services and slices
 //! that name it keeps the work of one change to the objects of that service.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::index::{Indexes, Said, Told, key_of_slice, keys_of_service, problem_text};
 use super::object::{covers, difference, owned_keys, same_spec};
 use super::{Import, Naming, Problem};
 use crate::bridge::clusters::Changed;
@@ -32,7 +33,7 @@ use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::names::{FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, is_ours};
 use crate::bridge::runner::{self, Backoff, Marks, Reconciler};
 use crate::bridge::{CONCURRENT, Crd, Key, LINK, Shared, api_error, object_of};
-use crate::source::linkerd::{ANNOTATION_FQ_NAME, ANNOTATION_LOCAL, ANNOTATION_REMOTE, SELECTOR};
+use crate::source::linkerd::SELECTOR;
 use crate::source::mcs::LABEL_SERVICE_NAME;
 
 /// What the import half is run with.
@@ -126,151 +127,6 @@ struct Importer {
     index: Mutex<Indexes>,
     /// What is said about each service now (see [`Told`]).
     told: Mutex<Told>,
-}
-
-/// The objects of one kind that name each service, by object name (a superset: an entry is
-/// checked against the store when used).
-#[derive(Default)]
-struct Index {
-    by_key: HashMap<Key, HashSet<String>>,
-    of: HashMap<(String, String), Vec<Key>>,
-}
-
-impl Index {
-    fn set(&mut self, ns: &str, name: &str, keys: Vec<Key>) {
-        let at = (ns.to_string(), name.to_string());
-        self.remove(&at);
-        for k in &keys {
-            self.by_key
-                .entry(k.clone())
-                .or_default()
-                .insert(name.to_string());
-        }
-        self.of.insert(at, keys);
-    }
-
-    fn remove(&mut self, at: &(String, String)) {
-        for k in self.of.remove(at).unwrap_or_default() {
-            if let Some(names) = self.by_key.get_mut(&k) {
-                names.remove(&at.1);
-                if names.is_empty() {
-                    self.by_key.remove(&k);
-                }
-            }
-        }
-    }
-
-    fn names(&self, key: &Key) -> Vec<String> {
-        self.by_key
-            .get(key)
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect()
-    }
-
-    /// Drops the objects `exists` says are gone (a relist does not say what went meanwhile).
-    fn prune(&mut self, exists: impl Fn(&str, &str) -> bool) {
-        let gone: Vec<(String, String)> = self
-            .of
-            .keys()
-            .filter(|(ns, name)| !exists(ns, name))
-            .cloned()
-            .collect();
-        gone.iter().for_each(|at| self.remove(at));
-    }
-}
-
-#[derive(Default)]
-struct Indexes {
-    services: Index,
-    slices: Index,
-}
-
-/// What the import half says, by service: the problems in the log and an Event, the objects
-/// someone else holds. A message is said when the first service comes to hold it, and again
-/// only after no service held it for a while (it went, and came back); it is forgotten when no
-/// service holds it, so what is kept is bounded by what is wrong now.
-#[derive(Default)]
-struct Told {
-    by_key: HashMap<Key, Said>,
-    /// How many services hold each message.
-    held: HashMap<String, usize>,
-}
-
-/// What one service's last reconcile found to say, and count.
-#[derive(Default, Clone, PartialEq, Eq)]
-struct Said {
-    messages: BTreeSet<String>,
-    /// The objects that could not be used, by namespace and name.
-    unusable: BTreeSet<(String, String)>,
-    /// Its ServiceImport and how many of its slices someone else holds.
-    foreign: (usize, usize),
-}
-
-impl Told {
-    /// Records what `key` holds now; the messages no service held before, to be said.
-    fn hold(&mut self, key: &Key, now: Said) -> Vec<String> {
-        let before = self.by_key.remove(key).unwrap_or_default();
-        for m in before.messages.difference(&now.messages) {
-            if let Some(n) = self.held.get_mut(m) {
-                *n -= 1;
-                if *n == 0 {
-                    self.held.remove(m);
-                }
-            }
-        }
-        let mut new = Vec::new();
-        for m in now.messages.difference(&before.messages) {
-            let n = self.held.entry(m.clone()).or_default();
-            if *n == 0 {
-                new.push(m.clone());
-            }
-            *n += 1;
-        }
-        if now != Said::default() {
-            self.by_key.insert(key.clone(), now);
-        }
-        new
-    }
-}
-
-/// The services a change of one of Linkerd's Services can change the import of: the one its
-/// annotations name (a federated Service may name several while it is wrong); one that names
-/// none is judged under its own name, so what is wrong with it is said.
-fn keys_of_service(svc: &Service) -> Vec<Key> {
-    let (Some(ns), Some(object)) = (&svc.metadata.namespace, &svc.metadata.name) else {
-        return Vec::new();
-    };
-    let a = svc.metadata.annotations.clone().unwrap_or_default();
-    let get = |k: &str| a.get(k).map(String::as_str).unwrap_or_default();
-    let mut names: Vec<&str> = Vec::new();
-    let fq: Vec<&str> = get(ANNOTATION_FQ_NAME).split('.').collect();
-    // A host's `<host>.<svc>.<ns>.svc.<domain>`, a mirror's `<svc>.<ns>.svc.<domain>`.
-    names.extend(fq.iter().take(2));
-    names.extend(
-        get(ANNOTATION_REMOTE)
-            .split(',')
-            .filter_map(|m| m.trim().split_once('@'))
-            .map(|(s, _)| s),
-    );
-    names.push(get(ANNOTATION_LOCAL).trim());
-    let mut keys: Vec<Key> = names
-        .into_iter()
-        .filter(|n| !n.is_empty())
-        .map(|n| (ns.clone(), n.to_string()))
-        .collect();
-    keys.sort();
-    keys.dedup();
-    if keys.is_empty() {
-        keys.push((ns.clone(), object.clone()));
-    }
-    keys
-}
-
-fn key_of_slice(s: &EndpointSlice) -> Option<Key> {
-    let svc = s.metadata.labels.as_ref()?.get(LABEL_SERVICE_NAME)?;
-    Some((s.metadata.namespace.clone()?, svc.clone()))
 }
 
 /// What a watch of the import half said.
@@ -826,15 +682,6 @@ impl Importer {
         self.metrics
             .imports([si_mine, sl_mine], [si_foreign, sl_foreign], unusable.len());
     }
-}
-
-/// A problem as [`Told`] holds it: `Service <reason> <namespace> <object>`, a line break, and
-/// the message.
-fn problem_text(p: &Problem) -> String {
-    format!(
-        "Service {} {} {}\n{}",
-        p.reason, p.namespace, p.object, p.message
-    )
 }
 
 /// An object's namespace and name.

@@ -22,6 +22,7 @@
 //! (Linkerd leaves mirrors behind when a Link is deleted).
 
 mod controller;
+mod index;
 mod judge;
 mod object;
 mod read;

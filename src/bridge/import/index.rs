@@ -1,0 +1,300 @@
+//! What the import half keeps by service: which of Linkerd's Services and which
+//! EndpointSlices name each one (so that a service is judged from its own objects), and what
+//! is said about each one now.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+use super::Problem;
+use crate::bridge::Key;
+use crate::source::linkerd::{ANNOTATION_FQ_NAME, ANNOTATION_LOCAL, ANNOTATION_REMOTE};
+use crate::source::mcs::LABEL_SERVICE_NAME;
+
+/// The objects of one kind that name each service, by object name (a superset: an entry is
+/// checked against the store when used).
+#[derive(Default)]
+pub(super) struct Index {
+    pub(super) by_key: HashMap<Key, HashSet<String>>,
+    of: HashMap<(String, String), Vec<Key>>,
+}
+
+impl Index {
+    pub(super) fn set(&mut self, ns: &str, name: &str, keys: Vec<Key>) {
+        let at = (ns.to_string(), name.to_string());
+        self.remove(&at);
+        for k in &keys {
+            self.by_key
+                .entry(k.clone())
+                .or_default()
+                .insert(name.to_string());
+        }
+        self.of.insert(at, keys);
+    }
+
+    pub(super) fn remove(&mut self, at: &(String, String)) {
+        for k in self.of.remove(at).unwrap_or_default() {
+            if let Some(names) = self.by_key.get_mut(&k) {
+                names.remove(&at.1);
+                if names.is_empty() {
+                    self.by_key.remove(&k);
+                }
+            }
+        }
+    }
+
+    pub(super) fn names(&self, key: &Key) -> Vec<String> {
+        self.by_key
+            .get(key)
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    /// Drops the objects `exists` says are gone (a relist does not say what went meanwhile).
+    pub(super) fn prune(&mut self, exists: impl Fn(&str, &str) -> bool) {
+        let gone: Vec<(String, String)> = self
+            .of
+            .keys()
+            .filter(|(ns, name)| !exists(ns, name))
+            .cloned()
+            .collect();
+        gone.iter().for_each(|at| self.remove(at));
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Indexes {
+    pub(super) services: Index,
+    pub(super) slices: Index,
+}
+
+/// What the import half says, by service: the problems in the log and an Event, the objects
+/// someone else holds. A message is said when the first service comes to hold it, and again
+/// only after no service held it for a while (it went, and came back); it is forgotten when no
+/// service holds it, so what is kept is bounded by what is wrong now.
+#[derive(Default)]
+pub(super) struct Told {
+    pub(super) by_key: HashMap<Key, Said>,
+    /// How many services hold each message.
+    held: HashMap<String, usize>,
+}
+
+/// What one service's last reconcile found to say, and count.
+#[derive(Default, Clone, PartialEq, Eq)]
+pub(super) struct Said {
+    pub(super) messages: BTreeSet<String>,
+    /// The objects that could not be used, by namespace and name.
+    pub(super) unusable: BTreeSet<(String, String)>,
+    /// Its ServiceImport and how many of its slices someone else holds.
+    pub(super) foreign: (usize, usize),
+}
+
+impl Told {
+    /// Records what `key` holds now; the messages no service held before, to be said.
+    pub(super) fn hold(&mut self, key: &Key, now: Said) -> Vec<String> {
+        let before = self.by_key.remove(key).unwrap_or_default();
+        for m in before.messages.difference(&now.messages) {
+            if let Some(n) = self.held.get_mut(m) {
+                *n -= 1;
+                if *n == 0 {
+                    self.held.remove(m);
+                }
+            }
+        }
+        let mut new = Vec::new();
+        for m in now.messages.difference(&before.messages) {
+            let n = self.held.entry(m.clone()).or_default();
+            if *n == 0 {
+                new.push(m.clone());
+            }
+            *n += 1;
+        }
+        if now != Said::default() {
+            self.by_key.insert(key.clone(), now);
+        }
+        new
+    }
+}
+
+/// The services a change of one of Linkerd's Services can change the import of: the one its
+/// annotations name (a federated Service may name several while it is wrong); one that names
+/// none is judged under its own name, so what is wrong with it is said.
+pub(super) fn keys_of_service(svc: &Service) -> Vec<Key> {
+    let (Some(ns), Some(object)) = (&svc.metadata.namespace, &svc.metadata.name) else {
+        return Vec::new();
+    };
+    let a = svc.metadata.annotations.clone().unwrap_or_default();
+    let get = |k: &str| a.get(k).map(String::as_str).unwrap_or_default();
+    let mut names: Vec<&str> = Vec::new();
+    let fq: Vec<&str> = get(ANNOTATION_FQ_NAME).split('.').collect();
+    // A mirror's `<svc>.<ns>.svc.<domain>`, a host's `<host>.<svc>.<ns>.svc.<domain>`; a
+    // name of neither form marks both first labels.
+    let at = |i: usize| fq.get(i).copied();
+    if at(1) == Some(ns.as_str()) && at(2) == Some("svc") {
+        names.extend(at(0));
+    } else if at(2) == Some(ns.as_str()) && at(3) == Some("svc") {
+        names.extend(at(1));
+    } else {
+        names.extend(fq.iter().take(2));
+    }
+    names.extend(
+        get(ANNOTATION_REMOTE)
+            .split(',')
+            .filter_map(|m| m.trim().split_once('@'))
+            .map(|(s, _)| s),
+    );
+    names.push(get(ANNOTATION_LOCAL).trim());
+    let mut keys: Vec<Key> = names
+        .into_iter()
+        .filter(|n| !n.is_empty())
+        .map(|n| (ns.clone(), n.to_string()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    if keys.is_empty() {
+        keys.push((ns.clone(), object.clone()));
+    }
+    keys
+}
+
+pub(super) fn key_of_slice(s: &EndpointSlice) -> Option<Key> {
+    let svc = s.metadata.labels.as_ref()?.get(LABEL_SERVICE_NAME)?;
+    Some((s.metadata.namespace.clone()?, svc.clone()))
+}
+
+/// A problem as [`Told`] holds it: `Service <reason> <namespace> <object>`, a line break, and
+/// the message.
+pub(super) fn problem_text(p: &Problem) -> String {
+    format!(
+        "Service {} {} {}\n{}",
+        p.reason, p.namespace, p.object, p.message
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(ns: &str, name: &str) -> Key {
+        (ns.into(), name.into())
+    }
+
+    fn names(i: &Index, k: &Key) -> Vec<String> {
+        let mut n = i.names(k);
+        n.sort();
+        n
+    }
+
+    #[test]
+    fn an_object_renamed_to_another_service_leaves_the_first() {
+        let mut i = Index::default();
+        i.set("shop", "api-federated", vec![key("shop", "api")]);
+        i.set("shop", "api-west", vec![key("shop", "api")]);
+        assert_eq!(
+            names(&i, &key("shop", "api")),
+            ["api-federated", "api-west"]
+        );
+        i.set("shop", "api-west", vec![key("shop", "web")]);
+        assert_eq!(names(&i, &key("shop", "api")), ["api-federated"]);
+        assert_eq!(names(&i, &key("shop", "web")), ["api-west"]);
+        i.remove(&("shop".into(), "api-federated".into()));
+        assert!(i.names(&key("shop", "api")).is_empty());
+        assert!(
+            !i.by_key.contains_key(&key("shop", "api")),
+            "no empty entry kept"
+        );
+        i.prune(|_, name| name != "api-west");
+        assert!(i.by_key.is_empty() && i.of.is_empty());
+    }
+
+    fn svc(ns: &str, name: &str, annotations: &[(&str, &str)]) -> Service {
+        let mut s = Service::default();
+        s.metadata.namespace = Some(ns.into());
+        s.metadata.name = Some(name.into());
+        s.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        s
+    }
+
+    #[test]
+    fn a_linkerd_service_names_the_services_its_annotations_name() {
+        let mirror = svc(
+            "shop",
+            "api-west",
+            &[(ANNOTATION_FQ_NAME, "api.shop.svc.cluster.local")],
+        );
+        assert_eq!(keys_of_service(&mirror), [key("shop", "api")]);
+        let host = svc(
+            "shop",
+            "db-0-west",
+            &[(ANNOTATION_FQ_NAME, "db-0.db.shop.svc.cluster.local")],
+        );
+        assert_eq!(keys_of_service(&host), [key("shop", "db")]);
+        // A service named as its namespace is still told from a host.
+        let same = svc(
+            "shop",
+            "shop-west",
+            &[(ANNOTATION_FQ_NAME, "shop.shop.svc.cluster.local")],
+        );
+        assert_eq!(keys_of_service(&same), [key("shop", "shop")]);
+        let federated = svc(
+            "shop",
+            "api-federated",
+            &[
+                (ANNOTATION_REMOTE, "api@west, web@east"),
+                (ANNOTATION_LOCAL, "api"),
+            ],
+        );
+        assert_eq!(
+            keys_of_service(&federated),
+            [key("shop", "api"), key("shop", "web")]
+        );
+        // One that names none is judged under its own name, so its problem is said.
+        let bare = svc("shop", "odd-federated", &[]);
+        assert_eq!(keys_of_service(&bare), [key("shop", "odd-federated")]);
+    }
+
+    fn said(messages: &[&str], unusable: &[(&str, &str)]) -> Said {
+        Said {
+            messages: messages.iter().map(|m| m.to_string()).collect(),
+            unusable: unusable
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect(),
+            foreign: (0, 0),
+        }
+    }
+
+    #[test]
+    fn a_message_is_said_once_while_any_service_holds_it_and_forgotten_after() {
+        let mut t = Told::default();
+        let (a, b) = (key("shop", "a"), key("shop", "b"));
+        assert_eq!(t.hold(&a, said(&["m1"], &[("shop", "x")])), ["m1"]);
+        assert_eq!(
+            t.hold(&a, said(&["m1"], &[("shop", "x")])),
+            Vec::<String>::new()
+        );
+        // Another service finding the same problem does not say it again.
+        assert_eq!(t.hold(&b, said(&["m1", "m2"], &[])), ["m2"]);
+        assert_eq!(t.hold(&a, Said::default()), Vec::<String>::new());
+        assert!(
+            !t.by_key.contains_key(&a),
+            "nothing kept for a service with nothing to say"
+        );
+        assert_eq!(t.held.get("m1"), Some(&1));
+        assert_eq!(t.hold(&b, Said::default()), Vec::<String>::new());
+        assert!(
+            t.held.is_empty() && t.by_key.is_empty(),
+            "bounded by what is wrong now"
+        );
+        // Gone and back: said again.
+        assert_eq!(t.hold(&a, said(&["m1"], &[])), ["m1"]);
+    }
+}
