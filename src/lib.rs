@@ -15,6 +15,19 @@
 //!                                                      admin: /metrics /health /ready
 //! ```
 //!
+//!
+//! `clusterset-dns linkerd-bridge` ([`bridge`]) runs apart from the server and writes the objects
+//! the server reads, for Linkerd's multicluster:
+//!
+//! ```text
+//!  ServiceExports ─> bridge::export (judge + controller) ─> Linkerd's label ─> Linkerd's
+//!                                                                        service mirror
+//!  every cluster's exports (bridge::clusters) ─┐                               │
+//!  Linkerd's federated Services and mirrors ───┴> bridge::import (judge + controller)
+//!                                                  ─> ServiceImports, EndpointSlices
+//!  (both controllers driven by bridge::runner, behind bridge::lease)    └─> source::kube
+//! ```
+//!
 //! `main` is thin: it parses flags ([`cli`]), binds [`server::Listeners`] and calls [`run`], which
 //! tests call the same way with sockets bound to port 0.
 
@@ -56,6 +69,15 @@ pub struct Config {
     /// Where the objects come from.
     pub origin: Origin,
     pub server: server::Config,
+}
+
+/// What a zone is built from: its settings, which objects are read, and from where (the part
+/// of [`Config`] that `clusterset-dns zone` reads).
+#[derive(Debug, Clone)]
+pub struct Input {
+    pub zone: zone::Config,
+    pub source: source::Config,
+    pub origin: Origin,
 }
 
 /// The source the objects come from.
@@ -113,9 +135,9 @@ async fn watch_kube(
     )))
 }
 
-/// The zone the server would serve with `config`, in master-file form: the file loaded once, or
+/// The zone the server would serve from `config`, in master-file form: the file loaded once, or
 /// the Kubernetes API listed once (waiting at most `wait` for the first full list).
-pub async fn zone_text(config: &Config, wait: std::time::Duration) -> Result<String, RunError> {
+pub async fn zone_text(config: &Input, wait: std::time::Duration) -> Result<String, RunError> {
     let (metrics, zone, mut builder) = new_zone(&config.zone, "dns://zone".into());
     let services = match &config.origin {
         Origin::File(fc) => file::initial(fc, &config.source, &metrics)?.services,

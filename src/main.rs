@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clusterset_dns::cli::{Args, Command, LogFormat, LogLevel};
+use clusterset_dns::cli::{Args, LogFormat, LogLevel, Run};
 use clusterset_dns::server::{Listeners, Shutdown};
 use tracing::{error, info};
 use tracing_subscriber::filter::{LevelFilter, Targets};
@@ -48,7 +48,7 @@ fn init_logging(format: LogFormat, level: LogLevel) {
 
 fn main() -> ExitCode {
     clusterset_dns::sys::one_malloc_arena();
-    let args = match Args::try_parse_checked_from(std::env::args_os()) {
+    let args = match <Args as clap::Parser>::try_parse_from(std::env::args_os()) {
         Ok(a) => a,
         Err(e) if !e.use_stderr() => e.exit(), // --help, --version
         Err(e) => {
@@ -59,30 +59,21 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(args.log_format, args.log_level);
+    init_logging(args.log().log_format, args.log().log_level);
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         clusterset_dns::metrics::PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         default_hook(info);
     }));
-    match args.bridge() {
-        Some(Ok(bridge)) => return run_bridge(bridge),
-        Some(Err(e)) => {
-            eprintln!("clusterset-dns: {e}");
-            return ExitCode::from(2);
-        }
-        None => {}
-    }
-    let config = match args.config() {
-        Ok(c) => c,
+    let config = match args.run() {
+        Ok(Run::Serve(config)) => *config,
+        Ok(Run::Zone { input, timeout }) => return print_zone(&input, timeout),
+        Ok(Run::Bridge(bridge)) => return run_bridge(*bridge),
         Err(e) => {
             eprintln!("clusterset-dns: {e}");
             return ExitCode::from(2);
         }
     };
-    if let Some(Command::Zone { timeout }) = args.command {
-        return print_zone(&config, timeout);
-    }
     let listeners = match Listeners::bind(&config.server) {
         Ok(l) => l,
         Err(e) => {
@@ -200,7 +191,7 @@ fn run_bridge(config: clusterset_dns::bridge::Config) -> ExitCode {
 }
 
 /// `clusterset-dns zone`: prints the zone and exits.
-fn print_zone(config: &clusterset_dns::Config, wait: std::time::Duration) -> ExitCode {
+fn print_zone(config: &clusterset_dns::Input, wait: std::time::Duration) -> ExitCode {
     let runtime = match runtime(tokio::runtime::Builder::new_current_thread()) {
         Ok(r) => r,
         Err(code) => return code,

@@ -194,13 +194,7 @@ async fn attempt(
                 }),
             };
             return match api.create(&PostParams::default(), &lease).await {
-                Ok(l) => {
-                    *observed = Some(Observed {
-                        record: Record::of(&l),
-                        since: Instant::now(),
-                    });
-                    Ok(true)
-                }
+                Ok(l) => Ok(won(observed, &l)),
                 // Another replica created it first.
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
                 Err(e) => Err(e),
@@ -221,16 +215,19 @@ async fn attempt(
         .replace(&config.name, &PostParams::default(), &lease)
         .await
     {
-        Ok(l) => {
-            *observed = Some(Observed {
-                record: Record::of(&l),
-                since: Instant::now(),
-            });
-            Ok(true)
-        }
+        Ok(l) => Ok(won(observed, &l)),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// This replica wrote `lease`: what it observes from now on. Always true (it holds the Lease).
+fn won(observed: &mut Option<Observed>, lease: &Lease) -> bool {
+    *observed = Some(Observed {
+        record: Record::of(lease),
+        since: Instant::now(),
+    });
+    true
 }
 
 /// Gives the Lease up, so another replica takes it at its next look instead of after it expires.

@@ -72,6 +72,19 @@ const CONCURRENT: usize = 16;
 /// How often the API server is asked again for a CRD it did not serve.
 const CRD_RECHECK: Duration = Duration::from_secs(10);
 
+/// The ServiceExport and ServiceImport CRDs: mcs-api v0.5.2 stores v1beta1 and still serves
+/// v1alpha1.
+const SERVICE_EXPORT: Crd = Crd::mcs(
+    "ServiceExport",
+    "serviceexports",
+    "install the CRDs of sigs.k8s.io/mcs-api v0.5.2 (kubectl apply -f deploy/crds/multicluster.x-k8s.io_serviceexports.yaml)",
+);
+const SERVICE_IMPORT: Crd = Crd::mcs(
+    "ServiceImport",
+    "serviceimports",
+    "install the CRDs of sigs.k8s.io/mcs-api v0.5.2 (kubectl apply -f deploy/crds/multicluster.x-k8s.io_serviceimports.yaml)",
+);
+
 /// Linkerd's Link (linkerd2 `version-2.20` serves v1alpha3 and still v1alpha1, v1alpha2).
 const LINK: Crd = Crd {
     group: "multicluster.linkerd.io",
@@ -205,7 +218,51 @@ struct Crd {
     install: &'static str,
 }
 
+impl Crd {
+    /// One of the MCS API's.
+    const fn mcs(kind: &'static str, plural: &'static str, install: &'static str) -> Crd {
+        Crd {
+            group: "multicluster.x-k8s.io",
+            versions: &["v1beta1", "v1alpha1"],
+            kind,
+            plural,
+            install,
+        }
+    }
+}
+
 impl Shared {
+    /// Runs a half: its watches (`watch`, given where to mark keys and where to say that
+    /// everything was listed) beside the runner that brings what they mark up to date while
+    /// this replica leads.
+    async fn drive<R, F>(
+        &self,
+        half: &R,
+        resync: Duration,
+        watch: impl FnOnce(runner::Marks<Key>, tokio::sync::watch::Sender<bool>) -> F,
+    ) where
+        R: runner::Reconciler<Key = Key>,
+        F: std::future::Future<Output = ()>,
+    {
+        let (marks, marked) = runner::Marks::channel();
+        let (ready, ready_rx) = tokio::sync::watch::channel(false);
+        let settings = runner::Settings {
+            concurrency: CONCURRENT,
+            backoff: runner::Backoff::DEFAULT,
+            resync,
+        };
+        let leading = self.leading.clone();
+        let working = runner::run(
+            half,
+            marked,
+            leading,
+            ready_rx,
+            settings,
+            self.shutdown.clone(),
+        );
+        tokio::join!(watch(marks, ready), working);
+    }
+
     /// `crd` at the first of its versions the API server serves, waiting (and saying why on
     /// `/ready`, for `half`) until it does; `None` on shutdown.
     async fn wait_for(&self, half: &'static str, crd: &Crd) -> Option<ApiResource> {

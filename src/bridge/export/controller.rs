@@ -24,17 +24,8 @@ use super::read::{carried, exported, keys_of_service, mirror_peers};
 use crate::bridge::clusters::{Changed, Clusters};
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::names::{CARRIED, FIELD_MANAGER};
-use crate::bridge::runner::{self, Backoff, Marks, Reconciler};
-use crate::bridge::{CONCURRENT, Crd, Key, Shared, api_error, object_of};
-
-/// The ServiceExport CRD: mcs-api v0.5.2 stores v1beta1 and still serves v1alpha1.
-const SERVICE_EXPORT: Crd = Crd {
-    group: "multicluster.x-k8s.io",
-    versions: &["v1beta1", "v1alpha1"],
-    kind: "ServiceExport",
-    plural: "serviceexports",
-    install: "install the CRDs of sigs.k8s.io/mcs-api v0.5.2 (kubectl apply -f deploy/crds/multicluster.x-k8s.io_serviceexports.yaml)",
-};
+use crate::bridge::runner::{self, Marks, Reconciler};
+use crate::bridge::{Key, SERVICE_EXPORT, Shared, api_error, object_of};
 
 /// Runs the export half until shutdown, once the ServiceExport CRD is served: its watches, and
 /// the runner that brings each export marked to its verdict while this replica leads.
@@ -60,30 +51,14 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         clusters: shared.clusters.clone(),
         applied: Default::default(),
     };
-    let (marks, marked) = Marks::channel();
-    let (ready, ready_rx) = watch::channel(false);
-    let runner = runner::Settings {
-        concurrency: CONCURRENT,
-        backoff: Backoff::DEFAULT,
-        resync: exporter.config.resync,
-    };
     let changes = shared.clusters.subscribe();
-    let watching = exporter.watch(
-        (exports_w, services_w),
-        changes,
-        marks,
-        ready,
-        shared.shutdown.clone(),
-    );
-    let working = runner::run(
-        &exporter,
-        marked,
-        shared.leading.clone(),
-        ready_rx,
-        runner,
-        shared.shutdown.clone(),
-    );
-    tokio::join!(watching, working);
+    let resync = exporter.config.resync;
+    let shutdown = shared.shutdown.clone();
+    shared
+        .drive(&exporter, resync, |marks, ready| {
+            exporter.watch((exports_w, services_w), changes, marks, ready, shutdown)
+        })
+        .await;
 }
 
 /// What the export half is run with.

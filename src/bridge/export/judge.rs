@@ -22,7 +22,7 @@ use crate::source::linkerd::carried::Carried;
 pub const MODE_ANNOTATION: &str = "linkerd-bridge.clusterset-dns.io/mode";
 
 /// How Linkerd exports a Service: the label the bridge puts on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// `mirror.linkerd.io/federated=member`: one federated Service across the clusters.
     Federated,

@@ -25,14 +25,14 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::index::{Indexes, Said, Told, key_of_slice, keys_of_service, problem_text};
+use super::index::{Index, Indexes, Said, Told, key_of_slice, keys_of_service, problem_text};
 use super::object::{covers, difference, owned_keys, same_spec};
 use super::{Import, Naming, Problem};
 use crate::bridge::clusters::Changed;
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::names::{FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, is_ours};
-use crate::bridge::runner::{self, Backoff, Marks, Reconciler};
-use crate::bridge::{CONCURRENT, Crd, Key, LINK, Shared, api_error, object_of};
+use crate::bridge::runner::{self, Marks, Reconciler};
+use crate::bridge::{Key, LINK, SERVICE_IMPORT, Shared, api_error, object_of};
 use crate::source::linkerd::SELECTOR;
 use crate::source::mcs::LABEL_SERVICE_NAME;
 
@@ -44,14 +44,6 @@ pub struct Settings {
     /// Every import is brought up to date this often, changed or not.
     pub resync: Duration,
 }
-
-const SERVICE_IMPORT: Crd = Crd {
-    group: "multicluster.x-k8s.io",
-    versions: &["v1beta1", "v1alpha1"],
-    kind: "ServiceImport",
-    plural: "serviceimports",
-    install: "install the CRDs of sigs.k8s.io/mcs-api v0.5.2 (kubectl apply -f deploy/crds/multicluster.x-k8s.io_serviceimports.yaml)",
-};
 
 /// Runs the import half until shutdown, once the ServiceImport and Link CRDs are served: its
 /// watches, and the runner that brings each service marked up to date while this replica leads.
@@ -83,28 +75,18 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         index: Mutex::default(),
         told: Mutex::default(),
     };
-    let (marks, marked) = Marks::channel();
-    let (ready, ready_rx) = watch::channel(false);
-    let runner = runner::Settings {
-        concurrency: CONCURRENT,
-        backoff: Backoff::DEFAULT,
-        resync: importer.settings.resync,
-    };
-    let watching = importer.watch(
-        (services_w, links_w, imports_w, slices_w),
-        marks,
-        ready,
-        shared.shutdown.clone(),
-    );
-    let working = runner::run(
-        &importer,
-        marked,
-        shared.leading.clone(),
-        ready_rx,
-        runner,
-        shared.shutdown.clone(),
-    );
-    tokio::join!(watching, working);
+    let resync = importer.settings.resync;
+    let shutdown = shared.shutdown.clone();
+    shared
+        .drive(&importer, resync, |marks, ready| {
+            importer.watch(
+                (services_w, links_w, imports_w, slices_w),
+                marks,
+                ready,
+                shutdown,
+            )
+        })
+        .await;
 }
 
 const NOT_LISTED: &str =
@@ -248,24 +230,9 @@ impl Importer {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 ev = services.next() => match ev {
-                    Some(Ok(Seen::Applied(s))) => {
-                        let keys = keys_of_service(&s);
-                        let (ns, name) = names_of(&s.metadata);
-                        self.index.lock().expect("not poisoned").services.set(&ns, &name, keys.clone());
-                        marks.keys(keys);
-                    }
-                    Some(Ok(Seen::Deleted(s))) => {
-                        let at = names_of(&s.metadata);
-                        self.index.lock().expect("not poisoned").services.remove(&at);
-                        marks.keys(keys_of_service(&s));
-                    }
-                    Some(Ok(Seen::Listed)) => {
-                        let store = &self.services;
-                        self.index.lock().expect("not poisoned").services.prune(|ns, name| {
-                            store.get(&ObjectRef::new(name).within(ns)).is_some()
-                        });
-                        listed[0] = true;
-                        marks.all();
+                    Some(Ok(seen)) => {
+                        let index: fn(&mut Indexes) -> &mut Index = |i| &mut i.services;
+                        listed[0] |= self.indexed(seen, index, &self.services, keys_of_service, &marks);
                     }
                     Some(Err(e)) => warn!(error = %e, "import half: watching Linkerd's Services"),
                     None => return,
@@ -294,24 +261,10 @@ impl Importer {
                     None => return,
                 },
                 ev = slices.next() => match ev {
-                    Some(Ok(Seen::Applied(s))) => {
-                        let (ns, name) = names_of(&s.metadata);
-                        let key = key_of_slice(&s);
-                        self.index.lock().expect("not poisoned").slices.set(&ns, &name, key.clone().into_iter().collect());
-                        marks.keys(key);
-                    }
-                    Some(Ok(Seen::Deleted(s))) => {
-                        let at = names_of(&s.metadata);
-                        self.index.lock().expect("not poisoned").slices.remove(&at);
-                        marks.keys(key_of_slice(&s));
-                    }
-                    Some(Ok(Seen::Listed)) => {
-                        let store = &self.slices;
-                        self.index.lock().expect("not poisoned").slices.prune(|ns, name| {
-                            store.get(&ObjectRef::new(name).within(ns)).is_some()
-                        });
-                        listed[3] = true;
-                        marks.all();
+                    Some(Ok(seen)) => {
+                        let index: fn(&mut Indexes) -> &mut Index = |i| &mut i.slices;
+                        let keys = |s: &EndpointSlice| key_of_slice(s).into_iter().collect();
+                        listed[3] |= self.indexed(seen, index, &self.slices, keys, &marks);
                     }
                     Some(Err(e)) => warn!(error = %e, "import half: watching EndpointSlices"),
                     None => return,
@@ -332,6 +285,43 @@ impl Importer {
             };
             self.metrics.waiting("import", why.map(str::to_string));
             runner::set(&ready, why.is_none());
+        }
+    }
+
+    /// Keeps `index` (one of [`Indexes`]) up to date with what a watch saw, and marks the
+    /// services it names; whether it was the end of a full list.
+    fn indexed<K>(
+        &self,
+        seen: Seen<K>,
+        index: fn(&mut Indexes) -> &mut Index,
+        store: &Store<K>,
+        keys: impl Fn(&K) -> Vec<Key>,
+        marks: &Marks<Key>,
+    ) -> bool
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let mut indexes = self.index.lock().expect("not poisoned");
+        match seen {
+            Seen::Applied(o) => {
+                let (ns, name) = names_of(o.meta());
+                let k = keys(&o);
+                index(&mut indexes).set(&ns, &name, k.clone());
+                marks.keys(k);
+                false
+            }
+            Seen::Deleted(o) => {
+                index(&mut indexes).remove(&names_of(o.meta()));
+                marks.keys(keys(&o));
+                false
+            }
+            Seen::Listed => {
+                // A relist does not say what went meanwhile.
+                index(&mut indexes)
+                    .prune(|ns, name| store.get(&ObjectRef::new(name).within(ns)).is_some());
+                marks.all();
+                true
+            }
         }
     }
 

@@ -134,6 +134,90 @@ fn carried_ports(c: &Carried) -> Vec<ImportPort> {
     out
 }
 
+/// What one service's judgement has found to say: problems with the objects it reads
+/// ([`NOT_IMPORTED`]), and conflicts between the exports ([`CONFLICT`]), said after.
+struct Judging<'a> {
+    ns: &'a str,
+    name: &'a str,
+    links: &'a BTreeSet<String>,
+    naming: &'a Naming,
+    problems: Vec<Problem>,
+    conflicts: Vec<Problem>,
+}
+
+impl Judging<'_> {
+    fn problem(&mut self, object: &str, message: String) {
+        self.problems.push(Problem {
+            namespace: self.ns.into(),
+            object: object.into(),
+            reason: NOT_IMPORTED,
+            message,
+        });
+    }
+
+    fn conflict(&mut self, object: &str, message: String) {
+        self.conflicts.push(Problem {
+            namespace: self.ns.into(),
+            object: object.into(),
+            reason: CONFLICT,
+            message,
+        });
+    }
+
+    /// The cluster id of a member through Link `cluster`, if that Link exists.
+    fn live(&mut self, cluster: &str, object: &str) -> Option<String> {
+        if !self.links.contains(cluster) {
+            return None;
+        }
+        let id = self.naming.id(cluster);
+        if id.is_none() {
+            self.problem(
+                object,
+                format!(
+                    "cluster name {cluster:?} is not a cluster id (one or two DNS labels): give one with --linkerd-cluster-id {cluster}=ID"
+                ),
+            );
+        }
+        id
+    }
+
+    /// What `r` carried, if it could be read (else why, said).
+    fn carried_of(&mut self, r: &Read) -> Option<Carried> {
+        match &r.carried {
+            Some(Ok(c)) => Some(c.clone()),
+            Some(Err(e)) => {
+                self.problem(&r.object, e.clone());
+                None
+            }
+            None => None,
+        }
+    }
+}
+
+/// `ports` with the `appProtocol` `carried` gives each (Linkerd's objects drop it), sorted.
+fn with_app(ports: &[ImportPort], carried: Option<&Carried>) -> Vec<ImportPort> {
+    let mut out: Vec<ImportPort> = ports
+        .iter()
+        .map(|p| {
+            let app = carried
+                .into_iter()
+                .flat_map(|c| &c.ports)
+                .find(|c| c.port == p.port && c.protocol == p.protocol && c.name == p.name)
+                .and_then(|c| c.app_protocol.clone());
+            ImportPort {
+                app_protocol: app.or_else(|| p.app_protocol.clone()),
+                ..p.clone()
+            }
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Linkerd's federated Service of a service: the object, its ClusterIPs and families.
+type FederatedRead<'a> = (&'a Read, &'a Vec<IpAddr>, &'a Vec<Family>);
+
 #[allow(clippy::too_many_arguments)]
 fn import(
     ns: &str,
@@ -145,74 +229,42 @@ fn import(
     (exports, read, own_read): (&[ClusterExport], &BTreeSet<String>, bool),
     problems: &mut Vec<Problem>,
 ) -> Option<Import> {
-    let mut problem = |object: &str, message: String| {
-        problems.push(Problem {
-            namespace: ns.into(),
-            object: object.into(),
-            reason: NOT_IMPORTED,
-            message,
-        });
+    let mut j = Judging {
+        ns,
+        name,
+        links,
+        naming,
+        problems: Vec::new(),
+        conflicts: Vec::new(),
     };
-    let mut conflicts: Vec<Problem> = Vec::new();
-    let mut conflict = |object: &str, message: String| {
-        conflicts.push(Problem {
-            namespace: ns.into(),
-            object: object.into(),
-            reason: CONFLICT,
-            message,
-        });
-    };
-    // The cluster id of a member through Link `cluster`, if that Link exists.
-    let live = |cluster: &str, object: &str, problem: &mut dyn FnMut(&str, String)| {
-        if !links.contains(cluster) {
-            return None;
-        }
-        let id = naming.id(cluster);
-        if id.is_none() {
-            problem(
-                object,
-                format!(
-                    "cluster name {cluster:?} is not a cluster id (one or two DNS labels): give one with --linkerd-cluster-id {cluster}=ID"
-                ),
-            );
-        }
-        id
-    };
-    let with_app = |ports: &[ImportPort], carried: Option<&Carried>| -> Vec<ImportPort> {
-        let mut out: Vec<ImportPort> = ports
-            .iter()
-            .map(|p| {
-                let app = carried
-                    .into_iter()
-                    .flat_map(|c| &c.ports)
-                    .find(|c| c.port == p.port && c.protocol == p.protocol && c.name == p.name)
-                    .and_then(|c| c.app_protocol.clone());
-                ImportPort {
-                    app_protocol: app.or_else(|| p.app_protocol.clone()),
-                    ..p.clone()
-                }
-            })
-            .collect();
-        out.sort();
-        out.dedup();
-        out
-    };
-    let carried_of = |r: &Read, problem: &mut dyn FnMut(&str, String)| match &r.carried {
-        Some(Ok(c)) => Some(c.clone()),
-        Some(Err(e)) => {
-            problem(&r.object, e.clone());
-            None
-        }
-        None => None,
-    };
+    let mut all = from_exports(&mut j, exports);
+    let federated = from_linkerd(&mut j, &mut all, members, hosts, read, own_read);
+    // Oldest export first, as the MCS API resolves conflicts (exports without a carried
+    // creation time after, by cluster).
+    all.sort_by(|a, b| {
+        export_order(a.created(), &a.cluster).cmp(&export_order(b.created(), &b.cluster))
+    });
+    // A member that carried nothing (labelled by hand) takes the oldest carried ports'
+    // `appProtocol`, which Linkerd's mirrors drop.
+    let oldest_carried = all.iter().find_map(|m| m.carried.clone());
+    for m in all.iter_mut().filter(|m| m.carried.is_none()) {
+        m.ports = with_app(&m.ports, oldest_carried.as_ref());
+    }
+    let import = merge(&mut j, &all, federated);
+    problems.append(&mut j.problems);
+    problems.append(&mut j.conflicts);
+    import
+}
 
+/// The members the exports read give: through the Links' credentials, and this cluster's own.
+fn from_exports<'a>(j: &mut Judging, exports: &[ClusterExport]) -> Vec<Member<'a>> {
+    let (ns, name, naming) = (j.ns, j.name, j.naming);
     let mut all: Vec<Member> = Vec::new();
-    // The exports read through the Links' credentials, and this cluster's own.
     for e in exports {
         let id = match &e.link {
             None => naming.own.clone().or_else(|| e.carried.cluster.clone()),
             Some(link) => {
-                if !links.contains(link) {
+                if !j.links.contains(link) {
                     continue;
                 }
                 e.carried
@@ -230,7 +282,7 @@ fn import(
             // This cluster without an id: its export half says so on the export (Ready
             // `NoClusterId`, an Event) and in a metric, once per export, not here again.
             if let Some(link) = &e.link {
-                problem(
+                j.problem(
                     name,
                     format!(
                         "{shown} is left out: cluster name {link:?} is not a cluster id (one or two DNS labels): give one with --linkerd-cluster-id {link}=ID"
@@ -257,14 +309,26 @@ fn import(
             endpoints,
         });
     }
-    // Linkerd's mirrors: the addresses of the exports above, and the exports of clusters whose
-    // credentials this bridge cannot read (or labelled for Linkerd by hand).
+    all
+}
+
+/// The members Linkerd's objects here give, added to `all`: the addresses of the exports read,
+/// and the exports of clusters whose credentials this bridge cannot read (or labelled for
+/// Linkerd by hand); and the federated Service, if there is one.
+fn from_linkerd<'a>(
+    j: &mut Judging,
+    all: &mut Vec<Member<'a>>,
+    members: &[&'a Read],
+    hosts: &BTreeMap<&str, Vec<&Read>>,
+    read: &BTreeSet<String>,
+    own_read: bool,
+) -> Option<FederatedRead<'a>> {
     // A cluster whose exports were read is what they say: Linkerd's objects may lag (a member
     // that left, a mirror left behind) and add no member for it.
     let covered = |link: &str, all: &[Member]| {
         read.contains(link) || all.iter().any(|m| m.link.as_deref() == Some(link))
     };
-    let mut federated: Option<(&Read, &Vec<IpAddr>, &Vec<Family>)> = None;
+    let mut federated: Option<FederatedRead> = None;
     // The federated Service first: where there is one, Linkerd's mirrors of clusters this
     // bridge cannot read add no member (the federated Service stands for the service).
     let members: Vec<&Read> = members
@@ -290,12 +354,12 @@ fn import(
                     continue;
                 }
                 federated = Some((r, ips, families));
-                let carried = carried_of(r, &mut problem);
+                let carried = j.carried_of(r);
                 for link in remote {
-                    if covered(link, &all) {
+                    if covered(link, all) {
                         continue;
                     }
-                    if let Some(id) = live(link, &r.object, &mut problem)
+                    if let Some(id) = j.live(link, &r.object)
                         && !all.iter().any(|m| m.cluster == id)
                     {
                         all.push(Member {
@@ -311,7 +375,7 @@ fn import(
                     }
                 }
                 if *local && !own_read && !all.iter().any(|m| m.link.is_none()) {
-                    match &naming.own {
+                    match &j.naming.own {
                         Some(own) if !all.iter().any(|m| &m.cluster == own) => all.push(Member {
                             cluster: own.clone(),
                             link: None,
@@ -324,7 +388,7 @@ fn import(
                             endpoints: Vec::new(),
                         }),
                         Some(_) => {}
-                        None => problem(
+                        None => j.problem(
                             &r.object,
                             "a local member is not listed in status.clusters without a cluster id (the ClusterProperty cluster.clusterset.k8s.io, or --cluster-id)".into(),
                         ),
@@ -363,11 +427,11 @@ fn import(
                     }
                     continue;
                 }
-                if federated.is_some() || covered(cluster, &all) {
+                if federated.is_some() || covered(cluster, all) {
                     continue;
                 }
-                let carried = carried_of(r, &mut problem);
-                let Some(id) = live(cluster, &r.object, &mut problem) else {
+                let carried = j.carried_of(r);
+                let Some(id) = j.live(cluster, &r.object) else {
                     continue;
                 };
                 if all.iter().any(|m| m.cluster == id) {
@@ -387,17 +451,14 @@ fn import(
             Shape::Host { .. } => {}
         }
     }
-    // Oldest export first, as the MCS API resolves conflicts (exports without a carried
-    // creation time after, by cluster).
-    all.sort_by(|a, b| {
-        export_order(a.created(), &a.cluster).cmp(&export_order(b.created(), &b.cluster))
-    });
-    // A member that carried nothing (labelled by hand) takes the oldest carried ports'
-    // `appProtocol`, which Linkerd's mirrors drop.
-    let oldest_carried = all.iter().find_map(|m| m.carried.clone());
-    for m in all.iter_mut().filter(|m| m.carried.is_none()) {
-        m.ports = with_app(&m.ports, oldest_carried.as_ref());
-    }
+    federated
+}
+
+/// The import the members give, oldest first: the oldest's type, the union of the ports by
+/// name, the carried fields, labels and annotations of the oldest that carried any, and the
+/// addresses (the federated Service's, else a slice per cluster and family).
+fn merge(j: &mut Judging, all: &[Member], federated: Option<FederatedRead>) -> Option<Import> {
+    let (ns, name) = (j.ns, j.name);
     let oldest = all.first()?;
     let is_headless = oldest.headless;
     // The carried fields: the oldest export's that carried any.
@@ -405,7 +466,7 @@ fn import(
         .iter()
         .find_map(|m| Some((m.carried.clone()?, m.object.unwrap_or(name))))
         .unwrap_or_else(|| (Carried::default(), name));
-    let (labels, annotations) = exported_metadata(&carried, |m| problem(carried_by, m));
+    let (labels, annotations) = exported_metadata(&carried, |m| j.problem(carried_by, m));
     let mut spec_fields = BTreeMap::new();
     for field in [
         "sessionAffinity",
@@ -426,10 +487,10 @@ fn import(
     let mut taken: Vec<(&Member, Vec<ImportPort>)> = Vec::new();
     let mut clusters = BTreeSet::new();
     let mut slices: BTreeMap<(String, Family), SliceSpec> = BTreeMap::new();
-    for m in &all {
+    for m in all {
         if m.headless != is_headless {
             if let Some(object) = m.object {
-                conflict(
+                j.conflict(
                     object,
                     format!(
                         "cluster {} exports {name} as {} but the oldest export ({}) is {}: left out of the import, as the MCS API resolves a type conflict by the oldest export",
@@ -464,44 +525,7 @@ fn import(
     }
     let mut union: Vec<ImportPort> = ports.iter().map(|(p, _)| p.clone()).collect();
     union.sort();
-    // Where the exports differ, an Event on each Linkerd object here that stands for one (the
-    // export halves say it on the ServiceExports).
-    let bare = |ports: &[ImportPort]| -> Vec<(String, String, i32)> {
-        ports
-            .iter()
-            .map(|p| (p.name.clone(), p.protocol.clone(), p.port))
-            .collect()
-    };
-    let differ = taken.iter().any(|(_, own)| bare(own) != bare(&union));
-    for (m, own) in taken.iter().filter(|_| differ) {
-        let Some(object) = m.object else { continue };
-        let list = |ports: &[ImportPort]| {
-            ports
-                .iter()
-                .map(ImportPort::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let mut message = format!(
-            "cluster {} exports {name} with ports [{}], and other clusters with others; the import has the union of the exports' ports [{}]",
-            m.cluster,
-            list(own),
-            list(&union)
-        );
-        for p in own {
-            if let Some((kept, from)) = ports
-                .iter()
-                .find(|(q, _)| q.name == p.name && (q.port, &q.protocol) != (p.port, &p.protocol))
-            {
-                message.push_str(&format!(
-                    "; port name {:?} is {p} here but {kept} in the older export {from}, and the older one is kept, as the MCS API resolves a port conflict",
-                    p.name
-                ));
-            }
-        }
-        conflict(object, message);
-    }
-    problems.extend(conflicts);
+    port_conflicts(j, &taken, &ports, &union);
     if clusters.is_empty() {
         return None;
     }
@@ -541,4 +565,51 @@ fn import(
         }
     }
     Some(i)
+}
+
+/// Where the clusters' ports differ from the `union` (`ports`: each name's port, and whose),
+/// a conflict on each Linkerd object here that stands for one (the export halves say it on
+/// the ServiceExports).
+fn port_conflicts(
+    j: &mut Judging,
+    taken: &[(&Member, Vec<ImportPort>)],
+    ports: &[(ImportPort, &str)],
+    union: &[ImportPort],
+) {
+    let name = j.name;
+    let bare = |ports: &[ImportPort]| -> Vec<(String, String, i32)> {
+        ports
+            .iter()
+            .map(|p| (p.name.clone(), p.protocol.clone(), p.port))
+            .collect()
+    };
+    let differ = taken.iter().any(|(_, own)| bare(own) != bare(union));
+    for (m, own) in taken.iter().filter(|_| differ) {
+        let Some(object) = m.object else { continue };
+        let list = |ports: &[ImportPort]| {
+            ports
+                .iter()
+                .map(ImportPort::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut message = format!(
+            "cluster {} exports {name} with ports [{}], and other clusters with others; the import has the union of the exports' ports [{}]",
+            m.cluster,
+            list(own),
+            list(union)
+        );
+        for p in own {
+            if let Some((kept, from)) = ports
+                .iter()
+                .find(|(q, _)| q.name == p.name && (q.port, &q.protocol) != (p.port, &p.protocol))
+            {
+                message.push_str(&format!(
+                    "; port name {:?} is {p} here but {kept} in the older export {from}, and the older one is kept, as the MCS API resolves a port conflict",
+                    p.name
+                ));
+            }
+        }
+        j.conflict(object, message);
+    }
 }
