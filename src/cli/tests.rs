@@ -1,4 +1,5 @@
 use super::*;
+use crate::dns::xdp::Coalescing;
 
 /// Each command takes its own flags, after its name, and clap refuses the others.
 #[test]
