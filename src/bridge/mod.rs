@@ -15,6 +15,7 @@
 pub mod clusters;
 pub mod export;
 pub mod import;
+mod index;
 pub mod lease;
 pub mod metrics;
 pub mod names;

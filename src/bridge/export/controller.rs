@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use kube::runtime::events::{EventType, Recorder};
@@ -20,8 +21,9 @@ use tracing::{debug, info, warn};
 
 use super::judge::{self as export, Exported, Label, Peer, Port, Seen, Verdict};
 use super::judge::{conditions, owned_labels};
-use super::read::{carried, exported, keys_of_service, mirror_peers};
+use super::read::{carried, exported, keys_of_service, linkerd_wrote, mirror_peers};
 use crate::bridge::clusters::{Changed, Clusters};
+use crate::bridge::index::Index;
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::names::{CARRIED, FIELD_MANAGER};
 use crate::bridge::runner::{self, Marks, Reconciler};
@@ -50,6 +52,7 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         metrics: shared.metrics.clone(),
         clusters: shared.clusters.clone(),
         applied: Default::default(),
+        linkerds: Default::default(),
     };
     let changes = shared.clusters.subscribe();
     let resync = exporter.config.resync;
@@ -84,6 +87,9 @@ struct Exporter {
     /// What the bridge last applied on each Service (its resourceVersion before, and the
     /// label and carried text): a store that has not seen the write yet is not written again.
     applied: std::sync::Mutex<BTreeMap<Key, (Option<String>, String)>>,
+    /// Linkerd's Services (mirrors, federated) by the service each stands for: the peers one
+    /// export is compared with are read from these, not from every Service.
+    linkerds: std::sync::Mutex<Index>,
 }
 
 impl Reconciler for Exporter {
@@ -161,10 +167,28 @@ impl Exporter {
                 },
                 ev = svc_events.next() => match ev {
                     Some(Ok(ev)) => {
-                        if matches!(ev, watcher::Event::InitDone) {
-                            services_listed = true;
-                            marks.all();
+                        let mut linkerds = self.linkerds.lock().expect("not poisoned");
+                        match &ev {
+                            watcher::Event::InitDone => {
+                                services_listed = true;
+                                // A relist does not say what went meanwhile.
+                                let store = &self.services;
+                                linkerds.prune(|ns, name| store.get(&ObjectRef::new(name).within(ns)).is_some());
+                                marks.all();
+                            }
+                            watcher::Event::Delete(s) => {
+                                linkerds.remove(&(s.namespace().unwrap_or_default(), s.name_any()));
+                            }
+                            watcher::Event::Apply(s) | watcher::Event::InitApply(s) => {
+                                let at = (s.namespace().unwrap_or_default(), s.name_any());
+                                match linkerd_wrote(s) {
+                                    true => linkerds.set(&at.0, &at.1, keys_of_service(s)),
+                                    false => linkerds.remove(&at),
+                                }
+                            }
+                            watcher::Event::Init => {}
                         }
+                        drop(linkerds);
                         if let Some(s) = object_of(ev) {
                             marks.keys(keys_of_service(&s));
                         }
@@ -353,7 +377,12 @@ impl Exporter {
             }
         }
         let read: BTreeSet<&str> = found.read.iter().map(String::as_str).collect();
-        for p in mirror_peers(&key.0, &key.1, &self.services.state()) {
+        let names = self.linkerds.lock().expect("not poisoned").names(key);
+        let linkerds: Vec<Arc<Service>> = names
+            .iter()
+            .filter_map(|n| self.services.get(&ObjectRef::new(n).within(&key.0)))
+            .collect();
+        for p in mirror_peers(&key.0, &key.1, &linkerds) {
             if !read.contains(p.via_link.as_str()) {
                 peers.push(p.peer);
             }
