@@ -750,6 +750,48 @@ fn bridge() {
     let _ = child.wait();
 }
 
+/// The API server's writes so far (`apiserver_request_total` by verb: create, update, patch,
+/// delete), from its own /metrics.
+fn api_writes(k: &Cluster) -> std::collections::BTreeMap<String, u64> {
+    let out = k
+        .kubectl()
+        .args(["get", "--raw", "/metrics"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut by_verb = std::collections::BTreeMap::new();
+    for l in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let verb = l.split("verb=\"").nth(1).and_then(|v| v.split('"').next());
+        let (Some(verb), Some(n)) = (verb, l.rsplit(' ').next()) else {
+            continue;
+        };
+        let verb = verb.to_ascii_lowercase();
+        if [
+            "post", "put", "patch", "delete", "create", "update", "apply",
+        ]
+        .contains(&verb.as_str())
+        {
+            *by_verb.entry(verb).or_insert(0) += n.parse::<f64>().unwrap_or(0.0) as u64;
+        }
+    }
+    by_verb
+}
+
+/// The writes between two readings of [`api_writes`], as `verb=n` words.
+fn writes_between(
+    before: &std::collections::BTreeMap<String, u64>,
+    after: &std::collections::BTreeMap<String, u64>,
+) -> String {
+    after
+        .iter()
+        .map(|(v, n)| format!("{v}={}", n - before.get(v).copied().unwrap_or(0)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// `bridge-import`: `clusterset-dns linkerd-bridge` with both halves, 1,000 ServiceExports of
 /// 1,000 Services and 1,000 of Linkerd's mirrors (one Link): the time until all exports are
 /// labelled and all imports written, the bridge's memory then, and the time from each of 1,000
@@ -846,6 +888,7 @@ fn bridge_import() {
     let admin: std::net::SocketAddr = format!("127.0.0.1:{}", common::k8s::free_port())
         .parse()
         .unwrap();
+    let writes_before = api_writes(&k);
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_clusterset-dns"))
         .args(["linkerd-bridge", "--halves", "export,import"])
         .args(["--kubeconfig", &k.kubeconfig("admin")])
@@ -897,6 +940,13 @@ fn bridge_import() {
     {
         println!("bridge memory with 1,000 exports and 1,000 imports (3,000 Services): {l}");
     }
+    let converged = api_writes(&k);
+    // At least: per export a label and a status (2,000); per import the ServiceImport, its
+    // status and a slice (3,000); the Lease and Events besides.
+    println!(
+        "API writes from start to 3 s after converging (the minimum: 2,000 for the exports, 3,000 for the imports, and Events): {}",
+        writes_between(&writes_before, &converged)
+    );
     let mut took = Vec::with_capacity(1000);
     for i in 1000..2000u32 {
         let t0 = Instant::now();
@@ -926,6 +976,11 @@ fn bridge_import() {
         }
         took.push(t0.elapsed().as_secs_f64() * 1000.0);
     }
+    std::thread::sleep(Duration::from_secs(3));
+    println!(
+        "API writes for 1,000 mirrors, theirs included (the minimum: 1,000 mirrors, 3,000 for their imports): {}",
+        writes_between(&converged, &api_writes(&k))
+    );
     took.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(
         "mirror Service created -> ServiceImport and EndpointSlice, 1000 mirrors: median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",

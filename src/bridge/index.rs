@@ -58,6 +58,98 @@ impl Index {
     }
 }
 
+/// What the bridge last wrote of each object of one kind, until the store shows a version it
+/// did not write over: a reflector's store lags the bridge's own writes, and a key judged again
+/// from the store before it caught up would write again what it just wrote (a second create
+/// answered 409, then an apply that adds a managed-fields entry to every object).
+pub(in crate::bridge) struct Written<K> {
+    map: std::sync::Mutex<HashMap<(String, String), Write<K>>>,
+}
+
+/// The versions one write (or a run of them) went over, and what it wrote last.
+type Write<K> = (Vec<Option<String>>, std::sync::Arc<K>);
+
+impl<K> Default for Written<K> {
+    fn default() -> Self {
+        Written {
+            map: Default::default(),
+        }
+    }
+}
+
+impl<K: kube::Resource> Written<K> {
+    /// The object `ns/name` as the bridge knows it: what it wrote last, while the store (which
+    /// holds `in_store`) still shows a version that write went over; else the store's.
+    pub(in crate::bridge) fn read(
+        &self,
+        ns: &str,
+        name: &str,
+        in_store: Option<std::sync::Arc<K>>,
+    ) -> Option<std::sync::Arc<K>> {
+        let at = (ns.to_string(), name.to_string());
+        let mut map = self.map.lock().expect("not poisoned");
+        let Some((over, written)) = map.get(&at) else {
+            return in_store;
+        };
+        let shown = in_store
+            .as_ref()
+            .and_then(|o| o.meta().resource_version.clone());
+        if over.contains(&shown) {
+            return Some(written.clone());
+        }
+        map.remove(&at);
+        in_store
+    }
+
+    /// The bridge wrote `written` over the version `over` (None: it created it).
+    pub(in crate::bridge) fn wrote(&self, over: Option<String>, written: K) {
+        let meta = written.meta();
+        let at = (
+            meta.namespace.clone().unwrap_or_default(),
+            meta.name.clone().unwrap_or_default(),
+        );
+        let mut map = self.map.lock().expect("not poisoned");
+        let mut versions = vec![over.clone()];
+        // A write over its own last write: the store may still show any version before.
+        if let Some((before, last)) = map.remove(&at)
+            && last.meta().resource_version == over
+        {
+            versions = before;
+            versions.push(over);
+        }
+        map.insert(at, (versions, std::sync::Arc::new(written)));
+    }
+
+    /// The watch showed `o`: once it is a version no write of the bridge's went over (the
+    /// write itself, or a later one), the store is right about it from now on.
+    pub(in crate::bridge) fn seen(&self, o: &K) {
+        let meta = o.meta();
+        let at = (
+            meta.namespace.clone().unwrap_or_default(),
+            meta.name.clone().unwrap_or_default(),
+        );
+        let mut map = self.map.lock().expect("not poisoned");
+        if map
+            .get(&at)
+            .is_some_and(|(over, _)| !over.contains(&meta.resource_version))
+        {
+            map.remove(&at);
+        }
+    }
+
+    /// How many objects are held.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.lock().expect("not poisoned").len()
+    }
+
+    /// `ns/name` was deleted: the store is right about it from now on.
+    pub(in crate::bridge) fn forget(&self, ns: &str, name: &str) {
+        let at = (ns.to_string(), name.to_string());
+        self.map.lock().expect("not poisoned").remove(&at);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +184,46 @@ mod tests {
         );
         i.prune(|_, name| name != "api-west");
         assert!(i.by_key.is_empty() && i.of.is_empty());
+    }
+
+    fn slice(name: &str, rv: &str) -> k8s_openapi::api::discovery::v1::EndpointSlice {
+        let mut s = k8s_openapi::api::discovery::v1::EndpointSlice::default();
+        s.metadata.namespace = Some("shop".into());
+        s.metadata.name = Some(name.into());
+        s.metadata.resource_version = Some(rv.into());
+        s
+    }
+
+    #[test]
+    fn what_was_written_is_read_until_the_store_shows_another_version() {
+        use std::sync::Arc;
+        let w = Written::default();
+        let rv = |o: Option<Arc<k8s_openapi::api::discovery::v1::EndpointSlice>>| {
+            o.and_then(|o| o.metadata.resource_version.clone())
+        };
+        // Created: while the store has none, the created one is read.
+        w.wrote(None, slice("a", "5"));
+        assert_eq!(rv(w.read("shop", "a", None)).as_deref(), Some("5"));
+        // Written again over it: the store may show none or 5 meanwhile.
+        w.wrote(Some("5".into()), slice("a", "7"));
+        assert_eq!(rv(w.read("shop", "a", None)).as_deref(), Some("7"));
+        let five = Some(Arc::new(slice("a", "5")));
+        assert_eq!(rv(w.read("shop", "a", five)).as_deref(), Some("7"));
+        // The store caught up (or someone else wrote): the store from now on.
+        let seven = Some(Arc::new(slice("a", "7")));
+        assert_eq!(rv(w.read("shop", "a", seven)).as_deref(), Some("7"));
+        assert_eq!(
+            rv(w.read("shop", "a", None)),
+            None,
+            "forgotten once caught up"
+        );
+        // The watch shows the write: nothing is held for it any more.
+        w.wrote(None, slice("c", "11"));
+        w.seen(&slice("c", "11"));
+        assert_eq!(w.len(), 0);
+        // Deleted after the bridge created it: the store is believed.
+        w.wrote(None, slice("b", "9"));
+        w.forget("shop", "b");
+        assert_eq!(rv(w.read("shop", "b", None)), None);
     }
 }

@@ -29,6 +29,7 @@ use super::index::{Index, Indexes, Said, Told, key_of_slice, keys_of_service, pr
 use super::object::{covers, difference, owned_keys, same_spec};
 use super::{Import, Naming, Problem};
 use crate::bridge::clusters::Changed;
+use crate::bridge::index::Written;
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::names::{FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, is_ours};
 use crate::bridge::runner::{self, Marks, Reconciler};
@@ -74,6 +75,8 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         clusters: shared.clusters.clone(),
         index: Mutex::default(),
         told: Mutex::default(),
+        written_imports: Written::default(),
+        written_slices: Written::default(),
     };
     let resync = importer.settings.resync;
     let shutdown = shared.shutdown.clone();
@@ -109,6 +112,9 @@ struct Importer {
     index: Mutex<Indexes>,
     /// What is said about each service now (see [`Told`]).
     told: Mutex<Told>,
+    /// What the bridge wrote that the stores may not show yet.
+    written_imports: Written<DynamicObject>,
+    written_slices: Written<EndpointSlice>,
 }
 
 /// What a watch of the import half said.
@@ -232,7 +238,7 @@ impl Importer {
                 ev = services.next() => match ev {
                     Some(Ok(seen)) => {
                         let index: fn(&mut Indexes) -> &mut Index = |i| &mut i.services;
-                        listed[0] |= self.indexed(seen, index, &self.services, keys_of_service, &marks);
+                        listed[0] |= self.indexed(seen, index, &self.services, keys_of_service, None, &marks);
                     }
                     Some(Err(e)) => warn!(error = %e, "import half: watching Linkerd's Services"),
                     None => return,
@@ -248,10 +254,15 @@ impl Importer {
                     None => return,
                 },
                 ev = imports.next() => match ev {
-                    Some(Ok(Seen::Applied(o) | Seen::Deleted(o))) => {
-                        if let (Some(ns), Some(name)) = (o.metadata.namespace, o.metadata.name) {
-                            marks.keys([(ns, name)]);
-                        }
+                    Some(Ok(Seen::Applied(o))) => {
+                        self.written_imports.seen(&o);
+                        marks.keys([names_of(&o.metadata)]);
+                    }
+                    Some(Ok(Seen::Deleted(o))) => {
+                        let (ns, name) = names_of(&o.metadata);
+                        // Deleted: the store is right about it from now on.
+                        self.written_imports.forget(&ns, &name);
+                        marks.keys([(ns, name)]);
                     }
                     Some(Ok(Seen::Listed)) => {
                         listed[2] = true;
@@ -264,7 +275,7 @@ impl Importer {
                     Some(Ok(seen)) => {
                         let index: fn(&mut Indexes) -> &mut Index = |i| &mut i.slices;
                         let keys = |s: &EndpointSlice| key_of_slice(s).into_iter().collect();
-                        listed[3] |= self.indexed(seen, index, &self.slices, keys, &marks);
+                        listed[3] |= self.indexed(seen, index, &self.slices, keys, Some(&self.written_slices), &marks);
                     }
                     Some(Err(e)) => warn!(error = %e, "import half: watching EndpointSlices"),
                     None => return,
@@ -296,6 +307,7 @@ impl Importer {
         index: fn(&mut Indexes) -> &mut Index,
         store: &Store<K>,
         keys: impl Fn(&K) -> Vec<Key>,
+        written: Option<&Written<K>>,
         marks: &Marks<Key>,
     ) -> bool
     where
@@ -304,6 +316,9 @@ impl Importer {
         let mut indexes = self.index.lock().expect("not poisoned");
         match seen {
             Seen::Applied(o) => {
+                if let Some(written) = written {
+                    written.seen(&o);
+                }
                 let (ns, name) = names_of(o.meta());
                 let k = keys(&o);
                 index(&mut indexes).set(&ns, &name, k.clone());
@@ -311,7 +326,11 @@ impl Importer {
                 false
             }
             Seen::Deleted(o) => {
-                index(&mut indexes).remove(&names_of(o.meta()));
+                let (ns, name) = names_of(o.meta());
+                if let Some(written) = written {
+                    written.forget(&ns, &name);
+                }
+                index(&mut indexes).remove(&(ns, name));
                 marks.keys(keys(&o));
                 false
             }
@@ -439,9 +458,10 @@ impl Importer {
         said: &mut Said,
     ) -> Result<(), kube::Error> {
         let (ns, name) = (key.0.as_str(), key.1.as_str());
-        let existing = self
+        let in_store = self
             .imports
             .get(&ObjectRef::new_with(name, self.si.clone()).within(ns));
+        let existing = self.written_imports.read(ns, name, in_store);
         let ours = existing
             .as_ref()
             .is_none_or(|o| is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER));
@@ -451,9 +471,11 @@ impl Importer {
             for s in mine {
                 let slice = s.metadata.name.clone().unwrap_or_default();
                 absent_is_done(slice_api.delete(&slice, &DeleteParams::default()).await)?;
+                self.written_slices.forget(ns, &slice);
             }
             if let Some(o) = existing.filter(|_| ours) {
                 absent_is_done(si_api.delete(name, &DeleteParams::default()).await)?;
+                self.written_imports.forget(ns, name);
                 info!(
                     namespace = ns,
                     name, "ServiceImport deleted: no cluster exports the service now"
@@ -492,7 +514,8 @@ impl Importer {
             match si_api.create(&pp, &new).await {
                 Ok(o) => {
                     info!(namespace = ns, name, "ServiceImport created");
-                    have = Some(serde_json::to_value(o).unwrap_or_default());
+                    have = Some(serde_json::to_value(&o).unwrap_or_default());
+                    self.written_imports.wrote(None, o);
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => {
                     // Created since the store saw it: ours if it says so.
@@ -511,6 +534,10 @@ impl Importer {
             }
         }
         let have = have.unwrap_or_default();
+        // The version the next write goes over.
+        let mut version = have["metadata"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string);
         let apply = PatchParams::apply(FIELD_MANAGER).force();
         // Labels and annotations the bridge wrote before (its field manager holds them) and
         // wants no more: exported no longer.
@@ -551,7 +578,9 @@ impl Importer {
                 field_manager: Some(FIELD_MANAGER.into()),
                 ..PostParams::default()
             };
-            si_api.replace(name, &pp, &new).await?;
+            let o = si_api.replace(name, &pp, &new).await?;
+            let over = std::mem::replace(&mut version, o.metadata.resource_version.clone());
+            self.written_imports.wrote(over, o);
             let changed = difference(&have, &object)
                 .unwrap_or_else(|| "a field the bridge no longer sets".into());
             info!(namespace = ns, name, changed, "ServiceImport updated");
@@ -567,15 +596,17 @@ impl Importer {
                 "metadata": {"name": name, "namespace": ns},
                 "status": status,
             });
-            si_api
+            let o = si_api
                 .patch_status(name, &apply, &Patch::Apply(&patch))
                 .await?;
+            self.written_imports.wrote(version, o);
         }
         // The slices: each written unless someone else's has its name; the bridge's others
         // taken away.
         let wanted = want.slice_objects();
         for (slice, object) in &wanted {
-            let have = self.slices.get(&ObjectRef::new(slice).within(ns));
+            let in_store = self.slices.get(&ObjectRef::new(slice).within(ns));
+            let have = self.written_slices.read(ns, slice, in_store);
             match have {
                 Some(h) if !is_ours(h.metadata.labels.as_ref(), LABEL_SLICE_MANAGER) => {
                     self.not_taken_over(
@@ -585,10 +616,12 @@ impl Importer {
                     );
                 }
                 Some(h) if covers(&serde_json::to_value(&*h).unwrap_or_default(), object) => {}
-                Some(_) => {
-                    slice_api
+                Some(h) => {
+                    let o = slice_api
                         .patch(slice, &apply, &Patch::Apply(object))
                         .await?;
+                    self.written_slices
+                        .wrote(h.metadata.resource_version.clone(), o);
                 }
                 None => {
                     let new: EndpointSlice =
@@ -598,7 +631,7 @@ impl Importer {
                         ..PostParams::default()
                     };
                     match slice_api.create(&pp, &new).await {
-                        Ok(_) => {}
+                        Ok(o) => self.written_slices.wrote(None, o),
                         Err(kube::Error::Api(e)) if e.code == 409 => {
                             let h = slice_api.get(slice).await?;
                             if is_ours(h.metadata.labels.as_ref(), LABEL_SLICE_MANAGER) {
@@ -622,6 +655,7 @@ impl Importer {
             let slice = s.metadata.name.clone().unwrap_or_default();
             if !wanted.contains_key(&slice) {
                 absent_is_done(slice_api.delete(&slice, &DeleteParams::default()).await)?;
+                self.written_slices.forget(ns, &slice);
             }
         }
         Ok(())
