@@ -3,24 +3,10 @@ use serde_json::Value;
 use super::*;
 use crate::source::linkerd::carried::Carried;
 
-/// The judge with no linked cluster read: peers only as given.
-fn judge(
-    ns: &str,
-    name: &str,
-    annotation: Option<&str>,
-    default: Mode,
-    service: Option<&Exported>,
-    peers: &[Peer],
-) -> Verdict {
-    super::judge(
-        ns,
-        name,
-        annotation,
-        default,
-        service,
-        peers,
-        &Seen::default(),
-    )
+/// The judge of `shop/web` with no linked cluster read: peers only as given.
+fn web(annotation: Option<&str>, default: Mode, svc: Option<&Exported>, peers: &[Peer]) -> Verdict {
+    let seen = Seen::default();
+    judge("shop", "web", annotation, default, svc, peers, &seen)
 }
 
 fn port(name: &str, port: i32) -> Port {
@@ -74,9 +60,7 @@ fn the_mode_comes_from_the_annotation_else_the_default_and_headless_is_never_fed
         (Some(""), false, Label::Keep),
     ];
     for (annotation, headless, label) in cases {
-        let v = judge(
-            "shop",
-            "web",
+        let v = web(
             annotation,
             Mode::Federated,
             Some(&svc(headless, &http)),
@@ -84,19 +68,10 @@ fn the_mode_comes_from_the_annotation_else_the_default_and_headless_is_never_fed
         );
         assert_eq!(v.label, label, "{annotation:?} headless={headless}");
     }
-    let v = judge(
-        "shop",
-        "web",
-        Some("fed"),
-        Mode::Federated,
-        Some(&svc(false, &http)),
-        &[],
-    );
+    let v = web(Some("fed"), Mode::Federated, Some(&svc(false, &http)), &[]);
     assert_eq!(summary(&v)[0], (VALID, Status::False, "InvalidMode"));
     assert!(v.conditions[0].message.contains("\"fed\""), "{v:?}");
-    let v = judge(
-        "shop",
-        "web",
+    let v = web(
         Some("federated"),
         Mode::Federated,
         Some(&svc(true, &http)),
@@ -108,7 +83,7 @@ fn the_mode_comes_from_the_annotation_else_the_default_and_headless_is_never_fed
 
 #[test]
 fn a_missing_or_external_name_service_is_not_valid_and_loses_the_label() {
-    let v = judge("shop", "web", None, Mode::Federated, None, &[]);
+    let v = web(None, Mode::Federated, None, &[]);
     assert_eq!(v.label, Label::Remove);
     assert_eq!(
         summary(&v),
@@ -120,7 +95,7 @@ fn a_missing_or_external_name_service_is_not_valid_and_loses_the_label() {
     assert!(v.conditions[0].message.contains("shop/web"));
     let mut ext = svc(false, &[]);
     ext.kind = "ExternalName".into();
-    let v = judge("shop", "web", None, Mode::Federated, Some(&ext), &[]);
+    let v = web(None, Mode::Federated, Some(&ext), &[]);
     assert_eq!(v.label, Label::Remove);
     assert_eq!(summary(&v)[0], (VALID, Status::False, "InvalidServiceType"));
 }
@@ -128,14 +103,7 @@ fn a_missing_or_external_name_service_is_not_valid_and_loses_the_label() {
 #[test]
 fn a_valid_export_is_ready_except_headless_for_remote_discovery() {
     let http = [port("http", 80)];
-    let v = judge(
-        "shop",
-        "web",
-        None,
-        Mode::Federated,
-        Some(&svc(false, &http)),
-        &[],
-    );
+    let v = web(None, Mode::Federated, Some(&svc(false, &http)), &[]);
     assert_eq!(
         summary(&v),
         [
@@ -153,24 +121,10 @@ fn a_valid_export_is_ready_except_headless_for_remote_discovery() {
         v.conditions[2].message.contains("no Link's credentials"),
         "{v:?}"
     );
-    let v = judge(
-        "shop",
-        "web",
-        None,
-        Mode::Federated,
-        Some(&svc(true, &http)),
-        &[],
-    );
+    let v = web(None, Mode::Federated, Some(&svc(true, &http)), &[]);
     assert_eq!(summary(&v)[1], (READY, Status::False, "Failed"));
     assert!(v.conditions[1].message.contains("gateway"));
-    let mut v = judge(
-        "shop",
-        "web",
-        None,
-        Mode::Gateway,
-        Some(&svc(false, &http)),
-        &[],
-    );
+    let mut v = web(None, Mode::Gateway, Some(&svc(false, &http)), &[]);
     v.failed("the label is set to \"false\" by kubectl");
     assert_eq!(summary(&v)[1], (READY, Status::False, "Failed"));
     assert_eq!(
@@ -183,9 +137,8 @@ fn a_valid_export_is_ready_except_headless_for_remote_discovery() {
 fn conflicts_name_each_cluster_and_what_differs() {
     let (http, https) = (port("http", 80), port("https", 443));
     let mine = svc(false, std::slice::from_ref(&http));
-    let judge_with = |peers: &[Peer]| {
-        judge("shop", "web", None, Mode::Federated, Some(&mine), peers).conditions[2].clone()
-    };
+    let judge_with =
+        |peers: &[Peer]| web(None, Mode::Federated, Some(&mine), peers).conditions[2].clone();
     let c = judge_with(&[peer("west", false, std::slice::from_ref(&http))]);
     assert_eq!(
         (c.status, c.reason.as_str()),
@@ -229,28 +182,19 @@ fn events_say_what_turned_bad_and_when_it_is_exported_once() {
             .collect()
     };
     // No Service yet: one warning (not a second for Ready Pending).
-    let missing = judge("shop", "web", None, Mode::Federated, None, &[]);
+    let missing = web(None, Mode::Federated, None, &[]);
     assert_eq!(said(&missing, &[]), [(true, "NoService".to_string())]);
     // Said once: the same conditions again say nothing.
     assert!(said(&missing, &as_written(&missing)).is_empty());
     // The Service comes: Exported, as a normal Event.
-    let ok = judge(
-        "shop",
-        "web",
-        None,
-        Mode::Federated,
-        Some(&svc(false, &http)),
-        &[],
-    );
+    let ok = web(None, Mode::Federated, Some(&svc(false, &http)), &[]);
     assert_eq!(
         said(&ok, &as_written(&missing)),
         [(false, "Exported".to_string())]
     );
     assert!(said(&ok, &as_written(&ok)).is_empty());
     // A peer with other ports: a warning named Conflict, its reasons in the note.
-    let conflicting = judge(
-        "shop",
-        "web",
+    let conflicting = web(
         None,
         Mode::Federated,
         Some(&svc(false, &http)),
@@ -261,9 +205,7 @@ fn events_say_what_turned_bad_and_when_it_is_exported_once() {
     assert!(e[0].warning && e[0].reason == "Conflict", "{e:?}");
     assert!(e[0].note.starts_with("PortConflict: cluster west"), "{e:?}");
     // Valid but not ready (a headless Service for remote discovery): a warning.
-    let headless = judge(
-        "shop",
-        "web",
+    let headless = web(
         Some("remote-discovery"),
         Mode::Federated,
         Some(&svc(true, &http)),
@@ -290,7 +232,7 @@ fn the_fields_a_peer_carried_are_compared_too() {
     let with = |carried: Option<serde_json::Value>| {
         let mut p = peer("west", false, &http);
         p.carried = carried.map(fields);
-        judge("shop", "web", None, Mode::Federated, Some(&mine), &[p]).conditions[2].clone()
+        web(None, Mode::Federated, Some(&mine), &[p]).conditions[2].clone()
     };
     // The same fields (the creation time and ports are not among them): no conflict.
     let c = with(Some(serde_json::json!({
@@ -389,9 +331,7 @@ fn what_was_read_decides_between_unknown_and_no_conflict() {
 
 #[test]
 fn an_export_without_a_cluster_id_warns() {
-    let mut v = judge(
-        "shop",
-        "web",
+    let mut v = web(
         None,
         Mode::Federated,
         Some(&svc(false, &[port("http", 80)])),
