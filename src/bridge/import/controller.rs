@@ -19,7 +19,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::discovery::ApiResource;
 use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -27,13 +27,14 @@ use tracing::{info, warn};
 
 use super::index::{Index, Indexes, Said, Told, key_of_slice, keys_of_service, problem_text};
 use super::object::{covers, difference, owned_keys, same_spec};
+use super::watch::{Seen, names_of, watch_of};
 use super::{Import, Naming, Problem};
 use crate::bridge::clusters::Changed;
 use crate::bridge::index::Written;
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::names::{FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, is_ours};
 use crate::bridge::runner::{self, Marks, Reconciler};
-use crate::bridge::{Key, LINK, SERVICE_IMPORT, Shared, api_error, object_of};
+use crate::bridge::{Key, LINK, SERVICE_IMPORT, Shared, api_error};
 use crate::source::linkerd::SELECTOR;
 use crate::source::mcs::LABEL_SERVICE_NAME;
 
@@ -115,41 +116,6 @@ struct Importer {
     /// What the bridge wrote that the stores may not show yet.
     written_imports: Written<DynamicObject>,
     written_slices: Written<EndpointSlice>,
-}
-
-/// What a watch of the import half said.
-enum Seen<K> {
-    Listed,
-    Applied(K),
-    Deleted(K),
-}
-
-/// The import half's watch of `api`, feeding `w`.
-fn watch_of<K>(
-    w: reflector::store::Writer<K>,
-    api: Api<K>,
-    config: watcher::Config,
-) -> impl futures::Stream<Item = Result<Seen<K>, watcher::Error>>
-where
-    K: kube::Resource
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-    K::DynamicType: Clone + Eq + std::hash::Hash,
-{
-    reflector::reflector(w, watcher(api, config))
-        .default_backoff()
-        .filter_map(|ev| {
-            futures::future::ready(match ev {
-                Ok(watcher::Event::InitDone) => Some(Ok(Seen::Listed)),
-                Ok(watcher::Event::Delete(o)) => Some(Ok(Seen::Deleted(o))),
-                Ok(ev) => object_of(ev).map(|o| Ok(Seen::Applied(o))),
-                Err(e) => Some(Err(e)),
-            })
-        })
 }
 
 impl Reconciler for Importer {
@@ -706,14 +672,6 @@ impl Importer {
         self.metrics
             .imports([si_mine, sl_mine], [si_foreign, sl_foreign], unusable.len());
     }
-}
-
-/// An object's namespace and name.
-fn names_of(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> (String, String) {
-    (
-        m.namespace.clone().unwrap_or_default(),
-        m.name.clone().unwrap_or_default(),
-    )
 }
 
 /// A delete of something already gone is done.

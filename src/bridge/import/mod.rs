@@ -28,6 +28,7 @@ mod object;
 mod read;
 #[cfg(test)]
 mod tests;
+mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

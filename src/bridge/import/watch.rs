@@ -1,0 +1,54 @@
+//! The import half's watches: each event of a reflector's stream as what it says (an object
+//! applied or deleted, or a full list done).
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::reflector;
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::bridge::object_of;
+
+/// What a watch of the import half said.
+pub(super) enum Seen<K> {
+    Listed,
+    Applied(K),
+    Deleted(K),
+}
+
+/// The import half's watch of `api`, feeding `w`.
+pub(super) fn watch_of<K>(
+    w: reflector::store::Writer<K>,
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = Result<Seen<K>, watcher::Error>>
+where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash,
+{
+    reflector::reflector(w, watcher(api, config))
+        .default_backoff()
+        .filter_map(|ev| {
+            futures::future::ready(match ev {
+                Ok(watcher::Event::InitDone) => Some(Ok(Seen::Listed)),
+                Ok(watcher::Event::Delete(o)) => Some(Ok(Seen::Deleted(o))),
+                Ok(ev) => object_of(ev).map(|o| Ok(Seen::Applied(o))),
+                Err(e) => Some(Err(e)),
+            })
+        })
+}
+
+/// An object's namespace and name.
+pub(super) fn names_of(
+    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> (String, String) {
+    (
+        m.namespace.clone().unwrap_or_default(),
+        m.name.clone().unwrap_or_default(),
+    )
+}
