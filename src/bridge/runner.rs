@@ -94,8 +94,8 @@ pub struct Queue<K> {
     running: HashSet<K>,
     /// Marked while running: queued again when done.
     again: HashSet<K>,
-    /// Failures in a row, and when the key is tried again.
-    failing: HashMap<K, (u32, Instant)>,
+    /// Failures in a row, and when the key is tried again (its place in `due`).
+    failing: HashMap<K, (u32, Instant, u64)>,
     /// The same, by when.
     due: BTreeMap<(Instant, u64), K>,
     /// Tie-breaker of `due`'s keys.
@@ -142,24 +142,30 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
     }
 
     /// `key` ran: a success forgets its failures; a failure waits by [`Backoff`] unless it was
-    /// marked while it ran (then it runs again now, its failures still counted).
-    pub fn done(&mut self, key: &K, ok: bool, now: Instant) {
+    /// marked while it ran (then it runs again now, its failures still counted). The wait, for a
+    /// failure.
+    pub fn done(&mut self, key: &K, ok: bool, now: Instant) -> Option<Duration> {
         self.running.remove(key);
-        if let Some((_, at)) = self.failing.get(key) {
-            self.due.retain(|(t, _), k| !(t == at && k == key));
-        }
-        if ok {
-            self.failing.remove(key);
-        } else {
-            let failures = self.failing.get(key).map_or(0, |(n, _)| *n) + 1;
-            let at = now + self.backoff.after(failures);
-            self.failing.insert(key.clone(), (failures, at));
+        // Its earlier wait, if it still stands, is dropped: this run replaces it.
+        let failures = match self.failing.remove(key) {
+            Some((n, at, seq)) => {
+                self.due.remove(&(at, seq));
+                n
+            }
+            None => 0,
+        };
+        let wait = (!ok).then(|| {
+            let wait = self.backoff.after(failures + 1);
             self.seq += 1;
-            self.due.insert((at, self.seq), key.clone());
-        }
+            self.failing
+                .insert(key.clone(), (failures + 1, now + wait, self.seq));
+            self.due.insert((now + wait, self.seq), key.clone());
+            wait
+        });
         if self.again.remove(key) {
             self.mark(key.clone());
         }
+        wait
     }
 
     /// Queues the failed keys whose wait is over.
@@ -185,7 +191,7 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
 
     /// Failures in a row of `key`.
     pub fn failures(&self, key: &K) -> u32 {
-        self.failing.get(key).map_or(0, |(n, _)| *n)
+        self.failing.get(key).map_or(0, |(n, ..)| *n)
     }
 }
 
@@ -269,9 +275,7 @@ pub async fn run<R: Reconciler>(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             Some((key, result)) = running.next(), if !running.is_empty() => {
-                let now = Instant::now();
-                queue.done(&key, result.is_ok(), now);
-                let wait = (result.is_err()).then(|| settings.backoff.after(queue.failures(&key)));
+                let wait = queue.done(&key, result.is_ok(), Instant::now());
                 half.ran(&key, &result, wait);
             }
             mark = marks.recv() => match mark {
