@@ -14,9 +14,11 @@ pub(in crate::bridge) struct Index {
 }
 
 impl Index {
-    pub(in crate::bridge) fn set(&mut self, ns: &str, name: &str, keys: Vec<Key>) {
+    /// `ns/name` names `keys` now; the keys it named before (a change of what it names changes
+    /// those services too).
+    pub(in crate::bridge) fn set(&mut self, ns: &str, name: &str, keys: Vec<Key>) -> Vec<Key> {
         let at = (ns.to_string(), name.to_string());
-        self.remove(&at);
+        let before = self.remove(&at);
         for k in &keys {
             self.by_key
                 .entry(k.clone())
@@ -24,17 +26,21 @@ impl Index {
                 .insert(name.to_string());
         }
         self.of.insert(at, keys);
+        before
     }
 
-    pub(in crate::bridge) fn remove(&mut self, at: &(String, String)) {
-        for k in self.of.remove(at).unwrap_or_default() {
-            if let Some(names) = self.by_key.get_mut(&k) {
+    /// `at` is gone; the keys it named.
+    pub(in crate::bridge) fn remove(&mut self, at: &(String, String)) -> Vec<Key> {
+        let keys = self.of.remove(at).unwrap_or_default();
+        for k in &keys {
+            if let Some(names) = self.by_key.get_mut(k) {
                 names.remove(&at.1);
                 if names.is_empty() {
-                    self.by_key.remove(&k);
+                    self.by_key.remove(k);
                 }
             }
         }
+        keys
     }
 
     pub(in crate::bridge) fn names(&self, key: &Key) -> Vec<String> {
@@ -54,7 +60,9 @@ impl Index {
             .filter(|(ns, name)| !exists(ns, name))
             .cloned()
             .collect();
-        gone.iter().for_each(|at| self.remove(at));
+        for at in &gone {
+            self.remove(at);
+        }
     }
 }
 
@@ -173,7 +181,12 @@ mod tests {
             names(&i, &key("shop", "api")),
             ["api-federated", "api-west"]
         );
-        i.set("shop", "api-west", vec![key("shop", "web")]);
+        let before = i.set("shop", "api-west", vec![key("shop", "web")]);
+        assert_eq!(
+            before,
+            [key("shop", "api")],
+            "what it named before, to mark too"
+        );
         assert_eq!(names(&i, &key("shop", "api")), ["api-federated"]);
         assert_eq!(names(&i, &key("shop", "web")), ["api-west"]);
         i.remove(&("shop".into(), "api-federated".into()));

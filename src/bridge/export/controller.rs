@@ -176,15 +176,17 @@ impl Exporter {
                                 linkerds.prune(|ns, name| store.get(&ObjectRef::new(name).within(ns)).is_some());
                                 marks.all();
                             }
+                            // What a changed or deleted mirror stood for before changes
+                            // too.
                             watcher::Event::Delete(s) => {
-                                linkerds.remove(&(s.namespace().unwrap_or_default(), s.name_any()));
+                                marks.keys(linkerds.remove(&(s.namespace().unwrap_or_default(), s.name_any())));
                             }
                             watcher::Event::Apply(s) | watcher::Event::InitApply(s) => {
                                 let at = (s.namespace().unwrap_or_default(), s.name_any());
-                                match linkerd_wrote(s) {
+                                marks.keys(match linkerd_wrote(s) {
                                     true => linkerds.set(&at.0, &at.1, keys_of_service(s)),
                                     false => linkerds.remove(&at),
-                                }
+                                });
                             }
                             watcher::Event::Init => {}
                         }

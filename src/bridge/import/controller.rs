@@ -287,8 +287,8 @@ impl Importer {
                 }
                 let (ns, name) = names_of(o.meta());
                 let k = keys(&o);
-                index(&mut indexes).set(&ns, &name, k.clone());
-                marks.keys(k);
+                let before = index(&mut indexes).set(&ns, &name, k.clone());
+                marks.keys(k.into_iter().chain(before));
                 false
             }
             Seen::Deleted(o) => {
@@ -296,8 +296,8 @@ impl Importer {
                 if let Some(written) = written {
                     written.forget(&ns, &name);
                 }
-                index(&mut indexes).remove(&(ns, name));
-                marks.keys(keys(&o));
+                let before = index(&mut indexes).remove(&(ns, name));
+                marks.keys(keys(&o).into_iter().chain(before));
                 false
             }
             Seen::Listed => {
@@ -457,7 +457,6 @@ impl Importer {
                 "ServiceImport",
                 &kube::Resource::object_ref(&*o, &self.si),
             );
-
             return Ok(());
         }
         // The ServiceImport: created if it is not there (an existing one is someone else's),
@@ -601,9 +600,11 @@ impl Importer {
                         Err(kube::Error::Api(e)) if e.code == 409 => {
                             let h = slice_api.get(slice).await?;
                             if is_ours(h.metadata.labels.as_ref(), LABEL_SLICE_MANAGER) {
-                                slice_api
+                                let o = slice_api
                                     .patch(slice, &apply, &Patch::Apply(object))
                                     .await?;
+                                self.written_slices
+                                    .wrote(h.metadata.resource_version.clone(), o);
                             } else {
                                 self.not_taken_over(
                                     said,
