@@ -8,6 +8,7 @@
 //! cargo bench --bench source -- capacity      # memory and start-up at 10k, 100k and 1M endpoints
 //! cargo bench --bench source -- bridge        # linkerd-bridge: 1,000 exports' memory, 1,000 more timed
 //! cargo bench --bench source -- bridge-import # linkerd-bridge, both halves: 1,000 exports and 1,000 imports' memory, 1,000 mirrors timed
+//! N=10000 cargo bench --bench source -- bridge-scale # linkerd-bridge at N exports (default 1,000) against the API server's floor
 //! ```
 //!
 //! `capacity` runs each build named in `BINS` (`name=path ...`; default: this build) side by side.
@@ -15,12 +16,16 @@
 //! With no name it lists them and runs nothing, so `cargo bench` alone stays the lookup
 //! benchmark. They use the integration tests' harness (tests/integration/common).
 
+#[path = "source/bridge_scale.rs"]
+mod bridge_scale;
 #[path = "../tests/integration/common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::k8s::{Cluster, admin_client, crd, dynamic_api, import, linkerd_rbac, rbac};
+use common::k8s::{
+    Cluster, admin_client, crd, dynamic_api, import, linkerd_rbac, rbac, writes_between,
+};
 use common::{
     Running, http_get, metric_value, percentile, query_a, ready, short, spawn_binary,
     spawn_program, until,
@@ -30,13 +35,14 @@ use hickory_proto::rr::RecordType;
 /// The flags that turn the zone's caps off.
 const NO_CAPS: [&str; 4] = ["--max-zone-names", "0", "--max-endpoints-per-service", "0"];
 
-const MEASUREMENTS: [(&str, fn()); 6] = [
+const MEASUREMENTS: [(&str, fn()); 7] = [
     ("programming", programming),
     ("flood", flood),
     ("linkerd", linkerd),
     ("capacity", capacity),
     ("bridge", bridge),
     ("bridge-import", bridge_import),
+    ("bridge-scale", bridge_scale::run),
 ];
 
 fn main() {
@@ -602,7 +608,12 @@ fn capacity() {
 
 /// The server's VmRSS and VmHWM in kB.
 fn memory_kb(s: &Running) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+    memory_kb_of(s.child.id())
+}
+
+/// Process `pid`'s VmRSS and VmHWM in kB.
+fn memory_kb_of(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kb = |key: &str| -> f64 {
         status
             .lines()
@@ -750,48 +761,6 @@ fn bridge() {
     let _ = child.wait();
 }
 
-/// The API server's writes so far (`apiserver_request_total` by verb: create, update, patch,
-/// delete), from its own /metrics.
-fn api_writes(k: &Cluster) -> std::collections::BTreeMap<String, u64> {
-    let out = k
-        .kubectl()
-        .args(["get", "--raw", "/metrics"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut by_verb = std::collections::BTreeMap::new();
-    for l in text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-    {
-        let verb = l.split("verb=\"").nth(1).and_then(|v| v.split('"').next());
-        let (Some(verb), Some(n)) = (verb, l.rsplit(' ').next()) else {
-            continue;
-        };
-        let verb = verb.to_ascii_lowercase();
-        if [
-            "post", "put", "patch", "delete", "create", "update", "apply",
-        ]
-        .contains(&verb.as_str())
-        {
-            *by_verb.entry(verb).or_insert(0) += n.parse::<f64>().unwrap_or(0.0) as u64;
-        }
-    }
-    by_verb
-}
-
-/// The writes between two readings of [`api_writes`], as `verb=n` words.
-fn writes_between(
-    before: &std::collections::BTreeMap<String, u64>,
-    after: &std::collections::BTreeMap<String, u64>,
-) -> String {
-    after
-        .iter()
-        .map(|(v, n)| format!("{v}={}", n - before.get(v).copied().unwrap_or(0)))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// `bridge-import`: `clusterset-dns linkerd-bridge` with both halves, 1,000 ServiceExports of
 /// 1,000 Services and 1,000 of Linkerd's mirrors (one Link): the time until all exports are
 /// labelled and all imports written, the bridge's memory then, and the time from each of 1,000
@@ -888,7 +857,7 @@ fn bridge_import() {
     let admin: std::net::SocketAddr = format!("127.0.0.1:{}", common::k8s::free_port())
         .parse()
         .unwrap();
-    let writes_before = api_writes(&k);
+    let writes_before = k.writes();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_clusterset-dns"))
         .args(["linkerd-bridge", "--halves", "export,import"])
         .args(["--kubeconfig", &k.kubeconfig("admin")])
@@ -940,12 +909,12 @@ fn bridge_import() {
     {
         println!("bridge memory with 1,000 exports and 1,000 imports (3,000 Services): {l}");
     }
-    let converged = api_writes(&k);
+    let converged = k.writes();
     // At least: per export a label and a status (2,000); per import the ServiceImport, its
     // status and a slice (3,000); the Lease and Events besides.
     println!(
         "API writes from start to 3 s after converging (the minimum: 2,000 for the exports, 3,000 for the imports, and Events): {}",
-        writes_between(&writes_before, &converged)
+        writes_between(&writes_before, &converged, &[]).1
     );
     let mut took = Vec::with_capacity(1000);
     for i in 1000..2000u32 {
@@ -979,7 +948,7 @@ fn bridge_import() {
     std::thread::sleep(Duration::from_secs(3));
     println!(
         "API writes for 1,000 mirrors, theirs included (the minimum: 1,000 mirrors, 3,000 for their imports): {}",
-        writes_between(&converged, &api_writes(&k))
+        writes_between(&converged, &k.writes(), &[]).1
     );
     took.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(

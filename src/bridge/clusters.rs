@@ -94,7 +94,7 @@ fn watch_exported(
         let api: Api<Service> = Api::all(client.clone());
         reflector::reflector(
             w,
-            watcher(api, watcher::Config::default().labels(&selector)),
+            super::watch(api, watcher::Config::default().labels(&selector)),
         )
         .default_backoff()
         .filter_map(move |ev| {

@@ -114,6 +114,9 @@ pub fn decide(
     }
 }
 
+/// How often a replica that does not hold the Lease reads it, at most: one GET each.
+const FOLLOWER_LOOK: Duration = Duration::from_millis(500);
+
 /// Holds the Lease whenever it can until `shutdown`, then gives it up if held. `leading` says
 /// whether this replica holds it now (each change sent once).
 pub async fn hold(
@@ -144,9 +147,17 @@ pub async fn hold(
         if super::runner::set(&leading, held) {
             info!(identity = %config.identity, "{}", if held { "leading: this replica writes" } else { "not leading: another replica writes" });
         }
+        // A follower looks more often than the holder renews: it counts a holder's hold from
+        // when it sees a renewal, and takes over at its first look after the hold ran out,
+        // each at most FOLLOWER_LOOK late, so within the duration and a second of the
+        // holder's last renewal.
+        let next = match held {
+            true => config.renew,
+            false => config.renew.min(FOLLOWER_LOOK),
+        };
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(config.renew) => {}
+            _ = tokio::time::sleep(next) => {}
         }
     }
     if *leading.borrow() {

@@ -330,6 +330,52 @@ pub(crate) fn api_error(e: &kube::Error) -> String {
     }
 }
 
+/// A watch of `api` whose objects are kept as [`slim`] makes them: every watch of the bridge
+/// feeds a store, and the stores are most of its memory.
+pub(crate) fn watch<K>(
+    api: kube::Api<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    use kube::runtime::WatchStreamExt;
+    watcher(api, config).modify(slim::<K>)
+}
+
+/// What the bridge keeps of an object it watches: all of it but the field managers' records
+/// of other managers than [`names::FIELD_MANAGER`], the parts of its own record but the
+/// labels and annotations it holds (all that is read of them: `owned_labels`, `owned_keys`),
+/// and kubectl's last applied configuration, which nothing reads. Those are most of an
+/// object's size: every writer adds a record (a JSON tree as deep as what it wrote), kubectl a
+/// copy of the whole object.
+pub(crate) fn slim<K: kube::Resource>(o: &mut K) {
+    let meta = o.meta_mut();
+    if let Some(fields) = &mut meta.managed_fields {
+        fields.retain(|f| {
+            f.manager.as_deref() == Some(names::FIELD_MANAGER) && f.subresource.is_none()
+        });
+        for f in fields.iter_mut() {
+            if let Some(v1) = &mut f.fields_v1
+                && let Some(tree) = v1.0.as_object_mut()
+            {
+                tree.retain(|k, _| k == "f:metadata");
+                if let Some(m) = tree.get_mut("f:metadata").and_then(|m| m.as_object_mut()) {
+                    m.retain(|k, _| k == "f:labels" || k == "f:annotations");
+                }
+            }
+        }
+        if fields.is_empty() {
+            meta.managed_fields = None;
+        }
+    }
+    if let Some(annotations) = &mut meta.annotations {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// The object a watch event is about: one added, changed, listed or deleted.
 pub(crate) fn object_of<K>(ev: watcher::Event<K>) -> Option<K> {
     match ev {

@@ -229,9 +229,13 @@ pub trait Reconciler {
     /// `key` ran: count it, say a failure (it is tried again after `wait`).
     fn ran(&self, key: &Self::Key, result: &Result<(), Self::Error>, wait: Option<Duration>);
 
-    /// Nothing is queued or running: a moment for gauges that look at everything.
+    /// Nothing is queued or running: a moment for gauges that look at everything (at most once
+    /// a second).
     fn idle(&self) {}
 }
+
+/// The least time between two calls of [`Reconciler::idle`].
+const IDLE_EVERY: Duration = Duration::from_secs(1);
 
 /// Works through the keys `marks` gives until `shutdown` (or until every sender is gone), while
 /// `leading` and `ready` both say true; what is marked meanwhile waits.
@@ -252,6 +256,7 @@ pub async fn run<R: Reconciler>(
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     resync.tick().await;
     let mut was_idle = true;
+    let (mut gauges_due, mut last_gauges) = (false, None::<Instant>);
     loop {
         let open = *leading.borrow_and_update() && *ready.borrow_and_update();
         // Taking the lead, or becoming ready: everything, as the stores hold it now.
@@ -266,11 +271,19 @@ pub async fn run<R: Reconciler>(
                 running.push(async move { (k, half.reconcile(key).await) });
             }
         }
+        // The gauges walk every object: once when the queue drains, but at most once an
+        // IDLE_EVERY (a change and the watch events of its own writes drain it three times
+        // over, and at 10,000 exports each walk took milliseconds from every change).
         let idle = queue.idle();
-        if idle && !was_idle {
-            half.idle();
-        }
+        gauges_due |= idle && !was_idle;
         was_idle = idle;
+        let now = Instant::now();
+        let gauges_at = (gauges_due && idle).then(|| last_gauges.map_or(now, |t| t + IDLE_EVERY));
+        if gauges_at.is_some_and(|at| at <= now) {
+            half.idle();
+            (gauges_due, last_gauges) = (false, Some(now));
+        }
+        let gauges_at = gauges_at.filter(|at| *at > now);
         let due = queue.next_due();
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -291,6 +304,7 @@ pub async fn run<R: Reconciler>(
             },
             _ = resync.tick() => all = true,
             _ = super::sleep_until(due), if open => {}
+            _ = super::sleep_until(gauges_at), if gauges_at.is_some() => {}
         }
     }
 }

@@ -357,8 +357,8 @@ pub struct BridgeFlags {
     /// name, with the process id and start time.
     #[arg(long, env = "POD_NAME", value_name = "NAME")]
     pub lease_identity: Option<String>,
-    /// How long a replica's hold on the Lease lasts unrenewed: the longest another waits to
-    /// take over from one that died (one that stops gives it up at once).
+    /// How long a replica's hold on the Lease lasts unrenewed: another takes over from one that
+    /// died within it and a second (one that stops gives it up at once).
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_lease_duration)]
     pub lease_duration: Duration,
 }

@@ -15,7 +15,7 @@ pub(crate) const CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds"
 
 /// The bridge, run as a user runs it; its log is in `log` and shown when a wait fails.
 pub(crate) struct Bridge {
-    child: Child,
+    pub(crate) child: Child,
     log: std::path::PathBuf,
     pub(crate) admin: std::net::SocketAddr,
 }
@@ -29,12 +29,17 @@ impl Drop for Bridge {
 
 impl Bridge {
     pub(crate) fn start(k: &Cluster, args: &[&str]) -> Bridge {
+        Bridge::start_via(k, &k.kubeconfig("dns"), args)
+    }
+
+    /// [`Bridge::start`] with another kubeconfig (one through a proxy).
+    pub(crate) fn start_via(k: &Cluster, kubeconfig: &str, args: &[&str]) -> Bridge {
         let admin: std::net::SocketAddr = format!("127.0.0.1:{}", common::k8s::free_port())
             .parse()
             .unwrap();
         let log = k.dir.path().join(format!("bridge-{}.log", admin.port()));
         let child = Command::new(common::BIN)
-            .args(["linkerd-bridge", "--kubeconfig", &k.kubeconfig("dns")])
+            .args(["linkerd-bridge", "--kubeconfig", kubeconfig])
             .args(["--admin-listen", &admin.to_string()])
             .args(["--lease-namespace", "shop", "--lease-duration", "3s"])
             .args(args)

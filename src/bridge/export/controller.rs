@@ -139,12 +139,18 @@ impl Exporter {
         let se_api: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.resource);
         let svc_api: Api<Service> = Api::all(self.client.clone());
         let mut se_events = std::pin::pin!(
-            reflector::reflector(exports_w, watcher(se_api, watcher::Config::default()))
-                .default_backoff()
+            reflector::reflector(
+                exports_w,
+                crate::bridge::watch(se_api, watcher::Config::default())
+            )
+            .default_backoff()
         );
         let mut svc_events = std::pin::pin!(
-            reflector::reflector(services_w, watcher(svc_api, watcher::Config::default()))
-                .default_backoff()
+            reflector::reflector(
+                services_w,
+                crate::bridge::watch(svc_api, watcher::Config::default())
+            )
+            .default_backoff()
         );
         let (mut exports_listed, mut services_listed) = (false, false);
         loop {

@@ -405,3 +405,47 @@ fn owned_labels_are_those_the_bridges_field_manager_applied() {
     assert_eq!(owned, ["mirror.linkerd.io/federated"]);
     assert!(owned_labels(&Default::default()).is_empty());
 }
+
+/// What the stores keep of an object is what is read of it: the bridge's own record of the
+/// labels and annotations it holds (and the labels it holds stay its), nothing of other
+/// managers' records, of its own record's other fields, or kubectl's last applied copy.
+#[test]
+fn the_stores_keep_of_an_object_what_is_read_of_it() {
+    let own = crate::bridge::names::FIELD_MANAGER;
+    let mut svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "api", "labels": {"app": "api"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"a\":1}", "team": "shop"},
+            "managedFields": [
+            {"manager": own, "operation": "Apply",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:mirror.linkerd.io/federated": {}},
+                                         "f:annotations": {"f:x": {}}, "f:finalizers": {}},
+                          "f:spec": {"f:ports": {"k:{\"port\":80}": {}}}}},
+            {"manager": own, "operation": "Apply", "subresource": "status",
+             "fieldsV1": {"f:status": {}}},
+            {"manager": "kubectl", "operation": "Update",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}}}}
+        ]}
+    }))
+    .unwrap();
+    crate::bridge::slim(&mut svc);
+    let kept = serde_json::to_value(&svc.metadata).unwrap();
+    assert_eq!(
+        kept["managedFields"],
+        serde_json::json!([{"manager": own, "operation": "Apply",
+            "fieldsV1": {"f:metadata": {"f:labels": {"f:mirror.linkerd.io/federated": {}},
+                                        "f:annotations": {"f:x": {}}}}}])
+    );
+    assert_eq!(kept["annotations"], serde_json::json!({"team": "shop"}));
+    assert_eq!(kept["labels"], serde_json::json!({"app": "api"}));
+    assert_eq!(
+        owned_labels(&svc).into_iter().collect::<Vec<_>>(),
+        ["mirror.linkerd.io/federated"]
+    );
+    // Nobody else's record: none at all.
+    let mut other: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "db", "managedFields": [{"manager": "kubectl", "operation": "Update"}]}
+    }))
+    .unwrap();
+    crate::bridge::slim(&mut other);
+    assert!(other.metadata.managed_fields.is_none());
+}

@@ -31,7 +31,7 @@ where
         + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash,
 {
-    reflector::reflector(w, watcher(api, config))
+    reflector::reflector(w, crate::bridge::watch(api, config))
         .default_backoff()
         .filter_map(|ev| {
             futures::future::ready(match ev {

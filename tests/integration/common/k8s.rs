@@ -43,6 +43,8 @@ pub struct Cluster {
     pub api_port: u16,
     /// `--service-cluster-ip-range`: the family (or families) of the cluster's ClusterIPs.
     pub service_range: String,
+    /// More flags for the API server, from its next start ([`Cluster::start_api`]).
+    pub api_args: Vec<String>,
 }
 
 impl Drop for Cluster {
@@ -132,6 +134,7 @@ impl Cluster {
             etcd_port,
             api_port,
             service_range: service_range.to_string(),
+            api_args: Vec::new(),
         };
         c.start_api();
         c
@@ -182,6 +185,7 @@ impl Cluster {
                     .unwrap_or_default()
                     .split_whitespace(),
             )
+            .args(&self.api_args)
             .current_dir(d)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(d.join("apiserver.log")).unwrap())
@@ -342,6 +346,40 @@ pub fn slice(ns: &str, name: &str, service: &str, cluster: &str, endpoints: &str
     )
 }
 
+/// The MCS API's `kind` (`plural`) at v1beta1, for kube's dynamic `Api`.
+pub fn mcs_resource(kind: &str, plural: &str) -> kube::discovery::ApiResource {
+    kube::discovery::ApiResource {
+        group: "multicluster.x-k8s.io".into(),
+        version: "v1beta1".into(),
+        api_version: "multicluster.x-k8s.io/v1beta1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// Link `link`'s mirror of `svc` in `ns` serving `port`, as Linkerd's service mirror writes it
+/// (linkerd2 `version-2.20`, ../shared/docs/object-shapes.md): `<svc>-<link>`.
+pub fn linkerd_mirror(
+    ns: &str,
+    svc: &str,
+    link: &str,
+    port: u16,
+) -> k8s_openapi::api::core::v1::Service {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {
+            "name": format!("{svc}-{link}"), "namespace": ns,
+            "labels": {"mirror.linkerd.io/mirrored-service": "true", "mirror.linkerd.io/cluster-name": link},
+            "annotations": {
+                "mirror.linkerd.io/remote-svc-fq-name": format!("{svc}.{ns}.svc.cluster.local"),
+                "mirror.linkerd.io/remote-resource-version": "1"
+            }
+        },
+        "spec": {"ports": [{"name": "http", "protocol": "TCP", "port": port, "targetPort": 8080}]}
+    }))
+    .unwrap()
+}
+
 pub async fn admin_client(k: &Cluster) -> kube::Client {
     let kc = kube::config::Kubeconfig::read_from(k.kubeconfig("admin")).unwrap();
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
@@ -372,6 +410,54 @@ pub fn dynamic_api(
 }
 
 impl Cluster {
+    /// The API server's writes since it started, by (verb, resource), from its own
+    /// `apiserver_request_total`: POST, PUT, PATCH (and server-side APPLY), DELETE,
+    /// DELETECOLLECTION.
+    pub fn writes(&self) -> std::collections::BTreeMap<(String, String), u64> {
+        let out = self
+            .kubectl()
+            .args(["get", "--raw", "/metrics"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let label = |l: &str, key: &str| -> Option<String> {
+            Some(
+                l.split(&format!("{key}=\""))
+                    .nth(1)?
+                    .split('"')
+                    .next()?
+                    .to_string(),
+            )
+        };
+        let mut by = std::collections::BTreeMap::new();
+        for l in text
+            .lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+        {
+            let (Some(verb), Some(resource), Some(n)) = (
+                label(l, "verb"),
+                label(l, "resource"),
+                l.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()),
+            ) else {
+                continue;
+            };
+            let verb = verb.to_ascii_lowercase();
+            if [
+                "post",
+                "put",
+                "patch",
+                "apply",
+                "delete",
+                "deletecollection",
+            ]
+            .contains(&verb.as_str())
+            {
+                *by.entry((verb, resource)).or_insert(0) += n as u64;
+            }
+        }
+        by
+    }
+
     /// Compacts etcd up to its current revision, so that watches resuming from before it get
     /// 410 Gone.
     pub fn compact(&self) {
@@ -399,6 +485,30 @@ impl Cluster {
             "etcd compaction: {body}"
         );
     }
+}
+
+/// The writes between two readings of [`Cluster::writes`] but those to `skip` resources: the
+/// total, and `verb resource=n` words.
+pub fn writes_between(
+    before: &std::collections::BTreeMap<(String, String), u64>,
+    after: &std::collections::BTreeMap<(String, String), u64>,
+    skip: &[&str],
+) -> (u64, String) {
+    let mut total = 0;
+    let mut words = Vec::new();
+    for ((verb, resource), n) in after {
+        let d = n.saturating_sub(
+            before
+                .get(&(verb.clone(), resource.clone()))
+                .copied()
+                .unwrap_or(0),
+        );
+        if d > 0 && !skip.contains(&resource.as_str()) {
+            total += d;
+            words.push(format!("{verb} {resource}={d}"));
+        }
+    }
+    (total, words.join(", "))
 }
 
 /// A TCP proxy in front of the API server that can drop, stall and refuse connections.
