@@ -164,7 +164,11 @@ fn runtime(mut builder: tokio::runtime::Builder) -> Result<tokio::runtime::Runti
 
 /// `clusterset-dns linkerd-bridge`: runs until SIGTERM or SIGINT.
 fn run_bridge(config: clusterset_dns::bridge::Config) -> ExitCode {
-    let runtime = match runtime(tokio::runtime::Builder::new_current_thread()) {
+    // Two threads: one may deserialize a watch's events or walk the stores for the gauges
+    // while the other works through the keys.
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(2);
+    let runtime = match runtime(builder) {
         Ok(r) => r,
         Err(code) => return code,
     };
