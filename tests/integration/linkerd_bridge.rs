@@ -547,6 +547,17 @@ fn exports_become_linkerd_labels_and_conditions() {
     );
 
     steps.next("the metrics count what was done and show each export's conditions");
+    // The gauges that walk every object are counted at most once a second.
+    until(
+        common::wait::Lazy(|| bridge.admin("/metrics").1),
+        10,
+        || {
+            common::metric_in(
+                &bridge.admin("/metrics").1,
+                r#"clusterset_dns_bridge_managed{kind="ServiceExport"}"#,
+            ) == 4.0
+        },
+    );
     let (status, scrape) = bridge.admin("/metrics");
     assert_eq!(status, 200);
     common::promtool_check(&scrape);

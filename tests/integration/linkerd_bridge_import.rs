@@ -329,15 +329,20 @@ fn linkerd_services_become_service_imports() {
             .iter()
             .any(|e| e.starts_with("bad-east: annotation linkerd-bridge.clusterset-dns.io/export is not what a bridge writes"))
     });
-    let (code, metrics) = bridge.admin("/metrics");
-    assert_eq!(code, 200);
-    for series in [
+    // The gauges that walk every object are counted at most once a second.
+    let counted = [
         "clusterset_dns_bridge_managed{kind=\"ServiceImport\"} 4",
         "clusterset_dns_bridge_managed{kind=\"EndpointSlice\"} 4",
         "clusterset_dns_bridge_unusable_objects 1",
-    ] {
-        assert!(metrics.contains(series), "{series} in\n{metrics}");
-    }
+    ];
+    until(
+        common::wait::Lazy(|| format!("{counted:?} in\n{}", bridge.admin("/metrics").1)),
+        10,
+        || {
+            let (code, metrics) = bridge.admin("/metrics");
+            code == 200 && counted.iter().all(|s| metrics.contains(s))
+        },
+    );
 
     // Written only when something changed: two resyncs later nothing was written again.
     let versions = || {
