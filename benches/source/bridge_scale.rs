@@ -303,7 +303,7 @@ fn floor(k: &Cluster, rt: &tokio::runtime::Runtime, client: &kube::Client, n: u3
     let timed = |latencies: Arc<Mutex<Vec<f64>>>| {
         move |t0: Instant| latencies.lock().unwrap().push(ms(t0.elapsed()))
     };
-    let now = chrono_now();
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let started = Instant::now();
     rt.block_on(async {
         let exported = futures::stream::iter(0..n).map(|i| {
@@ -416,15 +416,6 @@ fn floor(k: &Cluster, rt: &tokio::runtime::Runtime, client: &kube::Client, n: u3
 fn min_writes(n: u32) -> u64 {
     let n = n as u64;
     2 * n + 3 * (n + n / 2) + 2 * (n / 2)
-}
-
-/// An RFC 3339 time, now (for conditions).
-fn chrono_now() -> String {
-    let out = std::process::Command::new("date")
-        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 pub fn run() {

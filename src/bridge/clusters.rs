@@ -92,21 +92,17 @@ fn watch_exported(
     let [sa, sb] = selectors();
     let one = move |w: reflector::store::Writer<Service>, selector: String, index: usize| {
         let api: Api<Service> = Api::all(client.clone());
-        reflector::reflector(
-            w,
-            super::watch(api, watcher::Config::default().labels(&selector)),
-        )
-        .default_backoff()
-        .filter_map(move |ev| {
-            futures::future::ready(match ev {
-                Ok(watcher::Event::InitDone) => Some(Ok(Err(index))),
-                Ok(ev) => super::object_of(ev)
-                    .and_then(|s| key_of(&s))
-                    .map(|k| Ok(Ok(k))),
-                Err(e) => Some(Err(e)),
+        super::watch(w, api, watcher::Config::default().labels(&selector))
+            .filter_map(move |ev| {
+                futures::future::ready(match ev {
+                    Ok(watcher::Event::InitDone) => Some(Ok(Err(index))),
+                    Ok(ev) => super::object_of(ev)
+                        .and_then(|s| key_of(&s))
+                        .map(|k| Ok(Ok(k))),
+                    Err(e) => Some(Err(e)),
+                })
             })
-        })
-        .boxed()
+            .boxed()
     };
     let mut listed = [false; 2];
     futures::stream::select(one(a, sa, 0), one(b, sb, 1)).filter_map(move |ev| {

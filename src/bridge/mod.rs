@@ -330,17 +330,25 @@ pub(crate) fn api_error(e: &kube::Error) -> String {
     }
 }
 
-/// A watch of `api` whose objects are kept as [`slim`] makes them: every watch of the bridge
-/// feeds a store, and the stores are most of its memory.
+/// A watch of `api` that feeds the store `w`, its objects kept as [`slim`] makes them (the
+/// stores are most of the bridge's memory), retried with kube-runtime's default backoff.
 pub(crate) fn watch<K>(
+    w: kube::runtime::reflector::store::Writer<K>,
     api: kube::Api<K>,
     config: watcher::Config,
 ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send
 where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash,
 {
     use kube::runtime::WatchStreamExt;
-    watcher(api, config).modify(slim::<K>)
+    kube::runtime::reflector::reflector(w, watcher(api, config).modify(slim::<K>)).default_backoff()
 }
 
 /// What the bridge keeps of an object it watches: all of it but the field managers' records

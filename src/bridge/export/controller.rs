@@ -13,7 +13,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -138,20 +138,16 @@ impl Exporter {
     ) {
         let se_api: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.resource);
         let svc_api: Api<Service> = Api::all(self.client.clone());
-        let mut se_events = std::pin::pin!(
-            reflector::reflector(
-                exports_w,
-                crate::bridge::watch(se_api, watcher::Config::default())
-            )
-            .default_backoff()
-        );
-        let mut svc_events = std::pin::pin!(
-            reflector::reflector(
-                services_w,
-                crate::bridge::watch(svc_api, watcher::Config::default())
-            )
-            .default_backoff()
-        );
+        let mut se_events = std::pin::pin!(crate::bridge::watch(
+            exports_w,
+            se_api,
+            watcher::Config::default()
+        ));
+        let mut svc_events = std::pin::pin!(crate::bridge::watch(
+            services_w,
+            svc_api,
+            watcher::Config::default()
+        ));
         let (mut exports_listed, mut services_listed) = (false, false);
         loop {
             tokio::select! {

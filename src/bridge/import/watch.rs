@@ -3,8 +3,7 @@
 
 use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::reflector;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::{reflector, watcher};
 
 use crate::bridge::object_of;
 
@@ -31,16 +30,14 @@ where
         + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash,
 {
-    reflector::reflector(w, crate::bridge::watch(api, config))
-        .default_backoff()
-        .filter_map(|ev| {
-            futures::future::ready(match ev {
-                Ok(watcher::Event::InitDone) => Some(Ok(Seen::Listed)),
-                Ok(watcher::Event::Delete(o)) => Some(Ok(Seen::Deleted(o))),
-                Ok(ev) => object_of(ev).map(|o| Ok(Seen::Applied(o))),
-                Err(e) => Some(Err(e)),
-            })
+    crate::bridge::watch(w, api, config).filter_map(|ev| {
+        futures::future::ready(match ev {
+            Ok(watcher::Event::InitDone) => Some(Ok(Seen::Listed)),
+            Ok(watcher::Event::Delete(o)) => Some(Ok(Seen::Deleted(o))),
+            Ok(ev) => object_of(ev).map(|o| Ok(Seen::Applied(o))),
+            Err(e) => Some(Err(e)),
         })
+    })
 }
 
 /// An object's namespace and name.
