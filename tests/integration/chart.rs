@@ -43,20 +43,27 @@ fn the_chart_lints() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", common::output_text(&out));
-    // The chart's copy of the alerts is deploy/monitoring's, word for word.
-    assert_eq!(
-        std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join(CHART)
-                .join("files/rules.yaml")
-        )
-        .unwrap(),
-        std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/monitoring/rules.yaml")
-        )
-        .unwrap(),
-        "files/rules.yaml is a copy of deploy/monitoring/rules.yaml"
-    );
+    // The chart's copies of the alerts, the kube-state-metrics configuration and the dashboard
+    // are deploy/monitoring's, word for word.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (copy, of) in [
+        ("files/rules.yaml", "deploy/monitoring/rules.yaml"),
+        ("files/mcs-rules.yaml", "deploy/monitoring/mcs/rules.yaml"),
+        (
+            "files/mcs-kube-state-metrics.yaml",
+            "deploy/monitoring/mcs/kube-state-metrics.yaml",
+        ),
+        (
+            "files/mcs-dashboard.json",
+            "deploy/monitoring/mcs/dashboard.json",
+        ),
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(root.join(CHART).join(copy)).unwrap(),
+            std::fs::read_to_string(root.join(of)).unwrap(),
+            "{copy} is a copy of {of}"
+        );
+    }
 }
 
 /// An object with what differs between a kustomize base and a Helm chart by design taken out:
@@ -464,6 +471,56 @@ fn every_values_combination_validates() {
                     .ok_or(format!("{spec}\n{pdb}"))
             },
         ),
+        (
+            "the MCS status kit for kube-state-metrics, at v1alpha1, bound to its account",
+            &[
+                "monitoring.mcsState.enabled=true",
+                "monitoring.mcsState.version=v1alpha1",
+                "monitoring.mcsState.namespace=monitoring",
+                "monitoring.mcsState.serviceAccount.name=kube-state-metrics",
+                "monitoring.mcsState.rules.additionalLabels.release=kps",
+            ],
+            &|o| {
+                let of = |kind: &str, name: &str| {
+                    o.iter()
+                        .find(|x| x["kind"] == kind && x["metadata"]["name"] == name)
+                        .ok_or(format!("no {kind} {name}"))
+                };
+                let config = of("ConfigMap", "clusterset-dns-mcs-state")?;
+                let file = std::fs::read_to_string(
+                    Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("deploy/monitoring/mcs/kube-state-metrics.yaml"),
+                )
+                .unwrap();
+                let want = file.replace("version: v1beta1,", "version: v1alpha1,");
+                let role = of("ClusterRole", "clusterset-dns-mcs-state")?;
+                let binding = of("ClusterRoleBinding", "clusterset-dns-mcs-state")?;
+                let rule = of("PrometheusRule", "clusterset-dns-mcs-state")?;
+                let board = of("ConfigMap", "clusterset-dns-mcs-state-dashboard")?;
+                let ok = config["data"]["config.yaml"] == want.as_str()
+                    && want.matches("version: v1alpha1,").count() == 2
+                    && config["metadata"]["namespace"] == "monitoring"
+                    && crate::deploy::role_grants(role)
+                        == [
+                            "apiextensions.k8s.io/customresourcedefinitions list,watch",
+                            "multicluster.x-k8s.io/serviceexports list,watch",
+                            "multicluster.x-k8s.io/serviceimports list,watch",
+                        ]
+                    && binding["subjects"][0]["name"] == "kube-state-metrics"
+                    && binding["subjects"][0]["namespace"] == "monitoring"
+                    && rule["metadata"]["labels"]["release"] == "kps"
+                    && rule["spec"]["groups"][0]["rules"].as_array().map(Vec::len) == Some(4)
+                    && board["metadata"]["labels"]["grafana_dashboard"] == "1"
+                    && serde_json::from_str::<serde_json::Value>(
+                        board["data"]["multicluster-services.json"]
+                            .as_str()
+                            .unwrap_or(""),
+                    )
+                    .is_ok_and(|d| d["uid"] == "multicluster-services");
+                ok.then_some(())
+                    .ok_or(format!("{config}\n{binding}\n{rule}"))
+            },
+        ),
     ];
     for (what, set, check) in table {
         let rendered = helm_template(home.path(), set);
@@ -475,4 +532,18 @@ fn every_values_combination_validates() {
             assert_eq!(grants(&objects), read_by_flags(&objects), "{what}");
         }
     }
+    // A version the MCS CRDs do not have is refused, by name.
+    let out = common::helm(home.path())
+        .args(["template", "clusterset-dns", CHART])
+        .args(["--set", "monitoring.mcsState.enabled=true"])
+        .args(["--set", "monitoring.mcsState.version=v1"])
+        .output()
+        .unwrap();
+    let said = common::output_text(&out);
+    assert!(
+        !out.status.success()
+            && said
+                .contains("monitoring.mcsState.version: \"v1\" is not a version of the MCS CRDs"),
+        "{said}"
+    );
 }

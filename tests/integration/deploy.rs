@@ -56,7 +56,15 @@ fn manifests_render_and_validate() {
 
 /// `group/resource verbs` of each grant of the ClusterRole in `objects`, sorted.
 pub(crate) fn grants(objects: &[serde_json::Value]) -> Vec<String> {
-    let role = objects.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+    // The server's role: the one not made for kube-state-metrics (the chart's
+    // monitoring.mcsState), which grants what kube-state-metrics reads, not the server.
+    let role = objects
+        .iter()
+        .find(|o| {
+            o["kind"] == "ClusterRole"
+                && o["metadata"]["labels"]["app.kubernetes.io/component"] != "mcs-state"
+        })
+        .unwrap();
     role_grants(role)
 }
 

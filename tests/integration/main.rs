@@ -31,6 +31,7 @@ mod linkerd_bridge_faults;
 mod linkerd_bridge_import;
 mod linkerd_source;
 mod locality;
+mod mcs_status;
 mod monitoring;
 mod ops;
 mod protocol;

@@ -25,11 +25,11 @@ use common::prometheus::Prometheus;
 use common::{http_get_blocking, output_text, query, spawn_binary};
 use hickory_proto::rr::RecordType;
 
-fn repo(path: &str) -> PathBuf {
+pub(crate) fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
-fn yaml(path: &str) -> serde_json::Value {
+pub(crate) fn yaml(path: &str) -> serde_json::Value {
     serde_yaml_ng::from_str(&std::fs::read_to_string(repo(path)).unwrap())
         .unwrap_or_else(|e| panic!("{path}: {e}"))
 }
@@ -37,25 +37,31 @@ fn yaml(path: &str) -> serde_json::Value {
 #[test]
 fn alerts_pass_promtool_and_each_fires_and_stays_quiet_in_its_unit_tests() {
     let _module = common::module(module_path!());
-    for args in [
-        ["check", "rules", "deploy/monitoring/rules.yaml"],
-        ["test", "rules", "deploy/monitoring/rules-test.yaml"],
-    ] {
+    let alerts = alerts_checked(
+        "deploy/monitoring/rules.yaml",
+        "deploy/monitoring/rules-test.yaml",
+        "deploy/monitoring/prometheusrule.yaml",
+    );
+    assert!(alerts.len() >= 10, "{alerts:?}");
+}
+
+/// promtool checks the rules file `rules` and runs its unit tests `tests`; every alert has a
+/// case where it fires and one where it stays quiet; the PrometheusRule `rule` holds the very
+/// same groups. The alerts' names.
+pub(crate) fn alerts_checked(rules: &str, tests: &str, rule: &str) -> BTreeSet<String> {
+    for args in [["check", "rules", rules], ["test", "rules", tests]] {
         common::run_ok(Command::new("promtool").args(args).current_dir(repo("")));
     }
-    let rules = yaml("deploy/monitoring/rules.yaml");
-    let alerts: BTreeSet<String> = rules["groups"]
+    let groups = yaml(rules)["groups"].clone();
+    let alerts: BTreeSet<String> = groups
         .as_array()
         .unwrap()
         .iter()
         .flat_map(|g| g["rules"].as_array().unwrap())
         .map(|r| r["alert"].as_str().expect("alerts only").to_string())
         .collect();
-    assert!(alerts.len() >= 10, "{alerts:?}");
-    // Every alert has a case where it fires and one where it stays quiet.
-    let tests = yaml("deploy/monitoring/rules-test.yaml");
     let (mut fires, mut quiet) = (BTreeSet::new(), BTreeSet::new());
-    for t in tests["tests"].as_array().unwrap() {
+    for t in yaml(tests)["tests"].as_array().unwrap() {
         for a in t["alert_rule_test"].as_array().unwrap() {
             let name = a["alertname"].as_str().unwrap().to_string();
             if a["exp_alerts"].as_array().is_some_and(|e| !e.is_empty()) {
@@ -65,32 +71,51 @@ fn alerts_pass_promtool_and_each_fires_and_stays_quiet_in_its_unit_tests() {
             }
         }
     }
-    assert_eq!(fires, alerts, "alerts with a firing test");
-    assert_eq!(quiet, alerts, "alerts with a quiet test");
-    // The PrometheusRule holds the very same groups.
-    let rule = yaml("deploy/monitoring/prometheusrule.yaml");
+    assert_eq!(fires, alerts, "{rules}: alerts with a firing test");
+    assert_eq!(quiet, alerts, "{rules}: alerts with a quiet test");
+    let rule = yaml(rule);
     assert_eq!(rule["kind"], "PrometheusRule");
-    assert_eq!(rule["spec"]["groups"], rules["groups"]);
+    assert_eq!(
+        rule["spec"]["groups"], groups,
+        "the PrometheusRule holds {rules}'s groups"
+    );
+    alerts
 }
 
 #[test]
 fn the_dashboard_is_well_formed_grafana_json() {
     let _module = common::module(module_path!());
     let d = dashboard(&repo("deploy/monitoring/dashboard.json"));
-    // Grafana 10.x-12.x write schema 39 and migrate older ones on load.
-    assert_eq!(d["schemaVersion"], 39);
     assert_eq!(d["uid"], "clusterset-dns");
-    let vars: Vec<&str> = d["templating"]["list"]
+    for (title, expr) in laid_out(&d, &["datasource", "job", "instance", "bridge_job"]) {
+        assert!(
+            expr.contains("job=~\"$job\"")
+                || expr.starts_with("time()")
+                || (expr.contains("clusterset_dns_bridge_")
+                    && expr.contains("job=~\"$bridge_job\"")),
+            "{title}: {expr} selects the job (the linkerd-bridge's panels, its job)"
+        );
+    }
+}
+
+/// Checks a dashboard's form: schema 39 (Grafana 10.x-12.x write it and migrate older ones on
+/// load), these variables in order, unique panel ids, panels inside the grid and not
+/// overlapping, each panel's data source the variable, and at least one query each with
+/// unique refIds. Every query, as (panel title, expression).
+pub(crate) fn laid_out(d: &serde_json::Value, vars: &[&str]) -> Vec<(String, String)> {
+    assert_eq!(d["schemaVersion"], 39);
+    let names: Vec<&str> = d["templating"]["list"]
         .as_array()
         .unwrap()
         .iter()
         .map(|v| v["name"].as_str().unwrap())
         .collect();
-    assert_eq!(vars, ["datasource", "job", "instance", "bridge_job"]);
-    let all = panels(&d);
+    assert_eq!(names, vars);
+    let all = panels(d);
     let ids: BTreeSet<u64> = all.iter().map(|p| p["id"].as_u64().unwrap()).collect();
     assert_eq!(ids.len(), all.len(), "panel ids are unique");
     let mut grid = BTreeSet::new();
+    let mut out = Vec::new();
     for p in &all {
         let title = p["title"].as_str().unwrap();
         let g = &p["gridPos"];
@@ -119,16 +144,42 @@ fn the_dashboard_is_well_formed_grafana_json() {
             .collect();
         assert_eq!(refs.len(), targets.len(), "{title}: refIds unique");
         for t in targets {
-            let expr = t["expr"].as_str().unwrap();
-            assert!(
-                expr.contains("job=~\"$job\"")
-                    || expr.starts_with("time()")
-                    || (expr.contains("clusterset_dns_bridge_")
-                        && expr.contains("job=~\"$bridge_job\"")),
-                "{title}: {expr} selects the job (the linkerd-bridge's panels, its job)"
-            );
+            out.push((title.to_string(), t["expr"].as_str().unwrap().to_string()));
         }
     }
+    out
+}
+
+/// The prometheus-operator's CRDs (ServiceMonitor, PrometheusRule), as tests/monitoring/setup.sh
+/// renders them into `tools`, installed and established.
+pub(crate) fn operator_crds(k: &Cluster, tools: &Path) {
+    for crd in ["servicemonitors", "prometheusrules"] {
+        let file = tools.join(format!("crds/monitoring.coreos.com_{crd}.yaml"));
+        k.apply(&std::fs::read_to_string(file).unwrap());
+        let out = k
+            .kubectl()
+            .args(["wait", "--for=condition=Established", "--timeout=30s"])
+            .arg(format!("crd/{crd}.monitoring.coreos.com"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", output_text(&out));
+    }
+}
+
+/// `yaml` through the API server's strict server-side validation, written nowhere.
+pub(crate) fn dry_run(k: &Cluster, yaml: &str) -> Result<(), String> {
+    k.kubectl_input(
+        &[
+            "apply",
+            "--dry-run=server",
+            "--validate=strict",
+            "-o",
+            "name",
+            "-f",
+            "-",
+        ],
+        yaml,
+    )
 }
 
 /// Panels of CoreDNS's plugins and Go runtime that a Rust authoritative server has no part in.
@@ -232,31 +283,8 @@ async fn every_dashboard_panel_shows_data_and_the_operator_objects_validate() {
     );
 
     // The prometheus-operator's CRDs, then our objects through strict server-side validation.
-    for crd in ["servicemonitors", "prometheusrules"] {
-        let file = tools.join(format!("crds/monitoring.coreos.com_{crd}.yaml"));
-        k.apply(&std::fs::read_to_string(file).unwrap());
-        let out = k
-            .kubectl()
-            .args(["wait", "--for=condition=Established", "--timeout=30s"])
-            .arg(format!("crd/{crd}.monitoring.coreos.com"))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", output_text(&out));
-    }
-    let dry_run = |yaml: &str| {
-        k.kubectl_input(
-            &[
-                "apply",
-                "--dry-run=server",
-                "--validate=strict",
-                "-o",
-                "name",
-                "-f",
-                "-",
-            ],
-            yaml,
-        )
-    };
+    operator_crds(&k, &tools);
+    let dry_run = |yaml: &str| dry_run(&k, yaml);
     let rendered = common::kustomize("deploy/monitoring");
     let kinds: Vec<String> = common::yaml_objects(&rendered)
         .iter()

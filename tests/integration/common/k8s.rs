@@ -87,8 +87,10 @@ impl Cluster {
         std::fs::write(
             d.join("tokens.csv"),
             // `linkerd-remote`: what a Link's credentials give another cluster (the remote
-            // access ServiceAccount of Linkerd's multicluster extension).
-            "admintoken,admin,admin,system:masters\ndnstoken,clusterset-dns,clusterset-dns\nremotetoken,linkerd-remote,linkerd-remote\n",
+            // access ServiceAccount of Linkerd's multicluster extension); `kube-state-metrics`,
+            // bound to what deploy/monitoring/mcs grants it (tests/integration/mcs_status.rs).
+            "admintoken,admin,admin,system:masters\ndnstoken,clusterset-dns,clusterset-dns\nremotetoken,linkerd-remote,linkerd-remote\n\
+             ksmtoken,kube-state-metrics,kube-state-metrics\n",
         )
         .unwrap();
         let [etcd_port, peer, api_port] = free_ports();
@@ -116,7 +118,11 @@ impl Cluster {
             .stderr(std::fs::File::create(d.join("etcd.log")).unwrap())
             .spawn()
             .unwrap();
-        for (user, token) in [("admin", "admintoken"), ("dns", "dnstoken")] {
+        for (user, token) in [
+            ("admin", "admintoken"),
+            ("dns", "dnstoken"),
+            ("kube-state-metrics", "ksmtoken"),
+        ] {
             std::fs::write(
                 d.join(format!("{user}.kubeconfig")),
                 format!(

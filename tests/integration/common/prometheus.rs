@@ -31,15 +31,22 @@ impl Prometheus {
     /// Runs with these `scrape_configs` entries (YAML, indented two spaces), scraping and
     /// evaluating every second.
     pub fn with_scrape_configs(scrape_configs: &str) -> Prometheus {
+        Self::with_rules(scrape_configs, None)
+    }
+
+    /// [`Prometheus::with_scrape_configs`], evaluating the rules file `rules` (its text) too.
+    pub fn with_rules(scrape_configs: &str, rules: Option<&str>) -> Prometheus {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n{scrape_configs}"
-            ),
-        )
-        .unwrap();
+        let mut text = format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n{scrape_configs}"
+        );
+        if let Some(rules) = rules {
+            let file = dir.path().join("rules.yml");
+            std::fs::write(&file, rules).unwrap();
+            text += &format!("rule_files: ['{}']\n", file.display());
+        }
+        std::fs::write(&config, text).unwrap();
         let api: SocketAddr = format!("127.0.0.1:{}", super::k8s::free_port())
             .parse()
             .unwrap();
