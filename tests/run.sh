@@ -8,7 +8,8 @@
 #     (tests/k8s/setup.sh), CoreDNS (tests/coredns/setup.sh), controller-gen with the
 #     prometheus-operator's CRDs and helm (tests/monitoring/setup.sh), the MCS API's controller,
 #     its CRDs and the two-cluster test's export syncer (tests/mcs/setup.sh), metrics-server
-#     (tests/metrics-server/setup.sh), kube-state-metrics (tests/kube-state-metrics/setup.sh);
+#     (tests/metrics-server/setup.sh), kube-state-metrics (tests/kube-state-metrics/setup.sh),
+#     Envoy Gateway and the test's xDS client (tests/gateway/setup.sh);
 #   - then `cargo test --locked`, with any arguments given here passed on.
 # Needs root (as CI has): apt-get, network namespaces, a container engine.
 set -euo pipefail
@@ -83,7 +84,9 @@ tests/monitoring/setup.sh >/dev/null
 # The MCS controller, the MCS CRDs and the export syncer, and metrics-server (tests/integration/clusterset/).
 tests/mcs/setup.sh >/dev/null
 tests/metrics-server/setup.sh >/dev/null
-# kube-state-metrics, for the MCS status kit (tests/integration/mcs_status.rs).
+# kube-state-metrics, for the MCS status kit (tests/integration/mcs_status.rs), and Envoy Gateway
+# with the xDS client that stands in for Envoy (tests/integration/gateway.rs).
 tests/kube-state-metrics/setup.sh >/dev/null
+tests/gateway/setup.sh >/dev/null
 
 exec cargo test --locked "$@"

@@ -57,7 +57,13 @@ pub(crate) fn link(target: &str) -> String {
 /// member, that member too: the Service `svc` labelled `mirror.linkerd.io/federated=member`,
 /// whose annotations Linkerd copies onto the federated Service (the local member is always its
 /// oldest, linkerd2 `version-2.20` `handleFederatedServiceJoin`).
-fn federated(ns: &str, svc: &str, remote: &str, local: bool, carried: Option<&str>) -> String {
+pub(crate) fn federated(
+    ns: &str,
+    svc: &str,
+    remote: &str,
+    local: bool,
+    carried: Option<&str>,
+) -> String {
     let mut annotations = format!("multicluster.linkerd.io/remote-discovery: '{remote}'");
     if local {
         annotations += &format!(", multicluster.linkerd.io/local-discovery: {svc}");
@@ -86,7 +92,7 @@ fn federated(ns: &str, svc: &str, remote: &str, local: bool, carried: Option<&st
 /// What the export half carries for a Service with sessionAffinity ClientIP and port http's
 /// appProtocol `http`, exported with label `team: shop` and annotation `dummy-annotation`
 /// (the conformance suite's), as JSON in a single-quoted YAML scalar.
-const CARRIED: &str = r#"{"exportCreated":"2026-12-04T00:00:00Z","sessionAffinity":"ClientIP","sessionAffinityConfig":{"clientIP":{"timeoutSeconds":600}},"ports":[{"name":"http","port":80,"protocol":"TCP","appProtocol":"http"}],"exportedLabels":{"team":"shop"},"exportedAnnotations":{"dummy-annotation":"true"}}"#;
+pub(crate) const CARRIED: &str = r#"{"exportCreated":"2026-12-04T00:00:00Z","sessionAffinity":"ClientIP","sessionAffinityConfig":{"clientIP":{"timeoutSeconds":600}},"ports":[{"name":"http","port":80,"protocol":"TCP","appProtocol":"http"}],"exportedLabels":{"team":"shop"},"exportedAnnotations":{"dummy-annotation":"true"}}"#;
 
 fn get(k: &Cluster, ns: &str, kind: &str, name: &str) -> Option<Value> {
     let out = k
@@ -112,7 +118,7 @@ fn list(k: &Cluster, ns: &str, kind: &str, selector: &str) -> Vec<Value> {
 /// A ServiceImport and its slices in a line: type, ips, ipFamilies, status.clusters,
 /// endpointSliceObjects, then each slice's source cluster, address type and endpoints
 /// (`host=address`), sorted. "none" when there is no ServiceImport.
-fn summary(k: &Cluster, ns: &str, name: &str) -> String {
+pub(crate) fn summary(k: &Cluster, ns: &str, name: &str) -> String {
     let Some(si) = get(k, ns, "serviceimport", name) else {
         return "none".into();
     };
@@ -170,7 +176,7 @@ fn summary(k: &Cluster, ns: &str, name: &str) -> String {
 }
 
 /// Waits until `ns/name` reads `want` (see [`summary`]); how long it took.
-fn settles(k: &Cluster, bridge: &Bridge, ns: &str, name: &str, want: &str) -> Duration {
+pub(crate) fn settles(k: &Cluster, bridge: &Bridge, ns: &str, name: &str, want: &str) -> Duration {
     let start = Instant::now();
     let last = std::cell::RefCell::new(String::new());
     value(
@@ -195,7 +201,7 @@ fn settles(k: &Cluster, bridge: &Bridge, ns: &str, name: &str, want: &str) -> Du
 /// The Linkerd objects of a consuming cluster linked to `east` and `west`: `web` federated
 /// (remote members in both, a local member) with its mirrors, `api` mirrored only, `db` a
 /// gateway-mode headless export with two hosts mirrored from `east`.
-fn linkerd_objects(k: &Cluster) {
+pub(crate) fn linkerd_objects(k: &Cluster) {
     k.apply(&(link("east") + &link("west")));
     k.apply(
         &(federated("shop", "web", "web@east,web@west", true, Some(CARRIED))
@@ -209,7 +215,7 @@ fn linkerd_objects(k: &Cluster) {
     );
 }
 
-const IMPORT_ARGS: [&str; 8] = [
+pub(crate) const IMPORT_ARGS: [&str; 8] = [
     "--halves",
     "import",
     "--cluster-id",

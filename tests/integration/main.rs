@@ -18,6 +18,7 @@ mod deploy;
 mod differential;
 mod forwarding;
 mod fuzz_corpus;
+mod gateway;
 mod harness;
 mod image;
 mod kube_churn;

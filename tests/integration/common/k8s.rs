@@ -272,6 +272,14 @@ impl Cluster {
         });
     }
 
+    /// [`Cluster::apply`] server-side: for objects too large for kubectl's last-applied
+    /// annotation (the Gateway API's CRDs).
+    pub fn apply_server_side(&self, yaml: &str) {
+        self.kubectl_retried(&["apply", "--server-side", "-f", "-"], yaml, |e| {
+            format!("kubectl apply --server-side: {e}")
+        });
+    }
+
     /// `kubectl delete`, retried briefly like [`Cluster::apply`].
     pub fn delete(&self, kind: &str, ns: &str, name: &str) {
         self.kubectl_retried(&["delete", kind, "-n", ns, name, "--wait=false"], "", |e| {
