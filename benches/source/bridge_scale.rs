@@ -238,6 +238,28 @@ impl Bridge {
             .sum()
     }
 
+    /// The cumulative buckets of histogram `name` for `half`, as (upper bound, count).
+    fn buckets(&self, name: &str, half: &str) -> Vec<(f64, f64)> {
+        let Some((_, body)) =
+            super::common::http_get_blocking(self.admin, "/metrics", Duration::from_secs(2))
+        else {
+            return Vec::new();
+        };
+        let prefix = format!("{name}_bucket{{half=\"{half}\",le=\"");
+        body.lines()
+            .filter_map(|l| l.strip_prefix(&prefix))
+            .filter_map(|rest| {
+                let (le, count) = rest.split_once("\"} ")?;
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().ok()?
+                };
+                Some((le, count.trim().parse().ok()?))
+            })
+            .collect()
+    }
+
     fn leading(&self) -> bool {
         super::common::http_get_blocking(self.admin, "/metrics", Duration::from_secs(2))
             .is_some_and(|(_, body)| metric_in(&body, "clusterset_dns_bridge_leader") == 1.0)
@@ -547,6 +569,14 @@ pub fn run() {
     sock.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     let (mut exported, mut imported, mut answered) = (Vec::new(), Vec::new(), Vec::new());
+    const TIMINGS: [(&str, &str); 2] = [
+        ("clusterset_dns_bridge_queue_duration_seconds", "waited"),
+        ("clusterset_dns_bridge_reconcile_duration_seconds", "worked"),
+    ];
+    let timings_before: Vec<Vec<(f64, f64)>> = ["export", "import"]
+        .iter()
+        .flat_map(|h| TIMINGS.map(|(m, _)| bridge.buckets(m, h)))
+        .collect();
     for j in 0..n / 10 {
         let name = format!("svc{}", n + j);
         let t0 = Instant::now();
@@ -591,6 +621,33 @@ pub fn run() {
         n / 10
     );
 
+    // The bridge's own account of those changes' reconciles (every one: a change's own writes
+    // come back through the watches and are judged again, writing nothing), from its
+    // histograms, interpolated within buckets as PromQL's histogram_quantile does.
+    let mut words = Vec::new();
+    let mut i = 0;
+    for half in ["export", "import"] {
+        for (m, what) in TIMINGS {
+            let after = bridge.buckets(m, half);
+            let delta: Vec<(f64, f64)> = after
+                .iter()
+                .zip(&timings_before[i])
+                .map(|(a, b)| (a.0, a.1 - b.1))
+                .collect();
+            i += 1;
+            let total = delta.last().map_or(0.0, |b| b.1);
+            words.push(format!(
+                "{half} {what} p50 {:.1} / p99 {:.1} ms ({total} runs)",
+                quantile(&delta, 0.5) * 1000.0,
+                quantile(&delta, 0.99) * 1000.0
+            ));
+        }
+    }
+    println!(
+        "the bridge's reconciles meanwhile, by its histograms: {}",
+        words.join("; ")
+    );
+
     // A restart with nothing changed, then two resyncs: no writes.
     std::thread::sleep(Duration::from_secs(3));
     let before = k.writes();
@@ -626,4 +683,26 @@ pub fn run() {
         f.secs,
         min_writes(n)
     );
+}
+
+/// The `q` quantile of cumulative buckets `(upper bound, count)`, interpolated linearly within
+/// its bucket as PromQL's `histogram_quantile` does (the last finite bound when it falls in
+/// `+Inf`); 0 with no observation.
+fn quantile(buckets: &[(f64, f64)], q: f64) -> f64 {
+    let total = buckets.last().map_or(0.0, |b| b.1);
+    if total <= 0.0 {
+        return 0.0;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for &(le, count) in buckets {
+        if count >= rank {
+            if le.is_infinite() {
+                return lower;
+            }
+            return lower + (le - lower) * (rank - below) / (count - below).max(f64::MIN_POSITIVE);
+        }
+        (lower, below) = (le, count);
+    }
+    lower
 }

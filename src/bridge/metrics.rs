@@ -6,14 +6,20 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use hyper::{Method, StatusCode};
-use prometheus::{Encoder, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
 
 use super::Key;
 use super::export::Condition;
+use super::runner::Timing;
 
 pub struct BridgeMetrics {
     registry: Registry,
     reconciles: IntCounterVec,
+    queued: HistogramVec,
+    worked: HistogramVec,
     managed: IntGaugeVec,
     conditions: IntGaugeVec,
     leader: IntGauge,
@@ -42,6 +48,29 @@ impl BridgeMetrics {
                 "Exports (or imports) brought up to date, by half and result (success, error: retried).",
             ),
             &["half", "result"],
+        )
+        .expect("valid metric");
+        // From a millisecond (a judgement with nothing to write) to ten seconds (a key behind
+        // a whole resync, or an API server that is slow to answer).
+        let buckets = vec![
+            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ];
+        let queued = HistogramVec::new(
+            HistogramOpts::new(
+                "clusterset_dns_bridge_queue_duration_seconds",
+                "How long a key (an export, or an import's service) waited from a watch event, or a resync, saying it may need work to its reconcile starting, by half (client-go's workqueue_queue_duration_seconds).",
+            )
+            .buckets(buckets.clone()),
+            &["half"],
+        )
+        .expect("valid metric");
+        let worked = HistogramVec::new(
+            HistogramOpts::new(
+                "clusterset_dns_bridge_reconcile_duration_seconds",
+                "How long bringing one key up to date took, judging and writing, by half (client-go's workqueue_work_duration_seconds).",
+            )
+            .buckets(buckets),
+            &["half"],
         )
         .expect("valid metric");
         let managed = IntGaugeVec::new(
@@ -98,15 +127,19 @@ impl BridgeMetrics {
             Box::new(not_taken_over.clone()),
             Box::new(unusable.clone()),
             Box::new(reconciles.clone()),
+            Box::new(queued.clone()),
+            Box::new(worked.clone()),
             Box::new(managed.clone()),
             Box::new(conditions.clone()),
         ] {
             registry.register(c).expect("registered once");
         }
-        for result in ["success", "error"] {
-            for half in ["export", "import"] {
+        for half in ["export", "import"] {
+            for result in ["success", "error"] {
                 reconciles.with_label_values(&[half, result]);
             }
+            queued.with_label_values(&[half]);
+            worked.with_label_values(&[half]);
         }
         for kind in ["ServiceExport", "Service", "ServiceImport", "EndpointSlice"] {
             managed.with_label_values(&[kind]);
@@ -120,6 +153,8 @@ impl BridgeMetrics {
         BridgeMetrics {
             registry,
             reconciles,
+            queued,
+            worked,
             managed,
             conditions,
             leader,
@@ -148,9 +183,18 @@ impl BridgeMetrics {
         self.leader.set(i64::from(on));
     }
 
-    pub fn reconciled(&self, half: &str, ok: bool) {
+    /// One run of one of `half`'s keys: its result and how long it waited and took.
+    pub fn reconciled(&self, half: &str, ok: bool, timing: Timing) {
         let result = if ok { "success" } else { "error" };
         self.reconciles.with_label_values(&[half, result]).inc();
+        if let Some(waited) = timing.waited {
+            self.queued
+                .with_label_values(&[half])
+                .observe(waited.as_secs_f64());
+        }
+        self.worked
+            .with_label_values(&[half])
+            .observe(timing.worked.as_secs_f64());
     }
 
     /// The import half's objects: ServiceImports and EndpointSlices it wrote, those it left to

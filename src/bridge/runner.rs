@@ -215,6 +215,15 @@ pub struct Settings {
     pub resync: Duration,
 }
 
+/// How long one run of a key took: from a watch marking it (or everything being marked) to
+/// its start, if it was marked so (not when it runs again after a failure's wait, or after a
+/// run it was marked during, both already timed), and the run itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub waited: Option<Duration>,
+    pub worked: Duration,
+}
+
 /// What a half gives the runner: every key it knows of, and the work on one.
 pub trait Reconciler {
     type Key: Clone + Eq + Hash + Debug + Send + 'static;
@@ -226,8 +235,14 @@ pub trait Reconciler {
     /// Brings `key` to what its judge says.
     fn reconcile(&self, key: Self::Key) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
-    /// `key` ran: count it, say a failure (it is tried again after `wait`).
-    fn ran(&self, key: &Self::Key, result: &Result<(), Self::Error>, wait: Option<Duration>);
+    /// `key` ran, taking `timing`: count it, say a failure (it is tried again after `wait`).
+    fn ran(
+        &self,
+        key: &Self::Key,
+        result: &Result<(), Self::Error>,
+        wait: Option<Duration>,
+        timing: Timing,
+    );
 
     /// Nothing is queued or running: a moment for gauges that look at everything (at most once
     /// a second).
@@ -257,6 +272,16 @@ pub async fn run<R: Reconciler>(
     resync.tick().await;
     let mut was_idle = true;
     let (mut gauges_due, mut last_gauges) = (false, None::<Instant>);
+    // When each key waiting to start was first marked (by a watch, or everything).
+    let mut marked_at: HashMap<R::Key, Instant> = HashMap::new();
+    fn mark<K: Clone + Eq + Hash + Debug>(
+        (queue, marked_at): (&mut Queue<K>, &mut HashMap<K, Instant>),
+        key: K,
+        now: Instant,
+    ) {
+        marked_at.entry(key.clone()).or_insert(now);
+        queue.mark(key);
+    }
     loop {
         let open = *leading.borrow_and_update() && *ready.borrow_and_update();
         // Taking the lead, or becoming ready: everything, as the stores hold it now.
@@ -264,11 +289,19 @@ pub async fn run<R: Reconciler>(
         was_open = open;
         if open {
             if std::mem::take(&mut all) {
-                half.every_key().into_iter().for_each(|k| queue.mark(k));
+                let now = Instant::now();
+                half.every_key()
+                    .into_iter()
+                    .for_each(|k| mark((&mut queue, &mut marked_at), k, now));
             }
             while let Some(key) = queue.next(Instant::now()) {
-                let k = key.clone();
-                running.push(async move { (k, half.reconcile(key).await) });
+                let (k, start) = (key.clone(), Instant::now());
+                let waited = marked_at.remove(&key).map(|at| start - at);
+                running.push(async move {
+                    let result = half.reconcile(key).await;
+                    let worked = start.elapsed();
+                    (k, result, Timing { waited, worked })
+                });
             }
         }
         // The gauges walk every object: once when the queue drains, but at most once an
@@ -287,12 +320,16 @@ pub async fn run<R: Reconciler>(
         let due = queue.next_due();
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            Some((key, result)) = running.next(), if !running.is_empty() => {
+            Some((key, result, timing)) = running.next(), if !running.is_empty() => {
                 let wait = queue.done(&key, result.is_ok(), Instant::now());
-                half.ran(&key, &result, wait);
+                half.ran(&key, &result, wait, timing);
             }
-            mark = marks.recv() => match mark {
-                Some(Mark::Keys(keys)) => keys.into_iter().for_each(|k| queue.mark(k)),
+            marked = marks.recv() => match marked {
+                Some(Mark::Keys(keys)) => {
+                    let now = Instant::now();
+                    keys.into_iter()
+                        .for_each(|k| mark((&mut queue, &mut marked_at), k, now));
+                }
                 Some(Mark::All) => all = true,
                 None => return,
             },
@@ -427,6 +464,7 @@ mod tests {
     struct Half {
         keys: Vec<&'static str>,
         ran: Mutex<Vec<(&'static str, bool, Instant)>>,
+        timings: Mutex<Vec<(&'static str, Timing)>>,
         idle: Mutex<usize>,
     }
 
@@ -448,9 +486,16 @@ mod tests {
             Ok(())
         }
 
-        fn ran(&self, key: &&'static str, result: &Result<(), String>, _: Option<Duration>) {
+        fn ran(
+            &self,
+            key: &&'static str,
+            result: &Result<(), String>,
+            _: Option<Duration>,
+            timing: Timing,
+        ) {
             let now = Instant::now();
             self.ran.lock().unwrap().push((key, result.is_ok(), now));
+            self.timings.lock().unwrap().push((key, timing));
         }
 
         fn idle(&self) {
@@ -580,6 +625,40 @@ mod tests {
             .collect();
         // At 0, then 1 s, 2 s and 4 s after each failure: 0, 1, 3, 7 s.
         assert_eq!(times, [0, 1_000, 3_000, 7_000]);
+        s.stop().await;
+    }
+
+    /// A key's wait counts from its first mark to its start; its work, its run. A retry after
+    /// a failure's wait has no mark to count from.
+    #[tokio::test(start_paused = true)]
+    async fn each_run_says_how_long_its_key_waited_and_worked() {
+        let s = start(vec![]);
+        // Marked while nothing may run: they wait until this replica leads and is ready.
+        s.marks.keys(["slow-1", "quick", "quick"]);
+        s.settle().await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        s.ready.send_replace(true);
+        s.leading.send_replace(true);
+        s.settle().await;
+        s.marks.keys(["bad"]);
+        tokio::time::sleep(Duration::from_millis(11_500)).await;
+        let timings = s.half.timings.lock().unwrap().clone();
+        let secs = |d: Duration| (d.as_millis() as f64 / 1000.0).round();
+        let seen: Vec<(&str, Option<f64>, f64)> = timings
+            .iter()
+            .map(|(k, t)| (*k, t.waited.map(secs), secs(t.worked)))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("quick", Some(2.0), 0.0),
+                ("bad", Some(0.0), 0.0),
+                ("bad", None, 0.0),
+                ("bad", None, 0.0),
+                ("bad", None, 0.0),
+                ("slow-1", Some(2.0), 10.0),
+            ]
+        );
         s.stop().await;
     }
 

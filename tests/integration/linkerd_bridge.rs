@@ -584,6 +584,16 @@ fn exports_become_linkerd_labels_and_conditions() {
     assert!(
         series(r#"clusterset_dns_bridge_reconciles_total{half="export",result="success"}"#) > 10.0
     );
+    // Every reconcile is timed; the waits of those a watch marked too.
+    let runs = series(r#"clusterset_dns_bridge_reconciles_total{half="export",result="success"}"#)
+        + series(r#"clusterset_dns_bridge_reconciles_total{half="export",result="error"}"#);
+    assert_eq!(
+        series(r#"clusterset_dns_bridge_reconcile_duration_seconds_count{half="export"}"#),
+        runs,
+        "{scrape}"
+    );
+    let waited = series(r#"clusterset_dns_bridge_queue_duration_seconds_count{half="export"}"#);
+    assert!(waited > 0.0, "{scrape}");
     assert_eq!(
         series(r#"clusterset_dns_bridge_managed{kind="ServiceExport"}"#),
         4.0,

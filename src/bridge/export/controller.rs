@@ -26,7 +26,7 @@ use crate::bridge::clusters::{Changed, Clusters};
 use crate::bridge::index::Index;
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::names::{CARRIED, FIELD_MANAGER};
-use crate::bridge::runner::{self, Marks, Reconciler};
+use crate::bridge::runner::{self, Marks, Reconciler, Timing};
 use crate::bridge::{Key, SERVICE_EXPORT, Shared, api_error, object_of};
 
 /// Runs the export half until shutdown, once the ServiceExport CRD is served: its watches, and
@@ -104,8 +104,14 @@ impl Reconciler for Exporter {
         Exporter::reconcile(self, &key).await
     }
 
-    fn ran(&self, key: &Key, result: &Result<(), kube::Error>, wait: Option<Duration>) {
-        self.metrics.reconciled("export", result.is_ok());
+    fn ran(
+        &self,
+        key: &Key,
+        result: &Result<(), kube::Error>,
+        wait: Option<Duration>,
+        timing: Timing,
+    ) {
+        self.metrics.reconciled("export", result.is_ok(), timing);
         if let (Err(e), Some(wait)) = (result, wait) {
             warn!(namespace = %key.0, name = %key.1, error = %api_error(e), "export not brought up to date; trying again in {wait:?}");
         }

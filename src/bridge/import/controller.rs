@@ -33,7 +33,7 @@ use crate::bridge::clusters::Changed;
 use crate::bridge::index::Written;
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::names::{FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, is_ours};
-use crate::bridge::runner::{self, Marks, Reconciler};
+use crate::bridge::runner::{self, Marks, Reconciler, Timing};
 use crate::bridge::{Key, LINK, SERVICE_IMPORT, Shared, api_error};
 use crate::source::linkerd::SELECTOR;
 use crate::source::mcs::LABEL_SERVICE_NAME;
@@ -147,8 +147,14 @@ impl Reconciler for Importer {
         result
     }
 
-    fn ran(&self, key: &Key, result: &Result<(), kube::Error>, wait: Option<Duration>) {
-        self.metrics.reconciled("import", result.is_ok());
+    fn ran(
+        &self,
+        key: &Key,
+        result: &Result<(), kube::Error>,
+        wait: Option<Duration>,
+        timing: Timing,
+    ) {
+        self.metrics.reconciled("import", result.is_ok(), timing);
         if let (Err(e), Some(wait)) = (result, wait) {
             warn!(namespace = %key.0, name = %key.1, error = %api_error(e), "import not brought up to date; trying again in {wait:?}");
         }
