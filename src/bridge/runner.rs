@@ -215,9 +215,9 @@ pub struct Settings {
     pub resync: Duration,
 }
 
-/// How long one run of a key took: from a watch marking it (or everything being marked) to
-/// its start, if it was marked so (not when it runs again after a failure's wait, or after a
-/// run it was marked during, both already timed), and the run itself.
+/// How long one run of a key took: from the first mark since its last start (a watch, a
+/// resync, taking the lead; a mark while it runs counts, and the run it waits for with it) to
+/// its start, if something marked it (not a retry after a failure's wait), and the run itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
     pub waited: Option<Duration>,
