@@ -94,6 +94,9 @@ pub struct Queue<K> {
     running: HashSet<K>,
     /// Marked while running: queued again when done.
     again: HashSet<K>,
+    /// When each key not started since was first marked from outside (a watch, a resync,
+    /// taking the lead): what its [`Timing::waited`] counts from.
+    marked_at: HashMap<K, Instant>,
     /// Failures in a row, and when the key is tried again (its place in `due`).
     failing: HashMap<K, (u32, Instant, u64)>,
     /// The same, by when.
@@ -111,6 +114,7 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
             queued: HashSet::new(),
             running: HashSet::new(),
             again: HashSet::new(),
+            marked_at: HashMap::new(),
             failing: HashMap::new(),
             due: BTreeMap::new(),
             seq: 0,
@@ -119,9 +123,16 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
         }
     }
 
-    /// `key` may need work: it runs as soon as a slot is free (a key waiting after a failure
-    /// too: something changed), or again after it if it is running now.
-    pub fn mark(&mut self, key: K) {
+    /// `key` may need work, says a watch or a resync at `now`: it runs as soon as a slot is
+    /// free (a key waiting after a failure too: something changed), or again after it if it is
+    /// running now; its wait counts from its first mark since it last started.
+    pub fn mark(&mut self, key: K, now: Instant) {
+        self.marked_at.entry(key.clone()).or_insert(now);
+        self.enqueue(key);
+    }
+
+    /// Queues `key` (its wait, if any, counts from a mark).
+    fn enqueue(&mut self, key: K) {
         if self.running.contains(&key) {
             self.again.insert(key);
         } else if self.queued.insert(key.clone()) {
@@ -129,8 +140,9 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
         }
     }
 
-    /// The next key to run now, if a slot is free; it counts as running until [`Queue::done`].
-    pub fn next(&mut self, now: Instant) -> Option<K> {
+    /// The next key to run now, if a slot is free, and how long it waited since a mark (none
+    /// for a retry after a failure's wait); it counts as running until [`Queue::done`].
+    pub fn next(&mut self, now: Instant) -> Option<(K, Option<Duration>)> {
         self.wake(now);
         if self.running.len() >= self.concurrency {
             return None;
@@ -138,7 +150,8 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
         let key = self.ready.pop_front()?;
         self.queued.remove(&key);
         self.running.insert(key.clone());
-        Some(key)
+        let waited = self.marked_at.remove(&key).map(|at| now - at);
+        Some((key, waited))
     }
 
     /// `key` ran: a success forgets its failures; a failure waits by [`Backoff`] unless it was
@@ -163,7 +176,7 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
             wait
         });
         if self.again.remove(key) {
-            self.mark(key.clone());
+            self.enqueue(key.clone());
         }
         wait
     }
@@ -175,7 +188,7 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
                 break;
             }
             let key = entry.remove();
-            self.mark(key);
+            self.enqueue(key);
         }
     }
 
@@ -272,16 +285,6 @@ pub async fn run<R: Reconciler>(
     resync.tick().await;
     let mut was_idle = true;
     let (mut gauges_due, mut last_gauges) = (false, None::<Instant>);
-    // When each key waiting to start was first marked (by a watch, or everything).
-    let mut marked_at: HashMap<R::Key, Instant> = HashMap::new();
-    fn mark<K: Clone + Eq + Hash + Debug>(
-        (queue, marked_at): (&mut Queue<K>, &mut HashMap<K, Instant>),
-        key: K,
-        now: Instant,
-    ) {
-        marked_at.entry(key.clone()).or_insert(now);
-        queue.mark(key);
-    }
     loop {
         let open = *leading.borrow_and_update() && *ready.borrow_and_update();
         // Taking the lead, or becoming ready: everything, as the stores hold it now.
@@ -292,11 +295,10 @@ pub async fn run<R: Reconciler>(
                 let now = Instant::now();
                 half.every_key()
                     .into_iter()
-                    .for_each(|k| mark((&mut queue, &mut marked_at), k, now));
+                    .for_each(|k| queue.mark(k, now));
             }
-            while let Some(key) = queue.next(Instant::now()) {
+            while let Some((key, waited)) = queue.next(Instant::now()) {
                 let (k, start) = (key.clone(), Instant::now());
-                let waited = marked_at.remove(&key).map(|at| start - at);
                 running.push(async move {
                     let result = half.reconcile(key).await;
                     let worked = start.elapsed();
@@ -327,8 +329,7 @@ pub async fn run<R: Reconciler>(
             marked = marks.recv() => match marked {
                 Some(Mark::Keys(keys)) => {
                     let now = Instant::now();
-                    keys.into_iter()
-                        .for_each(|k| mark((&mut queue, &mut marked_at), k, now));
+                    keys.into_iter().for_each(|k| queue.mark(k, now));
                 }
                 Some(Mark::All) => all = true,
                 None => return,
@@ -351,6 +352,11 @@ mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
 
+    /// The next key to run, as [`Queue::next`] gives it, without its wait.
+    fn key<K: Clone + Eq + Hash + Debug>(q: &mut Queue<K>, now: Instant) -> Option<K> {
+        q.next(now).map(|(k, _)| k)
+    }
+
     fn at(t0: Instant, ms: u64) -> Instant {
         t0 + Duration::from_millis(ms)
     }
@@ -360,9 +366,9 @@ mod tests {
         let t0 = Instant::now();
         let mut q = Queue::new(10, Backoff::DEFAULT);
         for k in ["b", "a", "b", "c", "a"] {
-            q.mark(k);
+            q.mark(k, t0);
         }
-        let order: Vec<_> = std::iter::from_fn(|| q.next(t0)).collect();
+        let order: Vec<_> = std::iter::from_fn(|| key(&mut q, t0)).collect();
         assert_eq!(order, ["b", "a", "c"]);
     }
 
@@ -370,24 +376,24 @@ mod tests {
     fn at_most_concurrency_keys_run_at_once() {
         let t0 = Instant::now();
         let mut q = Queue::new(2, Backoff::DEFAULT);
-        ["a", "b", "c"].into_iter().for_each(|k| q.mark(k));
-        assert_eq!(q.next(t0), Some("a"));
-        assert_eq!(q.next(t0), Some("b"));
-        assert_eq!(q.next(t0), None);
+        ["a", "b", "c"].into_iter().for_each(|k| q.mark(k, t0));
+        assert_eq!(key(&mut q, t0), Some("a"));
+        assert_eq!(key(&mut q, t0), Some("b"));
+        assert_eq!(key(&mut q, t0), None);
         q.done(&"a", true, t0);
-        assert_eq!(q.next(t0), Some("c"));
+        assert_eq!(key(&mut q, t0), Some("c"));
     }
 
     #[test]
     fn a_key_marked_while_it_runs_runs_again_after_and_not_at_once() {
         let t0 = Instant::now();
         let mut q = Queue::new(10, Backoff::DEFAULT);
-        q.mark("a");
-        assert_eq!(q.next(t0), Some("a"));
-        q.mark("a");
-        assert_eq!(q.next(t0), None, "never twice at once");
+        q.mark("a", t0);
+        assert_eq!(key(&mut q, t0), Some("a"));
+        q.mark("a", t0);
+        assert_eq!(key(&mut q, t0), None, "never twice at once");
         q.done(&"a", true, t0);
-        assert_eq!(q.next(t0), Some("a"));
+        assert_eq!(key(&mut q, t0), Some("a"));
         q.done(&"a", true, t0);
         assert!(q.idle());
     }
@@ -407,21 +413,21 @@ mod tests {
     fn a_failed_key_waits_longer_each_time_and_a_success_resets_it() {
         let t0 = Instant::now();
         let mut q = Queue::new(10, Backoff::DEFAULT);
-        q.mark("a");
+        q.mark("a", t0);
         let mut now = t0;
         for (failure, wait) in [(1, 1_000), (2, 2_000), (3, 4_000)] {
-            assert_eq!(q.next(now), Some("a"));
+            assert_eq!(key(&mut q, now), Some("a"));
             q.done(&"a", false, now);
             assert_eq!(q.failures(&"a"), failure);
             assert_eq!(q.next_due(), Some(at(now, wait)));
-            assert_eq!(q.next(at(now, wait - 1)), None, "not before its wait");
+            assert_eq!(key(&mut q, at(now, wait - 1)), None, "not before its wait");
             now = at(now, wait);
         }
-        assert_eq!(q.next(now), Some("a"));
+        assert_eq!(key(&mut q, now), Some("a"));
         q.done(&"a", true, now);
         assert_eq!((q.failures(&"a"), q.next_due()), (0, None));
-        q.mark("a");
-        assert_eq!(q.next(now), Some("a"));
+        q.mark("a", t0);
+        assert_eq!(key(&mut q, now), Some("a"));
         q.done(&"a", false, now);
         assert_eq!(q.next_due(), Some(at(now, 1_000)), "the count starts again");
     }
@@ -432,31 +438,53 @@ mod tests {
     fn a_mark_runs_a_waiting_key_now() {
         let t0 = Instant::now();
         let mut q = Queue::new(10, Backoff::DEFAULT);
-        q.mark("a");
-        q.next(t0);
+        q.mark("a", t0);
+        key(&mut q, t0);
         q.done(&"a", false, t0);
-        q.mark("a");
-        assert_eq!(q.next(t0), Some("a"));
+        q.mark("a", t0);
+        assert_eq!(key(&mut q, t0), Some("a"));
         q.done(&"a", false, t0);
         assert_eq!(q.next_due(), Some(at(t0, 2_000)));
         // Its earlier wait was dropped: it is queued once when due.
-        assert_eq!(q.next(at(t0, 2_000)), Some("a"));
-        assert_eq!(q.next(at(t0, 2_000)), None);
+        assert_eq!(key(&mut q, at(t0, 2_000)), Some("a"));
+        assert_eq!(key(&mut q, at(t0, 2_000)), None);
+    }
+
+    #[test]
+    fn a_key_waits_from_its_first_mark_and_a_retry_from_none() {
+        let t0 = Instant::now();
+        let mut q = Queue::new(10, Backoff::DEFAULT);
+        q.mark("a", t0);
+        q.mark("a", at(t0, 3));
+        assert_eq!(
+            q.next(at(t0, 5)),
+            Some(("a", Some(Duration::from_millis(5))))
+        );
+        // Marked while it runs: it waits from that mark, through the rest of the run.
+        q.mark("a", at(t0, 7));
+        q.done(&"a", true, at(t0, 9));
+        assert_eq!(
+            q.next(at(t0, 10)),
+            Some(("a", Some(Duration::from_millis(3))))
+        );
+        // Failed: the retry after its wait was marked by nothing.
+        q.done(&"a", false, at(t0, 10));
+        assert_eq!(q.next(at(t0, 1_010)), Some(("a", None)));
     }
 
     #[test]
     fn one_failing_key_does_not_hold_the_others() {
         let t0 = Instant::now();
         let mut q = Queue::new(1, Backoff::DEFAULT);
-        ["bad", "b", "c"].into_iter().for_each(|k| q.mark(k));
-        assert_eq!(q.next(t0), Some("bad"));
+        ["bad", "b", "c"].into_iter().for_each(|k| q.mark(k, t0));
+        assert_eq!(key(&mut q, t0), Some("bad"));
         q.done(&"bad", false, t0);
-        assert_eq!(q.next(t0), Some("b"));
+        assert_eq!(key(&mut q, t0), Some("b"));
         q.done(&"b", true, t0);
-        assert_eq!(q.next(t0), Some("c"));
+        assert_eq!(key(&mut q, t0), Some("c"));
         q.done(&"c", true, t0);
-        assert_eq!(q.next(t0), None);
-        assert_eq!(q.next(at(t0, 1_000)), Some("bad"));
+        assert_eq!(key(&mut q, t0), None);
+        assert_eq!(key(&mut q, at(t0, 1_000)), Some("bad"));
     }
 
     /// A half that records what it ran; `slow` keys take 10 s, `bad` ones fail.
