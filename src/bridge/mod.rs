@@ -330,23 +330,36 @@ pub(crate) fn api_error(e: &kube::Error) -> String {
     }
 }
 
-/// A watch of `api` that feeds the store `w`, its objects kept as [`slim`] makes them (the
-/// stores are most of the bridge's memory), retried with kube-runtime's default backoff.
-pub(crate) fn watch<K>(
-    w: kube::runtime::reflector::store::Writer<K>,
-    api: kube::Api<K>,
-    config: watcher::Config,
-) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send
-where
-    K: kube::Resource
+/// A kind the bridge watches into a store: what kube-runtime's watcher and reflector need of it.
+pub(crate) trait Watched:
+    kube::Resource<DynamicType: Clone + Eq + std::hash::Hash>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: kube::Resource<DynamicType: Clone + Eq + std::hash::Hash>
         + Clone
         + std::fmt::Debug
         + serde::de::DeserializeOwned
         + Send
         + Sync
-        + 'static,
-    K::DynamicType: Clone + Eq + std::hash::Hash,
+        + 'static
 {
+}
+
+/// A watch of `api` that feeds the store `w`, its objects kept as [`slim`] makes them (the
+/// stores are most of the bridge's memory), retried with kube-runtime's default backoff.
+pub(crate) fn watch<K: Watched>(
+    w: kube::runtime::reflector::store::Writer<K>,
+    api: kube::Api<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
     use kube::runtime::WatchStreamExt;
     kube::runtime::reflector::reflector(w, watcher(api, config).modify(slim::<K>)).default_backoff()
 }

@@ -15,21 +15,11 @@ pub(super) enum Seen<K> {
 }
 
 /// The import half's watch of `api`, feeding `w`.
-pub(super) fn watch_of<K>(
+pub(super) fn watch_of<K: crate::bridge::Watched>(
     w: reflector::store::Writer<K>,
     api: Api<K>,
     config: watcher::Config,
-) -> impl futures::Stream<Item = Result<Seen<K>, watcher::Error>>
-where
-    K: kube::Resource
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-    K::DynamicType: Clone + Eq + std::hash::Hash,
-{
+) -> impl futures::Stream<Item = Result<Seen<K>, watcher::Error>> {
     crate::bridge::watch(w, api, config).filter_map(|ev| {
         futures::future::ready(match ev {
             Ok(watcher::Event::InitDone) => Some(Ok(Seen::Listed)),
