@@ -14,7 +14,7 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,17 +31,10 @@ use crate::linkerd_source::cluster_ip;
 /// off), its TLS files where it reads them (`/certs`), here in a directory of the test's own that
 /// it runs chrooted in. Ended by PID when dropped.
 struct EnvoyGateway {
-    child: Child,
+    child: common::Killed,
     log: PathBuf,
     /// `envoy-gateway certgen --local`'s files: `envoy/` is what an Envoy connects with.
     certs: PathBuf,
-}
-
-impl Drop for EnvoyGateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl EnvoyGateway {
@@ -105,7 +98,11 @@ impl EnvoyGateway {
             .stderr(std::fs::File::create(dir.join("envoy-gateway.stderr")).unwrap())
             .spawn()
             .unwrap();
-        let eg = EnvoyGateway { child, log, certs };
+        let eg = EnvoyGateway {
+            child: common::Killed(child),
+            log,
+            certs,
+        };
         until("Envoy Gateway ready (its probe on :8081)", 60, || {
             common::http_get_blocking(
                 "127.0.0.1:8081".parse().unwrap(),
@@ -125,16 +122,12 @@ impl EnvoyGateway {
 /// The xDS client of tests/gateway/infra, as the Envoy of Gateway `gateway` (`ns/name`): every
 /// state it printed, with when it arrived.
 struct Xds {
-    child: Child,
-    seen: Arc<Mutex<Vec<(Instant, Value)>>>,
+    _child: common::Killed,
+    seen: Arc<Mutex<Vec<(Instant, Clusters)>>>,
 }
 
-impl Drop for Xds {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// One state the xDS client printed: every cluster's addresses.
+type Clusters = BTreeMap<String, Vec<String>>;
 
 impl Xds {
     fn start(gw: &Path, eg: &EnvoyGateway, gateway: &str) -> Xds {
@@ -152,25 +145,21 @@ impl Xds {
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines().map_while(Result::ok) {
                 let v: Value = serde_json::from_str(&line).expect("a JSON line");
-                keep.lock()
-                    .unwrap()
-                    .push((Instant::now(), v["clusters"].clone()));
+                let clusters = serde_json::from_value(v["clusters"].clone())
+                    .expect("clusters: name to addresses");
+                keep.lock().unwrap().push((Instant::now(), clusters));
             }
         });
-        Xds { child, seen }
+        Xds {
+            _child: common::Killed(child),
+            seen,
+        }
     }
 
     /// The addresses of `cluster` now (None: no such cluster).
     fn addresses(&self, cluster: &str) -> Option<Vec<String>> {
         let seen = self.seen.lock().unwrap();
-        let (_, last) = seen.last()?;
-        last.get(cluster).map(|a| {
-            a.as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s.as_str().unwrap().to_string())
-                .collect()
-        })
+        seen.last()?.1.get(cluster).cloned()
     }
 
     /// Waits until `cluster`'s addresses are `want` (None: no such cluster); when that state
@@ -189,14 +178,7 @@ impl Xds {
             || {
                 let seen = self.seen.lock().unwrap();
                 let (at, last) = seen.last()?;
-                let have = last.get(cluster).map(|a| {
-                    a.as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|s| s.as_str().unwrap().to_string())
-                        .collect::<Vec<_>>()
-                });
-                (have == want).then_some(*at)
+                (last.get(cluster).cloned() == want).then_some(*at)
             },
         )
     }
@@ -435,7 +417,7 @@ fn an_httproute_to_each_serviceimport_shape_resolves_in_envoy_gateway() {
     drop((front, back));
     let mut eg = eg;
     assert!(
-        eg.child.try_wait().unwrap().is_none(),
+        eg.child.0.try_wait().unwrap().is_none(),
         "Envoy Gateway exited:\n{}",
         tail(&eg.log())
     );

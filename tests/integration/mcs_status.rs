@@ -15,7 +15,7 @@ use crate::monitoring::{alerts_checked, dry_run, laid_out, operator_crds, repo};
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::grafana::{dashboard, queries};
@@ -64,20 +64,10 @@ fn the_mcs_dashboard_is_well_formed_grafana_json() {
     }
 }
 
-/// A process the test started, ended (by its PID) when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// kube-state-metrics with deploy/monitoring/mcs's configuration at the CRDs' `version`, as
 /// the operations guide says to change it, as user kube-state-metrics (bound to
 /// deploy/monitoring/mcs/clusterrole.yaml and nothing else); its metrics address.
-fn kube_state_metrics(k: &Cluster, version: &str) -> (Process, SocketAddr) {
+fn kube_state_metrics(k: &Cluster, version: &str) -> (common::Killed, SocketAddr) {
     let bin = setup("tests/kube-state-metrics/setup.sh").join("bin/kube-state-metrics");
     let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let config = std::fs::read_to_string(repo("deploy/monitoring/mcs/kube-state-metrics.yaml"))
@@ -99,7 +89,7 @@ fn kube_state_metrics(k: &Cluster, version: &str) -> (Process, SocketAddr) {
         .stderr(std::fs::File::create(k.dir.path().join("kube-state-metrics.log")).unwrap())
         .spawn()
         .unwrap();
-    (Process(child), metrics)
+    (common::Killed(child), metrics)
 }
 
 /// The ClusterRole kube-state-metrics is given, bound to its user.
@@ -292,7 +282,7 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
          ---\napiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {name: old, namespace: shop}\n\
          spec: {type: ClusterSetIP, ports: [{name: http, protocol: TCP, port: 80}]}\n",
     );
-    let _syncer = Process(
+    let _syncer = common::Killed(
         Command::new(mcs.join("bin/syncer"))
             .arg(format!("--cluster=east={}", east.kubeconfig("admin")))
             .stdout(Stdio::null())

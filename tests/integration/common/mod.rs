@@ -386,6 +386,16 @@ pub fn output_text(out: &std::process::Output) -> String {
     )
 }
 
+/// A process a test started, ended by its PID when dropped.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub struct Running {
     pub child: std::process::Child,
     pub dns: SocketAddr,
