@@ -224,7 +224,7 @@ impl Bridge {
         else {
             return 0.0;
         };
-        ["export", "import"]
+        HALVES
             .iter()
             .flat_map(|h| ["success", "error"].map(move |r| (h, r)))
             .map(|(h, r)| {
@@ -238,25 +238,30 @@ impl Bridge {
             .sum()
     }
 
-    /// The cumulative buckets of histogram `name` for `half`, as (upper bound, count).
-    fn buckets(&self, name: &str, half: &str) -> Vec<(f64, f64)> {
-        let Some((_, body)) =
-            super::common::http_get_blocking(self.admin, "/metrics", Duration::from_secs(2))
-        else {
-            return Vec::new();
+    /// Its wait and work histograms, from one scrape: for each half (export, import) and each
+    /// of [`TIMINGS`], in that order, the cumulative buckets as (upper bound, count).
+    fn timings(&self) -> Vec<Vec<(f64, f64)>> {
+        let body = super::common::http_get_blocking(self.admin, "/metrics", Duration::from_secs(2))
+            .map(|(_, body)| body)
+            .unwrap_or_default();
+        let buckets = |name: &str, half: &str| -> Vec<(f64, f64)> {
+            let prefix = format!("{name}_bucket{{half=\"{half}\",le=\"");
+            body.lines()
+                .filter_map(|l| l.strip_prefix(&prefix))
+                .filter_map(|rest| {
+                    let (le, count) = rest.split_once("\"} ")?;
+                    let le = if le == "+Inf" {
+                        f64::INFINITY
+                    } else {
+                        le.parse().ok()?
+                    };
+                    Some((le, count.trim().parse().ok()?))
+                })
+                .collect()
         };
-        let prefix = format!("{name}_bucket{{half=\"{half}\",le=\"");
-        body.lines()
-            .filter_map(|l| l.strip_prefix(&prefix))
-            .filter_map(|rest| {
-                let (le, count) = rest.split_once("\"} ")?;
-                let le = if le == "+Inf" {
-                    f64::INFINITY
-                } else {
-                    le.parse().ok()?
-                };
-                Some((le, count.trim().parse().ok()?))
-            })
+        HALVES
+            .iter()
+            .flat_map(|h| TIMINGS.map(|(m, _)| buckets(m, h)))
             .collect()
     }
 
@@ -572,14 +577,7 @@ pub fn run() {
     // How long the API server took to create each mirror (a Service: a ClusterIP allocated), of
     // the time to its import, which the bridge cannot start before.
     let mut created = Vec::new();
-    const TIMINGS: [(&str, &str); 2] = [
-        ("clusterset_dns_bridge_queue_duration_seconds", "waited"),
-        ("clusterset_dns_bridge_reconcile_duration_seconds", "worked"),
-    ];
-    let timings_before: Vec<Vec<(f64, f64)>> = ["export", "import"]
-        .iter()
-        .flat_map(|h| TIMINGS.map(|(m, _)| bridge.buckets(m, h)))
-        .collect();
+    let timings_before = bridge.timings();
     for j in 0..n / 10 {
         let name = format!("svc{}", n + j);
         let t0 = Instant::now();
@@ -632,25 +630,25 @@ pub fn run() {
     // The bridge's own account of those changes' reconciles (every one: a change's own writes
     // come back through the watches and are judged again, writing nothing), from its
     // histograms, interpolated within buckets as PromQL's histogram_quantile does.
-    let mut words = Vec::new();
-    let mut i = 0;
-    for half in ["export", "import"] {
-        for (m, what) in TIMINGS {
-            let after = bridge.buckets(m, half);
+    let names = HALVES
+        .iter()
+        .flat_map(|h| TIMINGS.map(|(_, what)| format!("{h} {what}")));
+    let words: Vec<String> = names
+        .zip(bridge.timings().iter().zip(&timings_before))
+        .map(|(name, (after, before))| {
             let delta: Vec<(f64, f64)> = after
                 .iter()
-                .zip(&timings_before[i])
+                .zip(before)
                 .map(|(a, b)| (a.0, a.1 - b.1))
                 .collect();
-            i += 1;
             let total = delta.last().map_or(0.0, |b| b.1);
-            words.push(format!(
-                "{half} {what} p50 {:.1} / p99 {:.1} ms ({total} runs)",
+            format!(
+                "{name} p50 {:.1} / p99 {:.1} ms ({total} runs)",
                 quantile(&delta, 0.5) * 1000.0,
                 quantile(&delta, 0.99) * 1000.0
-            ));
-        }
-    }
+            )
+        })
+        .collect();
     println!(
         "the bridge's reconciles meanwhile, by its histograms: {}",
         words.join("; ")
@@ -692,6 +690,15 @@ pub fn run() {
         min_writes(n)
     );
 }
+
+/// The bridge's halves, as its metrics label them.
+const HALVES: [&str; 2] = ["export", "import"];
+
+/// The bridge's wait and work histograms, and what the bench calls each.
+const TIMINGS: [(&str, &str); 2] = [
+    ("clusterset_dns_bridge_queue_duration_seconds", "waited"),
+    ("clusterset_dns_bridge_reconcile_duration_seconds", "worked"),
+];
 
 /// The `q` quantile of cumulative buckets `(upper bound, count)`, interpolated linearly within
 /// its bucket as PromQL's `histogram_quantile` does (the last finite bound when it falls in
