@@ -27,7 +27,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -36,6 +35,7 @@ use tracing::{info, warn};
 
 use super::Key;
 use super::import::{ClusterExport, Exports};
+use super::store::{self, Store};
 use crate::source::linkerd::LABEL_MIRRORED;
 use crate::source::linkerd::carried::{ANNOTATION, Carried};
 
@@ -58,19 +58,13 @@ const LABEL_EXPORTED_BY_LINKERD: &str = "mirror.linkerd.io/exported";
 struct Exported([Store<Service>; 2]);
 
 impl Exported {
-    fn get(&self, at: &ObjectRef<Service>) -> Option<Arc<Service>> {
-        self.0.iter().find_map(|s| s.get(at))
+    fn get(&self, key: &Key) -> Option<Arc<Service>> {
+        self.0.iter().find_map(|s| s.get(&key.0, &key.1))
     }
 
-    /// Every exported Service once (one labelled both ways is in both stores).
-    fn state(&self) -> Vec<Arc<Service>> {
-        let mut out: BTreeMap<Key, Arc<Service>> = BTreeMap::new();
-        for s in self.0.iter().flat_map(Store::state) {
-            if let Some(k) = key_of(&s) {
-                out.entry(k).or_insert(s);
-            }
-        }
-        out.into_values().collect()
+    /// Every exported Service's key (one labelled both ways is in both stores).
+    fn keys(&self) -> impl Iterator<Item = Key> {
+        self.0.iter().flat_map(Store::keys)
     }
 }
 
@@ -86,11 +80,11 @@ enum Seen {
 /// changes, and [`Seen::Listed`] once both have listed.
 fn watch_exported(
     client: kube::Client,
-    writers: [reflector::store::Writer<Service>; 2],
+    writers: [store::Writer<Service>; 2],
 ) -> impl futures::Stream<Item = Result<Seen, watcher::Error>> {
     let [a, b] = writers;
     let [sa, sb] = selectors();
-    let one = move |w: reflector::store::Writer<Service>, selector: String, index: usize| {
+    let one = move |w: store::Writer<Service>, selector: String, index: usize| {
         let api: Api<Service> = Api::all(client.clone());
         super::watch(w, api, watcher::Config::default().labels(&selector))
             .filter_map(move |ev| {
@@ -117,12 +111,12 @@ fn watch_exported(
     })
 }
 
-fn writers() -> ([reflector::store::Writer<Service>; 2], Exported) {
+fn writers() -> ([store::Writer<Service>; 2], Exported) {
     let (a, b) = (
-        reflector::store::Writer::default(),
-        reflector::store::Writer::default(),
+        store::Writer::new(store::unmarked),
+        store::Writer::new(store::unmarked),
     );
-    let readers = Exported([a.as_reader(), b.as_reader()]);
+    let readers = Exported([a.reader(), b.reader()]);
     ([a, b], readers)
 }
 
@@ -233,16 +227,15 @@ impl Clusters {
     /// This cluster's exported Service `key`, if it is one.
     pub fn own(&self, key: &Key) -> Option<Arc<Service>> {
         let s = self.lock();
-        s.own.as_ref()?.get(&ObjectRef::new(&key.1).within(&key.0))
+        s.own.as_ref()?.get(key)
     }
 
     /// The linked clusters' exports of `key`, and which clusters were read.
     pub fn peers(&self, key: &Key) -> Peers {
         let s = self.lock();
         let mut out = Peers::default();
-        let at = ObjectRef::new(&key.1).within(&key.0);
         for l in s.links.values() {
-            if let Some(svc) = l.exports.as_ref().and_then(|e| e.get(&at)) {
+            if let Some(svc) = l.exports.as_ref().and_then(|e| e.get(key)) {
                 out.exports.push((l.target.clone(), svc));
             }
             match &l.reach {
@@ -270,13 +263,12 @@ impl Clusters {
                 .collect(),
             ..Exports::default()
         };
-        let at = ObjectRef::new(&key.1).within(&key.0);
         let mut found = Vec::new();
-        let own = s.own.as_ref().and_then(|e| e.get(&at));
+        let own = s.own.as_ref().and_then(|e| e.get(key));
         let linked = s
             .links
             .values()
-            .filter_map(|l| Some((Some(l.target.as_str()), l.exports.as_ref()?.get(&at)?)));
+            .filter_map(|l| Some((Some(l.target.as_str()), l.exports.as_ref()?.get(key)?)));
         for (link, svc) in own.map(|svc| (None, svc)).into_iter().chain(linked) {
             match cluster_export(link, &svc) {
                 Ok(e) => found.push(e),
@@ -298,7 +290,7 @@ impl Clusters {
             .iter()
             .chain(s.links.values().filter_map(|l| l.exports.as_ref()))
         {
-            keys.extend(e.state().iter().filter_map(|svc| key_of(svc)));
+            keys.extend(e.keys());
         }
         keys.into_iter().collect()
     }

@@ -20,6 +20,7 @@ pub mod lease;
 pub mod metrics;
 pub mod names;
 pub mod runner;
+pub(crate) mod store;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -355,13 +356,22 @@ impl<K> Watched for K where
 
 /// A watch of `api` that feeds the store `w`, its objects kept as [`slim`] makes them (the
 /// stores are most of the bridge's memory), retried with kube-runtime's default backoff.
-pub(crate) fn watch<K: Watched>(
-    w: kube::runtime::reflector::store::Writer<K>,
+pub(crate) fn watch<K: Watched + serde::Serialize>(
+    mut w: store::Writer<K>,
     api: kube::Api<K>,
     config: watcher::Config,
 ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
+    use futures::StreamExt;
     use kube::runtime::WatchStreamExt;
-    kube::runtime::reflector::reflector(w, watcher(api, config).modify(slim::<K>)).default_backoff()
+    watcher(api, config)
+        .modify(slim::<K>)
+        .default_backoff()
+        .map(move |ev| {
+            if let Ok(ev) = &ev {
+                w.apply(ev);
+            }
+            ev
+        })
 }
 
 /// What the bridge keeps of an object it watches: all of it but the field managers' records

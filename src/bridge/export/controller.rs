@@ -12,7 +12,6 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use kube::runtime::events::{EventType, Recorder};
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -27,6 +26,7 @@ use crate::bridge::index::Index;
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::names::{CARRIED, FIELD_MANAGER};
 use crate::bridge::runner::{self, Marks, Reconciler, Timing};
+use crate::bridge::store::{self, Store};
 use crate::bridge::{Key, SERVICE_EXPORT, Shared, api_error, object_of};
 
 /// Runs the export half until shutdown, once the ServiceExport CRD is served: its watches, and
@@ -40,11 +40,12 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         Some("the first full list of ServiceExports and Services has not come yet".into()),
     );
     info!(version = %resource.version, default_mode = %settings.default_mode, "linkerd-bridge: export half starting");
-    let exports_w = reflector::store::Writer::new(resource.clone());
-    let services_w = reflector::store::Writer::default();
+    let exports_w = store::Writer::new(store::unmarked);
+    // The Services the bridge labelled are marked: every key, and the gauge.
+    let services_w = store::Writer::new(|s: &Service| !owned_labels(s).is_empty());
     let exporter = Exporter {
-        exports: exports_w.as_reader(),
-        services: services_w.as_reader(),
+        exports: exports_w.reader(),
+        services: services_w.reader(),
         client: shared.client.clone(),
         recorder: crate::bridge::recorder(&shared.client, &identity),
         resource,
@@ -118,13 +119,8 @@ impl Reconciler for Exporter {
     }
 
     fn idle(&self) {
-        let labelled = self
-            .services
-            .state()
-            .iter()
-            .filter(|s| !owned_labels(s).is_empty())
-            .count();
-        self.metrics.managed(self.exports.state().len(), labelled);
+        let labelled = self.services.count_marked();
+        self.metrics.managed(self.exports.len(), labelled);
     }
 }
 
@@ -133,10 +129,7 @@ impl Exporter {
     /// everything was listed once (the runner waits for it).
     async fn watch(
         &self,
-        (exports_w, services_w): (
-            reflector::store::Writer<DynamicObject>,
-            reflector::store::Writer<Service>,
-        ),
+        (exports_w, services_w): (store::Writer<DynamicObject>, store::Writer<Service>),
         mut changes: tokio::sync::mpsc::UnboundedReceiver<Changed>,
         marks: Marks<Key>,
         ready: watch::Sender<bool>,
@@ -181,7 +174,7 @@ impl Exporter {
                                 services_listed = true;
                                 // A relist does not say what went meanwhile.
                                 let store = &self.services;
-                                linkerds.prune(|ns, name| store.get(&ObjectRef::new(name).within(ns)).is_some());
+                                linkerds.prune(|ns, name| store.contains(ns, name));
                                 marks.all();
                             }
                             // What a changed or deleted mirror stood for before changes
@@ -228,27 +221,16 @@ impl Exporter {
 
     /// Every export, and every Service the bridge has labelled (whose export may be gone).
     fn every_key(&self) -> Vec<Key> {
-        let exports = self
-            .exports
-            .state()
-            .into_iter()
-            .filter_map(|o| Some((o.metadata.namespace.clone()?, o.metadata.name.clone()?)));
-        let labelled = self
-            .services
-            .state()
-            .into_iter()
-            .filter(|s| !owned_labels(s).is_empty())
-            .filter_map(|s| Some((s.metadata.namespace.clone()?, s.metadata.name.clone()?)));
-        exports.chain(labelled).collect()
+        let mut keys = self.exports.keys();
+        keys.extend(self.services.marked());
+        keys
     }
 
     /// Brings the export `key` (and its Service's label) to its verdict.
     async fn reconcile(&self, key: &Key) -> Result<(), kube::Error> {
         let (ns, name) = (key.0.as_str(), key.1.as_str());
-        let export = self
-            .exports
-            .get(&ObjectRef::new_with(name, self.resource.clone()).within(ns));
-        let service = self.services.get(&ObjectRef::new(name).within(ns));
+        let export = self.exports.get(ns, name);
+        let service = self.services.get(ns, name);
         let Some(export) = export else {
             self.metrics.conditions(key, &[]);
             // Its last write is forgotten with it, so the map holds only live exports.
@@ -390,7 +372,7 @@ impl Exporter {
         let names = self.linkerds.lock().expect("not poisoned").names(key);
         let linkerds: Vec<Arc<Service>> = names
             .iter()
-            .filter_map(|n| self.services.get(&ObjectRef::new(n).within(&key.0)))
+            .filter_map(|n| self.services.get(&key.0, n))
             .collect();
         for p in mirror_peers(&key.0, &key.1, &linkerds) {
             if !read.contains(p.via_link.as_str()) {

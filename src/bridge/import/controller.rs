@@ -18,7 +18,6 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use kube::runtime::events::{EventType, Recorder};
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -34,6 +33,7 @@ use crate::bridge::index::Written;
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::names::{FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, is_ours};
 use crate::bridge::runner::{self, Marks, Reconciler, Timing};
+use crate::bridge::store::{self, Store};
 use crate::bridge::{Key, LINK, SERVICE_IMPORT, Shared, api_error};
 use crate::source::linkerd::SELECTOR;
 use crate::source::mcs::LABEL_SERVICE_NAME;
@@ -58,15 +58,19 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
     };
     shared.metrics.waiting("import", Some(NOT_LISTED.into()));
     info!(serviceimport = %si.version, link = %link.version, "linkerd-bridge: import half starting");
-    let services_w = reflector::store::Writer::default();
-    let links_w = reflector::store::Writer::new(link.clone());
-    let imports_w = reflector::store::Writer::new(si.clone());
-    let slices_w = reflector::store::Writer::default();
+    let services_w = store::Writer::new(store::unmarked);
+    let links_w = store::Writer::new(store::unmarked);
+    // The bridge's own ServiceImports and slices are marked: every key, and the gauges.
+    let imports_w =
+        store::Writer::new(|o: &DynamicObject| is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER));
+    let slices_w = store::Writer::new(|s: &EndpointSlice| {
+        is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER)
+    });
     let importer = Importer {
-        services: services_w.as_reader(),
-        links: links_w.as_reader(),
-        imports: imports_w.as_reader(),
-        slices: slices_w.as_reader(),
+        services: services_w.reader(),
+        links: links_w.reader(),
+        imports: imports_w.reader(),
+        slices: slices_w.reader(),
         client: shared.client.clone(),
         recorder: crate::bridge::recorder(&shared.client, &identity),
         si,
@@ -129,13 +133,7 @@ impl Reconciler for Importer {
         keys.extend(index.services.by_key.keys().cloned());
         keys.extend(index.slices.by_key.keys().cloned());
         drop(index);
-        keys.extend(
-            self.imports
-                .state()
-                .iter()
-                .filter(|o| is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER))
-                .filter_map(|o| Some((o.metadata.namespace.clone()?, o.metadata.name.clone()?))),
-        );
+        keys.extend(self.imports.marked());
         keys.into_iter().collect()
     }
 
@@ -171,10 +169,10 @@ impl Importer {
     async fn watch(
         &self,
         (services_w, links_w, imports_w, slices_w): (
-            reflector::store::Writer<Service>,
-            reflector::store::Writer<DynamicObject>,
-            reflector::store::Writer<DynamicObject>,
-            reflector::store::Writer<EndpointSlice>,
+            store::Writer<Service>,
+            store::Writer<DynamicObject>,
+            store::Writer<DynamicObject>,
+            store::Writer<EndpointSlice>,
         ),
         marks: Marks<Key>,
         ready: watch::Sender<bool>,
@@ -283,7 +281,7 @@ impl Importer {
         marks: &Marks<Key>,
     ) -> bool
     where
-        K: kube::Resource<DynamicType = ()> + Clone + 'static,
+        K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned + Clone + 'static,
     {
         let mut indexes = self.index.lock().expect("not poisoned");
         match seen {
@@ -308,8 +306,7 @@ impl Importer {
             }
             Seen::Listed => {
                 // A relist does not say what went meanwhile.
-                index(&mut indexes)
-                    .prune(|ns, name| store.get(&ObjectRef::new(name).within(ns)).is_some());
+                index(&mut indexes).prune(|ns, name| store.contains(ns, name));
                 marks.all();
                 true
             }
@@ -336,7 +333,7 @@ impl Importer {
         let names = self.index.lock().expect("not poisoned").services.names(key);
         let services: Vec<Arc<Service>> = names
             .iter()
-            .filter_map(|n| self.services.get(&ObjectRef::new(n).within(&key.0)))
+            .filter_map(|n| self.services.get(&key.0, n))
             .filter(|s| keys_of_service(s).contains(key))
             .collect();
         let mut naming = self.settings.naming.clone();
@@ -381,16 +378,16 @@ impl Importer {
                 // On one of Linkerd's Services, or on this cluster's exported Service.
                 "Service" => self
                     .services
-                    .get(&ObjectRef::new(object).within(ns))
+                    .get(ns, object)
                     .or_else(|| self.clusters.own(&(ns.to_string(), object.to_string())))
                     .map(|svc| kube::Resource::object_ref(&*svc, &())),
                 "ServiceImport" => self
                     .imports
-                    .get(&ObjectRef::new_with(object, self.si.clone()).within(ns))
+                    .get(ns, object)
                     .map(|o| kube::Resource::object_ref(&*o, &self.si)),
                 _ => self
                     .slices
-                    .get(&ObjectRef::new(object).within(ns))
+                    .get(ns, object)
                     .map(|s| kube::Resource::object_ref(&*s, &())),
             };
             if let Some(reference) = reference {
@@ -413,7 +410,7 @@ impl Importer {
         let names = self.index.lock().expect("not poisoned").slices.names(key);
         names
             .iter()
-            .filter_map(|n| self.slices.get(&ObjectRef::new(n).within(&key.0)))
+            .filter_map(|n| self.slices.get(&key.0, n))
             .filter(|s| {
                 is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER)
                     && key_of_slice(s).as_ref() == Some(key)
@@ -430,9 +427,7 @@ impl Importer {
         said: &mut Said,
     ) -> Result<(), kube::Error> {
         let (ns, name) = (key.0.as_str(), key.1.as_str());
-        let in_store = self
-            .imports
-            .get(&ObjectRef::new_with(name, self.si.clone()).within(ns));
+        let in_store = self.imports.get(ns, name);
         let existing = self.written_imports.read(ns, name, in_store);
         let ours = existing
             .as_ref()
@@ -576,7 +571,7 @@ impl Importer {
         // taken away.
         let wanted = want.slice_objects();
         for (slice, object) in &wanted {
-            let in_store = self.slices.get(&ObjectRef::new(slice).within(ns));
+            let in_store = self.slices.get(ns, slice);
             let have = self.written_slices.read(ns, slice, in_store);
             match have {
                 Some(h) if !is_ours(h.metadata.labels.as_ref(), LABEL_SLICE_MANAGER) => {
@@ -657,18 +652,8 @@ impl Importer {
 
     /// The gauges: what the bridge wrote, what it left to others, what it could not use.
     fn count(&self) {
-        let si_mine = self
-            .imports
-            .state()
-            .iter()
-            .filter(|o| is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER))
-            .count();
-        let sl_mine = self
-            .slices
-            .state()
-            .iter()
-            .filter(|s| is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER))
-            .count();
+        let si_mine = self.imports.count_marked();
+        let sl_mine = self.slices.count_marked();
         let told = self.told.lock().expect("not poisoned");
         let (si_foreign, sl_foreign) = told
             .by_key

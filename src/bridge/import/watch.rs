@@ -1,11 +1,11 @@
-//! The import half's watches: each event of a reflector's stream as what it says (an object
+//! The import half's watches: each event of a store's watch as what it says (an object
 //! applied or deleted, or a full list done).
 
 use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::{reflector, watcher};
+use kube::runtime::watcher;
 
-use crate::bridge::object_of;
+use crate::bridge::{object_of, store};
 
 /// What a watch of the import half said.
 pub(super) enum Seen<K> {
@@ -15,8 +15,8 @@ pub(super) enum Seen<K> {
 }
 
 /// The import half's watch of `api`, feeding `w`.
-pub(super) fn watch_of<K: crate::bridge::Watched>(
-    w: reflector::store::Writer<K>,
+pub(super) fn watch_of<K: crate::bridge::Watched + serde::Serialize>(
+    w: store::Writer<K>,
     api: Api<K>,
     config: watcher::Config,
 ) -> impl futures::Stream<Item = Result<Seen<K>, watcher::Error>> {
