@@ -13,6 +13,7 @@
 //! everything.
 
 pub mod clusters;
+mod events;
 pub mod export;
 pub mod import;
 mod index;
@@ -39,32 +40,25 @@ use metrics::BridgeMetrics;
 
 /// What writes the bridge's Events: the controller `linkerd-bridge.clusterset-dns.io`, this
 /// replica's Lease identity as its instance.
-fn recorder(client: &kube::Client, identity: &str) -> kube::runtime::events::Recorder {
-    let reporter = kube::runtime::events::Reporter {
-        controller: names::MANAGER.into(),
-        instance: Some(identity.to_string()),
-    };
-    kube::runtime::events::Recorder::new(client.clone(), reporter)
+fn recorder(client: &kube::Client, identity: &str) -> events::Recorder {
+    events::Recorder::new(client.clone(), names::MANAGER, identity)
 }
 
 /// Writes an Event about `reference` (its note cut to the API's 1,000 characters); one that
 /// cannot be written is logged, and the work it reports on stands.
 async fn event(
-    recorder: &kube::runtime::events::Recorder,
+    recorder: &events::Recorder,
     reference: &k8s_openapi::api::core::v1::ObjectReference,
-    type_: kube::runtime::events::EventType,
+    type_: events::Type,
     reason: &str,
     note: &str,
     action: &str,
 ) {
-    let ev = kube::runtime::events::Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note.chars().take(1000).collect()),
-        action: action.into(),
-        secondary: None,
-    };
-    if let Err(e) = recorder.publish(&ev, reference).await {
+    let note: String = note.chars().take(1000).collect();
+    if let Err(e) = recorder
+        .publish(type_, reason, &note, action, reference)
+        .await
+    {
         tracing::warn!(error = %api_error(&e), reason, "an Event could not be written");
     }
 }

@@ -418,6 +418,37 @@ fn exports_become_linkerd_labels_and_conditions() {
         &["Valid=False/InvalidServiceType", "Ready=False/Failed"],
     );
 
+    steps.next("exported again: the second Exported Event on late is the first one's series");
+    k.apply(&service("late", HTTP));
+    settles(&k, &bridge, "late", &[federated], &valid);
+    // As client-go's recorder writes a repeat: one Event, its series counting two.
+    let exported_on_late = || -> Vec<Value> {
+        let out = k
+            .kubectl()
+            .args(["get", "events.events.k8s.io", "-n", "shop"])
+            .args(["--field-selector", "reason=Exported", "-o", "json"])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        v["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["regarding"]["name"] == "late")
+            .cloned()
+            .collect()
+    };
+    until("the Exported Event on late counting two", 10, || {
+        let said = exported_on_late();
+        said.len() == 1 && said[0]["series"]["count"] == 2
+    });
+    let said = exported_on_late();
+    assert!(
+        said[0]["series"]["lastObservedTime"].is_string()
+            && said[0]["reportingController"] == "linkerd-bridge.clusterset-dns.io",
+        "{said:?}"
+    );
+
     steps.next("a mirror of the same service from cluster west: no conflict, then a port conflict, then a type conflict");
     k.apply(&export("web", None));
     settles(&k, &bridge, "web", &[federated], &valid);
