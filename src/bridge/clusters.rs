@@ -113,8 +113,8 @@ fn watch_exported(
 
 fn writers() -> ([store::Writer<Service>; 2], Exported) {
     let (a, b) = (
-        store::Writer::new(store::unmarked),
-        store::Writer::new(store::unmarked),
+        store::Writer::new(store::unmarked, store::service),
+        store::Writer::new(store::unmarked, store::service),
     );
     let readers = Exported([a.reader(), b.reader()]);
     ([a, b], readers)

@@ -1,7 +1,7 @@
 //! Which objects of one kind name each service: kept from a watch's events, so that the work
 //! on one service reads its own objects instead of every object of the kind.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::Key;
 
@@ -9,7 +9,9 @@ use super::Key;
 /// checked against the store when used).
 #[derive(Default)]
 pub(in crate::bridge) struct Index {
-    pub(in crate::bridge) by_key: HashMap<Key, HashSet<String>>,
+    /// A service's objects are one or two (its mirrors, a federated Service): a short list,
+    /// not a set of its own (a hash table's smallest allocation is several times a name).
+    pub(in crate::bridge) by_key: HashMap<Key, Vec<String>>,
     of: HashMap<(String, String), Vec<Key>>,
 }
 
@@ -20,10 +22,10 @@ impl Index {
         let at = (ns.to_string(), name.to_string());
         let before = self.remove(&at);
         for k in &keys {
-            self.by_key
-                .entry(k.clone())
-                .or_default()
-                .insert(name.to_string());
+            let names = self.by_key.entry(k.clone()).or_default();
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
         }
         self.of.insert(at, keys);
         before
@@ -34,7 +36,7 @@ impl Index {
         let keys = self.of.remove(at).unwrap_or_default();
         for k in &keys {
             if let Some(names) = self.by_key.get_mut(k) {
-                names.remove(&at.1);
+                names.retain(|n| *n != at.1);
                 if names.is_empty() {
                     self.by_key.remove(k);
                 }

@@ -13,8 +13,8 @@ use prometheus::{
 
 use super::Key;
 use super::export::Condition;
-use crate::metrics::{Family, ScrapeCollector, Shape};
 use super::runner::Timing;
+use crate::metrics::{Family, ScrapeCollector, Shape};
 
 /// `clusterset_dns_bridge_export_condition`.
 const CONDITION: Shape = Shape {

@@ -151,6 +151,13 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
         self.queued.remove(&key);
         self.running.insert(key.clone());
         let waited = self.marked_at.remove(&key).map(|at| now - at);
+        if self.ready.is_empty() && self.queued.capacity() > 1024 {
+            // Drained: a queue that held every key (a start, a relist, a resync) gives its
+            // tables back instead of keeping them at their largest.
+            self.ready.shrink_to_fit();
+            self.queued.shrink_to_fit();
+            self.marked_at.shrink_to_fit();
+        }
         Some((key, waited))
     }
 

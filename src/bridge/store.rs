@@ -5,6 +5,10 @@
 //! object is a few hundred bytes. At 10,000 exports the stores hold about 100,000 objects, and
 //! kube-runtime's reflector stores of decoded objects were most of 640 MB (docs/performance.md).
 //!
+//! Each kind is kept as far as the bridge reads it ([`Trim`]): a Service's status, selector and
+//! target ports, an object's creation time and the parts of its field managers' records the
+//! bridge does not read are left out before it is encoded.
+//!
 //! What is read of every object at once (the keys, the bridge's own objects for its gauges and
 //! relists) is kept beside the text, so that no walk decodes the store. A store is fed as
 //! kube-runtime's reflector feeds its own: a relist (`Init` … `InitDone`) is gathered aside
@@ -17,6 +21,7 @@ use std::sync::{Arc, RwLock};
 use kube::runtime::watcher;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use super::Key;
 
@@ -103,13 +108,15 @@ pub(crate) struct Writer<K> {
     store: Store<K>,
     /// What [`Store::marked`] selects, judged once as each object arrives.
     mark: fn(&K) -> bool,
+    trim: Trim,
     /// A relist under way: the objects listed so far.
     listing: Option<HashMap<Key, Entry>>,
 }
 
 impl<K: kube::Resource + Serialize> Writer<K> {
-    pub(crate) fn new(mark: fn(&K) -> bool) -> Self {
+    pub(crate) fn new(mark: fn(&K) -> bool, trim: Trim) -> Self {
         Writer {
+            trim,
             store: Store {
                 map: Default::default(),
                 kind: PhantomData,
@@ -160,7 +167,9 @@ impl<K: kube::Resource + Serialize> Writer<K> {
         let m = o.meta();
         let key = (m.namespace.clone().unwrap_or_default(), m.name.clone()?);
         // The kinds stored are plain data: they encode.
-        let text = serde_json::to_string(o).ok()?.into_boxed_str();
+        let mut v = serde_json::to_value(o).ok()?;
+        (self.trim)(&mut v);
+        let text = v.to_string().into_boxed_str();
         let marked = (self.mark)(o);
         Some((key, Entry { marked, text }))
     }
@@ -169,6 +178,100 @@ impl<K: kube::Resource + Serialize> Writer<K> {
 /// A mark that holds for nothing, for stores no walk selects from.
 pub(crate) fn unmarked<K>(_: &K) -> bool {
     false
+}
+
+/// What of an object's JSON a store keeps: a kind's trim, applied before it is encoded.
+pub(crate) type Trim = fn(&mut Value);
+
+/// The metadata every store keeps: what names the object and its version (an Event's
+/// reference, a write's precondition), its labels and annotations, and what a whole-object
+/// write must carry over (owners, finalizers); of the field managers' records, who wrote what
+/// (`owned_labels`, `owned_keys`), not when or how.
+const METADATA: [&str; 9] = [
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "managedFields",
+    "ownerReferences",
+    "finalizers",
+];
+
+fn metadata(v: &mut Value, also: &[&str]) {
+    let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    m.retain(|k, _| METADATA.contains(&k.as_str()) || also.contains(&k.as_str()));
+    for f in m
+        .get_mut("managedFields")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        f.retain(|k, _| matches!(k.as_str(), "manager" | "subresource" | "fieldsV1"));
+    }
+}
+
+/// A kind of k8s-openapi's needs no `apiVersion` and `kind` to decode: its type says them.
+fn typed(v: &mut Value) {
+    if let Some(o) = v.as_object_mut() {
+        o.remove("apiVersion");
+        o.remove("kind");
+    }
+}
+
+/// A Service: what the export half judges and carries, and the import half reads of
+/// Linkerd's (type, ClusterIPs, ports, session affinity, traffic policies, IP families).
+pub(crate) fn service(v: &mut Value) {
+    const SPEC: [&str; 9] = [
+        "type",
+        "clusterIP",
+        "clusterIPs",
+        "ports",
+        "sessionAffinity",
+        "sessionAffinityConfig",
+        "internalTrafficPolicy",
+        "trafficDistribution",
+        "ipFamilies",
+    ];
+    typed(v);
+    metadata(v, &[]);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.retain(|k, _| SPEC.contains(&k.as_str()));
+        for p in spec
+            .get_mut("ports")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object_mut)
+        {
+            p.retain(|k, _| matches!(k.as_str(), "name" | "protocol" | "port" | "appProtocol"));
+        }
+    }
+}
+
+/// An EndpointSlice: all but its creation time.
+pub(crate) fn slice(v: &mut Value) {
+    typed(v);
+    metadata(v, &[]);
+}
+
+/// A ServiceExport: its creation time (the oldest export wins a conflict) and generation
+/// (the conditions' `observedGeneration`) too.
+pub(crate) fn export(v: &mut Value) {
+    metadata(v, &["creationTimestamp", "generation"]);
+}
+
+/// A ServiceImport or a Link: all but their creation time and generation. A ServiceImport
+/// keeps its `apiVersion` and `kind`: the bridge replaces it whole from what it read.
+pub(crate) fn custom(v: &mut Value) {
+    metadata(v, &[]);
 }
 
 #[cfg(test)]
@@ -198,6 +301,8 @@ mod tests {
         .expect("a Service")
     }
 
+    use super::service as service_trim;
+
     fn labelled(s: &Service) -> bool {
         s.metadata.labels.as_ref().is_some_and(|l| !l.is_empty())
     }
@@ -205,9 +310,27 @@ mod tests {
     #[test]
     fn each_kind_reads_back_what_was_stored() {
         let svc = service("a", "web", "1");
-        let mut w = Writer::new(unmarked::<Service>);
+        let mut w = Writer::new(unmarked::<Service>, service_trim);
         w.apply(&watcher::Event::Apply(svc.clone()));
-        assert_eq!(*w.reader().get("a", "web").expect("stored"), svc);
+        let back = w.reader().get("a", "web").expect("stored");
+        // What the halves read is all there; what they do not read is not.
+        let mut want = svc.clone();
+        want.metadata.creation_timestamp = None;
+        for f in want.metadata.managed_fields.iter_mut().flatten() {
+            (f.api_version, f.fields_type, f.operation, f.time) = (None, None, None, None);
+        }
+        let spec = want.spec.as_mut().unwrap();
+        spec.ip_family_policy = None;
+        spec.ports
+            .iter_mut()
+            .flatten()
+            .for_each(|p| p.target_port = None);
+        assert_eq!(*back, want);
+        assert!(
+            back.metadata.managed_fields.as_ref().unwrap()[0]
+                .fields_v1
+                .is_some()
+        );
 
         let slice: EndpointSlice = serde_json::from_value(json!({
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
@@ -218,7 +341,7 @@ mod tests {
             "ports": [{"name": "http", "port": 80, "protocol": "TCP", "appProtocol": "http"}]
         }))
         .expect("a slice");
-        let mut w = Writer::new(unmarked::<EndpointSlice>);
+        let mut w = Writer::new(unmarked::<EndpointSlice>, super::slice);
         w.apply(&watcher::Event::Apply(slice.clone()));
         assert_eq!(*w.reader().get("a", "web-east").expect("stored"), slice);
 
@@ -229,18 +352,31 @@ mod tests {
             "status": {"clusters": [{"cluster": "east"}]}
         }))
         .expect("an import");
-        let mut w = Writer::new(unmarked::<DynamicObject>);
+        let mut w = Writer::new(unmarked::<DynamicObject>, custom);
+        w.apply(&watcher::Event::Apply(import.clone()));
+        let back = w.reader().get("a", "web").expect("stored");
+        let mut want = serde_json::to_value(&import).unwrap();
+        want["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("generation");
+        // Replaced whole from what was read: it says what it is.
+        assert_eq!(serde_json::to_value(&*back).unwrap(), want);
+        assert_eq!(back.types.as_ref().unwrap().kind, "ServiceImport");
+
+        let mut w = Writer::new(unmarked::<DynamicObject>, super::export);
         w.apply(&watcher::Event::Apply(import.clone()));
         let back = w.reader().get("a", "web").expect("stored");
         assert_eq!(
-            serde_json::to_value(&*back).unwrap(),
-            serde_json::to_value(&import).unwrap()
+            back.metadata.generation,
+            Some(2),
+            "observedGeneration is read"
         );
     }
 
     #[test]
     fn a_relist_replaces_the_store_when_it_is_done_and_not_before() {
-        let mut w = Writer::new(labelled);
+        let mut w = Writer::new(labelled, service_trim);
         let store = w.reader();
         w.apply(&watcher::Event::Apply(service("a", "old", "1")));
         w.apply(&watcher::Event::Init);
@@ -256,7 +392,7 @@ mod tests {
 
     #[test]
     fn apply_replaces_and_delete_removes() {
-        let mut w = Writer::new(labelled);
+        let mut w = Writer::new(labelled, service_trim);
         let store = w.reader();
         w.apply(&watcher::Event::Apply(service("a", "web", "1")));
         let mut plain = service("a", "web", "2");

@@ -2,7 +2,7 @@
 //! to what [`super::judge`] says: Linkerd's label on its Service (server-side applied under
 //! the bridge's field manager, taken back when the export goes) and the export's conditions.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,9 +40,9 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         Some("the first full list of ServiceExports and Services has not come yet".into()),
     );
     info!(version = %resource.version, default_mode = %settings.default_mode, "linkerd-bridge: export half starting");
-    let exports_w = store::Writer::new(store::unmarked);
+    let exports_w = store::Writer::new(store::unmarked, store::export);
     // The Services the bridge labelled are marked: every key, and the gauge.
-    let services_w = store::Writer::new(|s: &Service| !owned_labels(s).is_empty());
+    let services_w = store::Writer::new(|s: &Service| !owned_labels(s).is_empty(), store::service);
     let exporter = Exporter {
         exports: exports_w.reader(),
         services: services_w.reader(),
@@ -52,7 +52,8 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         config: settings,
         metrics: shared.metrics.clone(),
         clusters: shared.clusters.clone(),
-        applied: Default::default(),
+        labelled: Pending::default(),
+        statused: Pending::default(),
         linkerds: Default::default(),
     };
     let changes = shared.clusters.subscribe();
@@ -85,9 +86,10 @@ struct Exporter {
     recorder: Recorder,
     /// The exports of this cluster and the linked ones.
     clusters: Clusters,
-    /// What the bridge last applied on each Service (its resourceVersion before, and the
-    /// label and carried text): a store that has not seen the write yet is not written again.
-    applied: std::sync::Mutex<BTreeMap<Key, (Option<String>, String)>>,
+    /// The labels the bridge applied on Services, and the conditions it wrote on exports, that
+    /// the stores may not show yet: not written again for one change.
+    labelled: Pending,
+    statused: Pending,
     /// Linkerd's Services (mirrors, federated) by the service each stands for: the peers one
     /// export is compared with are read from these, not from every Service.
     linkerds: std::sync::Mutex<Index>,
@@ -233,8 +235,9 @@ impl Exporter {
         let service = self.services.get(ns, name);
         let Some(export) = export else {
             self.metrics.conditions(key, &[]);
-            // Its last write is forgotten with it, so the map holds only live exports.
-            self.applied.lock().expect("not poisoned").remove(key);
+            // Its last writes are forgotten with it.
+            self.labelled.forget(key);
+            self.statused.forget(key);
             // No export: take back a label the bridge put on.
             if let Some(svc) = service
                 && !owned_labels(&svc).is_empty()
@@ -295,7 +298,8 @@ impl Exporter {
                     .and_then(|a| a.get(CARRIED));
                 let wanted = BTreeSet::from([k.to_string()]);
                 let applying = format!("{k}={v} {carry}");
-                let stale = self.written(key, svc, &applying);
+                let rv = &svc.metadata.resource_version;
+                let stale = self.labelled.holds(key, rv, &applying);
                 if (owned != wanted
                     || has.map(String::as_str) != Some(v)
                     || carries != Some(&carry))
@@ -303,10 +307,7 @@ impl Exporter {
                 {
                     match self.label(ns, name, Some((k, v, &carry))).await {
                         Ok(()) => {
-                            self.applied.lock().expect("not poisoned").insert(
-                                key.clone(),
-                                (svc.metadata.resource_version.clone(), applying),
-                            );
+                            self.labelled.wrote(key, rv, &applying);
                             info!(namespace = ns, name, label = %format!("{k}={v}"), "Service labelled for Linkerd");
                         }
                         Err(kube::Error::Api(s)) if s.code == 409 => verdict.failed(&format!(
@@ -321,19 +322,9 @@ impl Exporter {
             Label::Remove if !owned.is_empty() => self.label(ns, name, None).await?,
             Label::Remove | Label::Keep => {}
         }
-        self.write_status(&export, &verdict).await?;
+        self.write_status(key, &export, &verdict).await?;
         self.metrics.conditions(key, &verdict.conditions);
         Ok(())
-    }
-
-    /// Whether the bridge applied `what` on `svc` already and the store has not caught up with
-    /// that write: `svc` is still the version it was written over. Writing it again would be a
-    /// second write for one change.
-    fn written(&self, key: &Key, svc: &Service, what: &str) -> bool {
-        let applied = self.applied.lock().expect("not poisoned");
-        applied.get(key).is_some_and(|(before, done)| {
-            done == what && before.is_some() && *before == svc.metadata.resource_version
-        })
     }
 
     /// The linked clusters' exports of `key` as peers, and which clusters were read; a linked
@@ -414,6 +405,7 @@ impl Exporter {
     /// in Events what changed ([`export::events`]).
     async fn write_status(
         &self,
+        key: &Key,
         export: &DynamicObject,
         verdict: &Verdict,
     ) -> Result<(), kube::Error> {
@@ -428,7 +420,11 @@ impl Exporter {
             .round(k8s_openapi::jiff::Unit::Second)
             .map_or_else(|_| String::new(), |t| t.to_string());
         let (conditions, changed) = conditions(&verdict.conditions, &current, generation, &now);
-        if !changed {
+        let rv = &export.metadata.resource_version;
+        let writing = format!("{generation:?} {:?}", verdict.conditions);
+        // Asked always, so that an entry the store has caught up with goes.
+        let in_flight = self.statused.holds(key, rv, &writing);
+        if !changed || in_flight {
             debug!(name = ?export.metadata.name, "conditions unchanged");
             return Ok(());
         }
@@ -449,6 +445,7 @@ impl Exporter {
                 &Patch::Apply(&patch),
             )
             .await?;
+        self.statused.wrote(key, rv, &writing);
         // Written: what changed is said in Events too.
         let reference = kube::Resource::object_ref(export, &self.resource);
         for e in export::events(&verdict.conditions, &current) {
@@ -469,4 +466,46 @@ impl Exporter {
         }
         Ok(())
     }
+}
+
+/// Writes the bridge made over a version of an object that its store may still show: each as
+/// the resourceVersion written over and a digest of what was written. The same write over the
+/// same version would be a second write for one change (the key is marked again by other
+/// events before the store sees the first). An entry goes once the store shows a newer version,
+/// so the map holds only writes in flight.
+#[derive(Default)]
+struct Pending(std::sync::Mutex<HashMap<Key, (String, u64)>>);
+
+impl Pending {
+    /// Whether `what` was written over version `rv`, which the store still shows.
+    fn holds(&self, key: &Key, rv: &Option<String>, what: &str) -> bool {
+        let mut m = self.0.lock().expect("not poisoned");
+        match (m.get(key), rv) {
+            (Some((over, d)), Some(rv)) if over == rv => *d == digest(what),
+            (Some(_), _) => {
+                m.remove(key);
+                false
+            }
+            (None, _) => false,
+        }
+    }
+
+    fn wrote(&self, key: &Key, rv: &Option<String>, what: &str) {
+        let mut m = self.0.lock().expect("not poisoned");
+        match rv {
+            Some(rv) => m.insert(key.clone(), (rv.clone(), digest(what))),
+            None => m.remove(key),
+        };
+    }
+
+    fn forget(&self, key: &Key) {
+        self.0.lock().expect("not poisoned").remove(key);
+    }
+}
+
+fn digest(what: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    what.hash(&mut h);
+    h.finish()
 }

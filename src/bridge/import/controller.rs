@@ -58,14 +58,17 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
     };
     shared.metrics.waiting("import", Some(NOT_LISTED.into()));
     info!(serviceimport = %si.version, link = %link.version, "linkerd-bridge: import half starting");
-    let services_w = store::Writer::new(store::unmarked);
-    let links_w = store::Writer::new(store::unmarked);
+    let services_w = store::Writer::new(store::unmarked, store::service);
+    let links_w = store::Writer::new(store::unmarked, store::custom);
     // The bridge's own ServiceImports and slices are marked: every key, and the gauges.
-    let imports_w =
-        store::Writer::new(|o: &DynamicObject| is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER));
-    let slices_w = store::Writer::new(|s: &EndpointSlice| {
-        is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER)
-    });
+    let imports_w = store::Writer::new(
+        |o: &DynamicObject| is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER),
+        store::custom,
+    );
+    let slices_w = store::Writer::new(
+        |s: &EndpointSlice| is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER),
+        store::slice,
+    );
     let importer = Importer {
         services: services_w.reader(),
         links: links_w.reader(),
