@@ -291,6 +291,7 @@ pub async fn run<R: Reconciler>(
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     resync.tick().await;
     let mut was_idle = true;
+    let mut release_due = false;
     let (mut gauges_due, mut last_gauges) = (false, None::<Instant>);
     loop {
         let open = *leading.borrow_and_update() && *ready.borrow_and_update();
@@ -303,6 +304,7 @@ pub async fn run<R: Reconciler>(
                 half.every_key()
                     .into_iter()
                     .for_each(|k| queue.mark(k, now));
+                release_due = true;
             }
             while let Some((key, waited)) = queue.next(Instant::now()) {
                 let (k, start) = (key.clone(), Instant::now());
@@ -319,6 +321,12 @@ pub async fn run<R: Reconciler>(
         let idle = queue.idle();
         gauges_due |= idle && !was_idle;
         was_idle = idle;
+        if idle && std::mem::take(&mut release_due) {
+            // Every key was worked through (a start, a relist, a resync): what its watches'
+            // lists and its writes held meanwhile is free now, and goes back to the system
+            // rather than staying resident at the peak.
+            crate::sys::release_free_memory();
+        }
         let now = Instant::now();
         let gauges_at = (gauges_due && idle).then(|| last_gauges.map_or(now, |t| t + IDLE_EVERY));
         if gauges_at.is_some_and(|at| at <= now) {
