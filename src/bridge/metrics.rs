@@ -3,7 +3,7 @@
 //! the first full list).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use hyper::{Method, StatusCode};
 use prometheus::{
@@ -14,15 +14,13 @@ use prometheus::{
 use super::Key;
 use super::export::Condition;
 use super::runner::Timing;
-use crate::metrics::{Family, ScrapeCollector, Shape};
 
-/// `clusterset_dns_bridge_export_condition`.
-const CONDITION: Shape = Shape {
-    name: "clusterset_dns_bridge_export_condition",
-    help: "1 for each condition the bridge wrote on a ServiceExport, at its status (an export that is not ready: condition=\"Ready\", status!=\"True\").",
-    kind: prometheus::proto::MetricType::GAUGE,
-    labels: &["namespace", "serviceexport", "condition", "status"],
-};
+/// `clusterset_dns_bridge_export_condition`: written straight as text at each scrape (one
+/// line a condition), not built as a family of the `prometheus` crate, whose series are each
+/// their own objects (at 1,000 exports, 2.4 MB held as gauges and 2 MB more for every scrape
+/// built as a family; heaptrack).
+const CONDITION: &str = "clusterset_dns_bridge_export_condition";
+const CONDITION_HELP: &str = "1 for each condition the bridge wrote on a ServiceExport, at its status (an export that is not ready: condition=\"Ready\", status!=\"True\").";
 
 /// Each export's conditions, as (type, status).
 type Shown = HashMap<Key, Vec<[&'static str; 2]>>;
@@ -33,10 +31,9 @@ pub struct BridgeMetrics {
     queued: HistogramVec,
     worked: HistogramVec,
     managed: IntGaugeVec,
-    /// Each export's conditions (type, status), shown at each scrape as
-    /// [`CONDITION`]'s series: a few words an export, where a series of the `prometheus`
-    /// crate is its own label strings and map entry (2.4 MB at 1,000 exports, heaptrack).
-    conditions: Arc<Mutex<Shown>>,
+    /// Each export's conditions (type, status), written at each scrape as [`CONDITION`]'s
+    /// series.
+    conditions: Mutex<Shown>,
     leader: IntGauge,
     not_taken_over: IntGaugeVec,
     unusable: IntGauge,
@@ -94,17 +91,6 @@ impl BridgeMetrics {
             &["kind"],
         )
         .expect("valid metric");
-        let conditions: Arc<Mutex<Shown>> = Arc::default();
-        let shown = conditions.clone();
-        let conditions_collector = ScrapeCollector::new(&[&CONDITION], move || {
-            let mut f = Family::new(&CONDITION);
-            for ((ns, name), series) in shown.lock().expect("not poisoned").iter() {
-                for [kind, status] in series {
-                    f.gauge(&[ns, name, kind, status], 1.0);
-                }
-            }
-            vec![f.done()]
-        });
         let leader = IntGauge::new(
             "clusterset_dns_bridge_leader",
             "1 while this replica holds the bridge's Lease and writes; the others wait with their watches warm.",
@@ -146,7 +132,6 @@ impl BridgeMetrics {
             Box::new(queued.clone()),
             Box::new(worked.clone()),
             Box::new(managed.clone()),
-            Box::new(conditions_collector),
         ] {
             registry.register(c).expect("registered once");
         }
@@ -172,7 +157,7 @@ impl BridgeMetrics {
             queued,
             worked,
             managed,
-            conditions,
+            conditions: Mutex::default(),
             leader,
             not_taken_over,
             unusable,
@@ -247,6 +232,29 @@ impl BridgeMetrics {
         shown.insert(key.clone(), series);
     }
 
+    /// The [`CONDITION`] family in Prometheus' text format, its series sorted; nothing when
+    /// no export has conditions (as the `prometheus` crate leaves out an empty family).
+    fn write_conditions(&self, out: &mut Vec<u8>) {
+        use std::io::Write;
+        let shown = self.conditions.lock().expect("not poisoned");
+        if shown.is_empty() {
+            return;
+        }
+        let mut keys: Vec<&Key> = shown.keys().collect();
+        keys.sort_unstable();
+        let help = CONDITION_HELP.replace('\\', "\\\\");
+        let _ = writeln!(out, "# HELP {CONDITION} {help}\n# TYPE {CONDITION} gauge");
+        for key in keys {
+            let (ns, name) = (label_value(&key.0), label_value(&key.1));
+            for [kind, status] in &shown[key] {
+                let _ = writeln!(
+                    out,
+                    "{CONDITION}{{namespace=\"{ns}\",serviceexport=\"{name}\",condition=\"{kind}\",status=\"{status}\"}} 1"
+                );
+            }
+        }
+    }
+
     /// Half `half` waits for `why` (None: it is ready). The bridge is ready when no half
     /// waits.
     pub fn waiting(&self, half: &'static str, why: Option<String>) {
@@ -275,6 +283,7 @@ impl BridgeMetrics {
                 TextEncoder::new()
                     .encode(&self.registry.gather(), &mut buf)
                     .expect("text encoding cannot fail");
+                self.write_conditions(&mut buf);
                 reply(
                     StatusCode::OK,
                     "text/plain; version=0.0.4; charset=utf-8",
@@ -307,5 +316,78 @@ impl BridgeMetrics {
                 "not found: try /metrics, /health or /ready\n",
             ),
         }
+    }
+}
+
+/// `v` as a label value of the text format: backslash, double quote and line feed escaped.
+fn label_value(v: &str) -> std::borrow::Cow<'_, str> {
+    if !v.contains(['\\', '"', '\n']) {
+        return v.into();
+    }
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bridge::export::Status;
+
+    fn scrape(m: &BridgeMetrics) -> String {
+        let r = m.route(&Method::GET, "/metrics");
+        let body = http_body_util::BodyExt::collect(r.into_body());
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let bytes = rt.block_on(body).unwrap().to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    fn condition(kind: &'static str, status: Status) -> Condition {
+        Condition {
+            kind,
+            status,
+            reason: "R".into(),
+            message: "m".into(),
+        }
+    }
+
+    #[test]
+    fn export_conditions_are_series_until_the_export_goes() {
+        let m = BridgeMetrics::new();
+        assert!(!scrape(&m).contains(CONDITION), "no family without exports");
+        let web = ("shop".to_string(), "web".to_string());
+        let odd = ("shop".to_string(), "a\"b\\c".to_string());
+        m.conditions(
+            &web,
+            &[
+                condition("Valid", Status::True),
+                condition("Ready", Status::False),
+            ],
+        );
+        m.conditions(&odd, &[condition("Valid", Status::Unknown)]);
+        let text = scrape(&m);
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains(CONDITION)).collect();
+        assert_eq!(
+            lines,
+            [
+                "# HELP clusterset_dns_bridge_export_condition 1 for each condition the bridge wrote on a ServiceExport, at its status (an export that is not ready: condition=\"Ready\", status!=\"True\").",
+                "# TYPE clusterset_dns_bridge_export_condition gauge",
+                r#"clusterset_dns_bridge_export_condition{namespace="shop",serviceexport="a\"b\\c",condition="Valid",status="Unknown"} 1"#,
+                r#"clusterset_dns_bridge_export_condition{namespace="shop",serviceexport="web",condition="Valid",status="True"} 1"#,
+                r#"clusterset_dns_bridge_export_condition{namespace="shop",serviceexport="web",condition="Ready",status="False"} 1"#,
+            ]
+        );
+        // A condition that changed replaces the series; an export gone takes its series away.
+        m.conditions(&web, &[condition("Valid", Status::False)]);
+        m.conditions(&odd, &[]);
+        let text = scrape(&m);
+        let series: Vec<&str> = text.lines().filter(|l| l.starts_with(CONDITION)).collect();
+        assert_eq!(
+            series,
+            [
+                r#"clusterset_dns_bridge_export_condition{namespace="shop",serviceexport="web",condition="Valid",status="False"} 1"#
+            ]
+        );
     }
 }
