@@ -111,11 +111,14 @@ fn watch_exported(
     })
 }
 
-fn writers() -> ([store::Writer<Service>; 2], Exported) {
-    let (a, b) = (
-        store::Writer::new(store::unmarked, store::service),
-        store::Writer::new(store::unmarked, store::service),
-    );
+/// The stores of one cluster's exported Services; this cluster's (`own`) share their texts
+/// with the halves' stores of its Services.
+fn writers(own: bool) -> ([store::Writer<Service>; 2], Exported) {
+    let writer = || {
+        let w = store::Writer::new(store::unmarked, store::service);
+        if own { w.shared() } else { w }
+    };
+    let (a, b) = (writer(), writer());
     let readers = Exported([a.reader(), b.reader()]);
     ([a, b], readers)
 }
@@ -348,7 +351,7 @@ pub fn start(
     let c = clusters.clone();
     let (client2, stop) = (client.clone(), shutdown.clone());
     tokio::spawn(async move {
-        let (w, readers) = writers();
+        let (w, readers) = writers(true);
         c.lock().own = Some(readers);
         let mut events = std::pin::pin!(watch_exported(client2, w));
         loop {
@@ -591,7 +594,7 @@ impl Clusters {
         secret: (String, String),
         stop: CancellationToken,
     ) {
-        let (w, readers) = writers();
+        let (w, readers) = writers(false);
         let mut writer = Some(w);
         let mut said: Option<String> = None;
         loop {

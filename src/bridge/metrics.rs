@@ -338,7 +338,9 @@ mod tests {
     fn scrape(m: &BridgeMetrics) -> String {
         let r = m.route(&Method::GET, "/metrics");
         let body = http_body_util::BodyExt::collect(r.into_body());
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         let bytes = rt.block_on(body).unwrap().to_bytes();
         String::from_utf8(bytes.to_vec()).unwrap()
     }

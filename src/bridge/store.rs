@@ -15,8 +15,9 @@
 //! and replaces the store when it is done, so a reader never sees half a list.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, RwLock, Weak};
 
 use kube::runtime::watcher;
 use serde::Serialize;
@@ -28,7 +29,7 @@ use super::Key;
 /// One object: whether the writer's mark holds for it, and its JSON.
 struct Entry {
     marked: bool,
-    text: Box<str>,
+    text: Arc<str>,
 }
 
 /// The objects of one watch, by namespace and name. Cheap to clone; every clone reads the
@@ -109,6 +110,8 @@ pub(crate) struct Writer<K> {
     /// What [`Store::marked`] selects, judged once as each object arrives.
     mark: fn(&K) -> bool,
     trim: Trim,
+    /// Whether its texts are [`shared`] with the other stores of this cluster's Services.
+    shared: bool,
     /// A relist under way: the objects listed so far.
     listing: Option<HashMap<Key, Entry>>,
 }
@@ -117,6 +120,7 @@ impl<K: kube::Resource + Serialize> Writer<K> {
     pub(crate) fn new(mark: fn(&K) -> bool, trim: Trim) -> Self {
         Writer {
             trim,
+            shared: false,
             store: Store {
                 map: Default::default(),
                 kind: PhantomData,
@@ -124,6 +128,15 @@ impl<K: kube::Resource + Serialize> Writer<K> {
             mark,
             listing: None,
         }
+    }
+
+    /// The texts of this store are shared with every other store of this cluster's Services
+    /// that holds the same version of an object: the export half watches every Service, the
+    /// import half Linkerd's, and the exports are read from this cluster's exported ones, so
+    /// most Services are in two of those stores.
+    pub(crate) fn shared(mut self) -> Self {
+        self.shared = true;
+        self
     }
 
     pub(crate) fn reader(&self) -> Store<K> {
@@ -169,10 +182,53 @@ impl<K: kube::Resource + Serialize> Writer<K> {
         // The kinds stored are plain data: they encode.
         let mut v = serde_json::to_value(o).ok()?;
         (self.trim)(&mut v);
-        let text = v.to_string().into_boxed_str();
+        let text = match self.shared {
+            true => shared(&key, v.to_string()),
+            false => Arc::from(v.to_string()),
+        };
         let marked = (self.mark)(o);
         Some((key, Entry { marked, text }))
     }
+}
+
+/// The latest text of each of this cluster's Services that some shared store holds, by a hash
+/// of its namespace and name: weak, so that it lives as long as a store holds it.
+struct Texts {
+    by_key: HashMap<u64, Weak<str>>,
+    /// Inserts since the entries of deleted objects were last let go.
+    inserts: usize,
+}
+
+static TEXTS: LazyLock<Mutex<Texts>> = LazyLock::new(|| {
+    Mutex::new(Texts {
+        by_key: HashMap::new(),
+        inserts: 0,
+    })
+});
+
+/// `text` of the object `key`, as the allocation another store already holds for it if the
+/// text is the same.
+fn shared(key: &Key, text: String) -> Arc<str> {
+    let h = {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut h);
+        h.finish()
+    };
+    let mut texts = TEXTS.lock().expect("not poisoned");
+    if let Some(held) = texts.by_key.get(&h).and_then(Weak::upgrade)
+        && *held == *text
+    {
+        return held;
+    }
+    let text: Arc<str> = Arc::from(text);
+    texts.by_key.insert(h, Arc::downgrade(&text));
+    texts.inserts += 1;
+    // A weak entry keeps its text's memory: those of objects no store holds go now and then.
+    if texts.inserts >= 1024 {
+        texts.by_key.retain(|_, w| w.strong_count() > 0);
+        texts.inserts = 0;
+    }
+    text
 }
 
 /// A mark that holds for nothing, for stores no walk selects from.
@@ -372,6 +428,37 @@ mod tests {
             Some(2),
             "observedGeneration is read"
         );
+    }
+
+    #[test]
+    fn shared_stores_hold_one_text_of_one_version() {
+        let mut a = Writer::new(unmarked::<Service>, service_trim).shared();
+        let mut b = Writer::new(labelled, service_trim).shared();
+        let mut own = Writer::new(unmarked::<Service>, service_trim);
+        let svc = service("shared-test", "web", "1");
+        for w in [&mut a, &mut b, &mut own] {
+            w.apply(&watcher::Event::Apply(svc.clone()));
+        }
+        let text = |w: &Writer<Service>| {
+            let map = w.store.map.read().unwrap();
+            map.values().next().unwrap().text.clone()
+        };
+        assert!(Arc::ptr_eq(&text(&a), &text(&b)), "one allocation for both");
+        assert!(!Arc::ptr_eq(&text(&a), &text(&own)), "not shared: its own");
+        // A newer version in one store is its own text until the other has it too.
+        a.apply(&watcher::Event::Apply(service("shared-test", "web", "2")));
+        assert!(!Arc::ptr_eq(&text(&a), &text(&b)));
+        assert_eq!(
+            b.reader()
+                .get("shared-test", "web")
+                .unwrap()
+                .metadata
+                .resource_version
+                .as_deref(),
+            Some("1")
+        );
+        b.apply(&watcher::Event::Apply(service("shared-test", "web", "2")));
+        assert!(Arc::ptr_eq(&text(&a), &text(&b)));
     }
 
     #[test]

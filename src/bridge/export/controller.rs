@@ -42,7 +42,8 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
     info!(version = %resource.version, default_mode = %settings.default_mode, "linkerd-bridge: export half starting");
     let exports_w = store::Writer::new(store::unmarked, store::export);
     // The Services the bridge labelled are marked: every key, and the gauge.
-    let services_w = store::Writer::new(|s: &Service| !owned_labels(s).is_empty(), store::service);
+    let services_w =
+        store::Writer::new(|s: &Service| !owned_labels(s).is_empty(), store::service).shared();
     let exporter = Exporter {
         exports: exports_w.reader(),
         services: services_w.reader(),

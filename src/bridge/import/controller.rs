@@ -58,7 +58,7 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
     };
     shared.metrics.waiting("import", Some(NOT_LISTED.into()));
     info!(serviceimport = %si.version, link = %link.version, "linkerd-bridge: import half starting");
-    let services_w = store::Writer::new(store::unmarked, store::service);
+    let services_w = store::Writer::new(store::unmarked, store::service).shared();
     let links_w = store::Writer::new(store::unmarked, store::custom);
     // The bridge's own ServiceImports and slices are marked: every key, and the gauges.
     let imports_w = store::Writer::new(
