@@ -69,7 +69,7 @@ impl Index {
 }
 
 /// What the bridge last wrote of each object of one kind, until the store shows a version it
-/// did not write over: a reflector's store lags the bridge's own writes, and a key judged again
+/// did not write over: a store lags the bridge's own writes, and a key judged again
 /// from the store before it caught up would write again what it just wrote (a second create
 /// answered 409, then an apply that adds a managed-fields entry to every object).
 pub(in crate::bridge) struct Written<K> {

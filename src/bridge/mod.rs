@@ -325,7 +325,7 @@ pub(crate) fn api_error(e: &kube::Error) -> String {
     }
 }
 
-/// A kind the bridge watches into a store: what kube-runtime's watcher and reflector need of it.
+/// A kind the bridge watches into a store: what kube-runtime's watcher needs of it.
 pub(crate) trait Watched:
     kube::Resource<DynamicType: Clone + Eq + std::hash::Hash>
     + Clone
