@@ -132,9 +132,8 @@ pub(crate) fn get(k: &Cluster, kind: &str, name: &str) -> Option<Value> {
         .then(|| serde_json::from_slice(&out.stdout).unwrap())
 }
 
-/// The Service's labels that start with `mirror.linkerd.io/`, as `key=value`.
-/// The Events with `reason` in `ns`, each as `<object>: <note>`.
-pub(crate) fn events(k: &Cluster, ns: &str, reason: &str) -> Vec<String> {
+/// The Events with `reason` in `ns`, as the API server gives them.
+fn event_objects(k: &Cluster, ns: &str, reason: &str) -> Vec<Value> {
     let out = k
         .kubectl()
         .args([
@@ -150,10 +149,13 @@ pub(crate) fn events(k: &Cluster, ns: &str, reason: &str) -> Vec<String> {
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    v["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    v["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// The Events with `reason` in `ns`, each as `<object>: <note>`.
+pub(crate) fn events(k: &Cluster, ns: &str, reason: &str) -> Vec<String> {
+    event_objects(k, ns, reason)
+        .iter()
         .map(|e| {
             format!(
                 "{}: {}",
@@ -164,6 +166,7 @@ pub(crate) fn events(k: &Cluster, ns: &str, reason: &str) -> Vec<String> {
         .collect()
 }
 
+/// The Service's labels that start with `mirror.linkerd.io/`, as `key=value`.
 fn linkerd_labels(k: &Cluster, name: &str) -> Vec<String> {
     let svc = get(k, "service", name).unwrap_or_default();
     let labels = svc["metadata"]["labels"]
@@ -423,20 +426,9 @@ fn exports_become_linkerd_labels_and_conditions() {
     settles(&k, &bridge, "late", &[federated], &valid);
     // As client-go's recorder writes a repeat: one Event, its series counting two.
     let exported_on_late = || -> Vec<Value> {
-        let out = k
-            .kubectl()
-            .args(["get", "events.events.k8s.io", "-n", "shop"])
-            .args(["--field-selector", "reason=Exported", "-o", "json"])
-            .output()
-            .unwrap();
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        v["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|e| e["regarding"]["name"] == "late")
-            .cloned()
-            .collect()
+        let mut said = event_objects(&k, "shop", "Exported");
+        said.retain(|e| e["regarding"]["name"] == "late");
+        said
     };
     until("the Exported Event on late counting two", 10, || {
         let said = exported_on_late();
