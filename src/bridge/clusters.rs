@@ -115,7 +115,7 @@ fn watch_exported(
 /// with the halves' stores of its Services.
 fn writers(own: bool) -> ([store::Writer<Service>; 2], Exported) {
     let writer = || {
-        let w = store::Writer::new(store::unmarked, store::service);
+        let w = store::Writer::new(store::unmarked, &store::SERVICE);
         if own { w.shared() } else { w }
     };
     let (a, b) = (writer(), writer());

@@ -40,10 +40,10 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         Some("the first full list of ServiceExports and Services has not come yet".into()),
     );
     info!(version = %resource.version, default_mode = %settings.default_mode, "linkerd-bridge: export half starting");
-    let exports_w = store::Writer::new(store::unmarked, store::export);
+    let exports_w = store::Writer::new(store::unmarked, &store::EXPORT);
     // The Services the bridge labelled are marked: every key, and the gauge.
     let services_w =
-        store::Writer::new(|s: &Service| !owned_labels(s).is_empty(), store::service).shared();
+        store::Writer::new(|s: &Service| !owned_labels(s).is_empty(), &store::SERVICE).shared();
     let exporter = Exporter {
         exports: exports_w.reader(),
         services: services_w.reader(),

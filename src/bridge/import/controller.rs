@@ -58,16 +58,16 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
     };
     shared.metrics.waiting("import", Some(NOT_LISTED.into()));
     info!(serviceimport = %si.version, link = %link.version, "linkerd-bridge: import half starting");
-    let services_w = store::Writer::new(store::unmarked, store::service).shared();
-    let links_w = store::Writer::new(store::unmarked, store::custom);
+    let services_w = store::Writer::new(store::unmarked, &store::SERVICE).shared();
+    let links_w = store::Writer::new(store::unmarked, &store::LINK);
     // The bridge's own ServiceImports and slices are marked: every key, and the gauges.
     let imports_w = store::Writer::new(
         |o: &DynamicObject| is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER),
-        store::custom,
+        &store::IMPORT,
     );
     let slices_w = store::Writer::new(
         |s: &EndpointSlice| is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER),
-        store::slice,
+        &store::SLICE,
     );
     let importer = Importer {
         services: services_w.reader(),
@@ -133,8 +133,8 @@ impl Reconciler for Importer {
     fn every_key(&self) -> Vec<Key> {
         let mut keys: BTreeSet<Key> = self.clusters.keys().into_iter().collect();
         let index = self.index.lock().expect("not poisoned");
-        keys.extend(index.services.by_key.keys().cloned());
-        keys.extend(index.slices.by_key.keys().cloned());
+        keys.extend(index.services.keys());
+        keys.extend(index.slices.keys());
         drop(index);
         keys.extend(self.imports.marked());
         keys.into_iter().collect()
