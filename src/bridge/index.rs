@@ -6,61 +6,156 @@ use std::collections::HashMap;
 use super::Key;
 
 /// The objects of one kind that name each service, by object name (a superset: an entry is
-/// checked against the store when used).
+/// checked against the store when used). An object names services of its own namespace only
+/// (a Linkerd Service's annotations, a slice's label), so both sides are kept by namespace,
+/// by name: at 10,000 exports the indexes hold 35,000 objects, and a `(String, String)` key
+/// on each side, with a list of them, was 500 bytes an object.
 #[derive(Default)]
 pub(in crate::bridge) struct Index {
-    /// A service's objects are one or two (its mirrors, a federated Service): a short list,
-    /// not a set of its own (a hash table's smallest allocation is several times a name).
-    pub(in crate::bridge) by_key: HashMap<Key, Vec<String>>,
-    of: HashMap<(String, String), Vec<Key>>,
+    spaces: HashMap<Box<str>, Space>,
+}
+
+/// One namespace's part of an [`Index`].
+#[derive(Default)]
+struct Space {
+    /// The objects that name each service.
+    by_service: HashMap<Box<str>, Names>,
+    /// The services each object names.
+    of: HashMap<Box<str>, Names>,
+}
+
+/// A few names: nearly always one (a service's objects are its mirrors, a federated Service,
+/// its slices), kept without a list of its own.
+enum Names {
+    One(Box<str>),
+    Many(Vec<Box<str>>),
+}
+
+impl Names {
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        let (one, many): (Option<&str>, &[Box<str>]) = match self {
+            Names::One(n) => (Some(n), &[]),
+            Names::Many(v) => (None, v),
+        };
+        one.into_iter().chain(many.iter().map(|n| &**n))
+    }
+
+    /// Adds `name` if it is not there.
+    fn add(&mut self, name: &str) {
+        match self {
+            Names::One(n) if **n == *name => {}
+            Names::One(n) => {
+                let first = std::mem::take(n);
+                *self = Names::Many(vec![first, name.into()]);
+            }
+            Names::Many(v) => {
+                if !v.iter().any(|n| **n == *name) {
+                    v.push(name.into());
+                }
+            }
+        }
+    }
+
+    /// Takes `name` away; whether any is left.
+    fn take(&mut self, name: &str) -> bool {
+        match self {
+            Names::One(n) => **n != *name,
+            Names::Many(v) => {
+                v.retain(|n| **n != *name);
+                !v.is_empty()
+            }
+        }
+    }
 }
 
 impl Index {
-    /// `ns/name` names `keys` now; the keys it named before (a change of what it names changes
-    /// those services too).
+    /// `ns/name` names `keys` now (services of `ns`); the keys it named before (a change of
+    /// what it names changes those services too).
     pub(in crate::bridge) fn set(&mut self, ns: &str, name: &str, keys: Vec<Key>) -> Vec<Key> {
-        let at = (ns.to_string(), name.to_string());
-        let before = self.remove(&at);
-        for k in &keys {
-            let names = self.by_key.entry(k.clone()).or_default();
-            if !names.iter().any(|n| n == name) {
-                names.push(name.to_string());
+        debug_assert!(
+            keys.iter().all(|k| k.0 == ns),
+            "an object names services of its own namespace"
+        );
+        let before = self.remove(&(ns.to_string(), name.to_string()));
+        if keys.is_empty() {
+            return before;
+        }
+        let space = self.spaces.entry(ns.into()).or_default();
+        let mut of: Option<Names> = None;
+        for (_, service) in &keys {
+            match space.by_service.get_mut(service.as_str()) {
+                Some(names) => names.add(name),
+                None => {
+                    space
+                        .by_service
+                        .insert(service.as_str().into(), Names::One(name.into()));
+                }
+            }
+            match &mut of {
+                Some(names) => names.add(service),
+                None => of = Some(Names::One(service.as_str().into())),
             }
         }
-        self.of.insert(at, keys);
+        if let Some(of) = of {
+            space.of.insert(name.into(), of);
+        }
         before
     }
 
     /// `at` is gone; the keys it named.
     pub(in crate::bridge) fn remove(&mut self, at: &(String, String)) -> Vec<Key> {
-        let keys = self.of.remove(at).unwrap_or_default();
-        for k in &keys {
-            if let Some(names) = self.by_key.get_mut(k) {
-                names.retain(|n| *n != at.1);
-                if names.is_empty() {
-                    self.by_key.remove(k);
-                }
+        let Some(space) = self.spaces.get_mut(at.0.as_str()) else {
+            return Vec::new();
+        };
+        let Some(services) = space.of.remove(at.1.as_str()) else {
+            return Vec::new();
+        };
+        let keys: Vec<Key> = services
+            .iter()
+            .map(|s| (at.0.clone(), s.to_string()))
+            .collect();
+        for (_, service) in &keys {
+            if let Some(names) = space.by_service.get_mut(service.as_str())
+                && !names.take(&at.1)
+            {
+                space.by_service.remove(service.as_str());
             }
+        }
+        if space.of.is_empty() {
+            self.spaces.remove(at.0.as_str());
         }
         keys
     }
 
+    /// The names of the objects that name `key`.
     pub(in crate::bridge) fn names(&self, key: &Key) -> Vec<String> {
-        self.by_key
-            .get(key)
+        self.spaces
+            .get(key.0.as_str())
+            .and_then(|s| s.by_service.get(key.1.as_str()))
             .into_iter()
-            .flatten()
-            .cloned()
+            .flat_map(Names::iter)
+            .map(str::to_string)
             .collect()
+    }
+
+    /// Every service some object names.
+    pub(in crate::bridge) fn keys(&self) -> impl Iterator<Item = Key> + '_ {
+        self.spaces.iter().flat_map(|(ns, space)| {
+            space
+                .by_service
+                .keys()
+                .map(move |s| (ns.to_string(), s.to_string()))
+        })
     }
 
     /// Drops the objects `exists` says are gone (a relist does not say what went meanwhile).
     pub(in crate::bridge) fn prune(&mut self, exists: impl Fn(&str, &str) -> bool) {
         let gone: Vec<(String, String)> = self
-            .of
-            .keys()
+            .spaces
+            .iter()
+            .flat_map(|(ns, space)| space.of.keys().map(move |name| (ns, name)))
             .filter(|(ns, name)| !exists(ns, name))
-            .cloned()
+            .map(|(ns, name)| (ns.to_string(), name.to_string()))
             .collect();
         for at in &gone {
             self.remove(at);
@@ -194,11 +289,12 @@ mod tests {
         i.remove(&("shop".into(), "api-federated".into()));
         assert!(i.names(&key("shop", "api")).is_empty());
         assert!(
-            !i.by_key.contains_key(&key("shop", "api")),
+            !i.keys().any(|k| k == key("shop", "api")),
             "no empty entry kept"
         );
+        assert_eq!(i.keys().collect::<Vec<_>>(), [key("shop", "web")]);
         i.prune(|_, name| name != "api-west");
-        assert!(i.by_key.is_empty() && i.of.is_empty());
+        assert!(i.spaces.is_empty(), "no empty namespace kept");
     }
 
     fn slice(name: &str, rv: &str) -> k8s_openapi::api::discovery::v1::EndpointSlice {
