@@ -90,13 +90,14 @@ impl Backoff {
 pub struct Queue<K> {
     /// Marked, in the order marked, once each.
     ready: VecDeque<K>,
-    queued: HashSet<K>,
+    /// The keys in `ready`, and when each was first marked from outside (a watch, a resync,
+    /// taking the lead) since it last started: what its [`Timing::waited`] counts from (none
+    /// for a key queued by its wait after a failure ending).
+    queued: HashMap<K, Option<Instant>>,
     running: HashSet<K>,
-    /// Marked while running: queued again when done.
-    again: HashSet<K>,
-    /// When each key not started since was first marked from outside (a watch, a resync,
-    /// taking the lead): what its [`Timing::waited`] counts from.
-    marked_at: HashMap<K, Instant>,
+    /// Marked while running: queued again when done (with when it was first marked, as
+    /// `queued`). One table with `queued`, not a third for the times: a start marks every key.
+    again: HashMap<K, Option<Instant>>,
     /// Failures in a row, and when the key is tried again (its place in `due`).
     failing: HashMap<K, (u32, Instant, u64)>,
     /// The same, by when.
@@ -111,10 +112,9 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
     pub fn new(concurrency: usize, backoff: Backoff) -> Queue<K> {
         Queue {
             ready: VecDeque::new(),
-            queued: HashSet::new(),
+            queued: HashMap::new(),
             running: HashSet::new(),
-            again: HashSet::new(),
-            marked_at: HashMap::new(),
+            again: HashMap::new(),
             failing: HashMap::new(),
             due: BTreeMap::new(),
             seq: 0,
@@ -127,16 +127,29 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
     /// free (a key waiting after a failure too: something changed), or again after it if it is
     /// running now; its wait counts from its first mark since it last started.
     pub fn mark(&mut self, key: K, now: Instant) {
-        self.marked_at.entry(key.clone()).or_insert(now);
-        self.enqueue(key);
+        self.enqueue(key, Some(now));
     }
 
-    /// Queues `key` (its wait, if any, counts from a mark).
-    fn enqueue(&mut self, key: K) {
-        if self.running.contains(&key) {
-            self.again.insert(key);
-        } else if self.queued.insert(key.clone()) {
-            self.ready.push_back(key);
+    /// Queues `key`; its wait counts from `marked`, or from an earlier mark since it last
+    /// started.
+    fn enqueue(&mut self, key: K, marked: Option<Instant>) {
+        let running = self.running.contains(&key);
+        let table = match running {
+            true => &mut self.again,
+            false => &mut self.queued,
+        };
+        match table.get_mut(&key) {
+            Some(at) => {
+                if at.is_none() {
+                    *at = marked;
+                }
+            }
+            None => {
+                if !running {
+                    self.ready.push_back(key.clone());
+                }
+                table.insert(key, marked);
+            }
         }
     }
 
@@ -148,15 +161,13 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
             return None;
         }
         let key = self.ready.pop_front()?;
-        self.queued.remove(&key);
+        let waited = self.queued.remove(&key).flatten().map(|at| now - at);
         self.running.insert(key.clone());
-        let waited = self.marked_at.remove(&key).map(|at| now - at);
         if self.ready.is_empty() && self.queued.capacity() > 1024 {
             // Drained: a queue that held every key (a start, a relist, a resync) gives its
             // tables back instead of keeping them at their largest.
             self.ready.shrink_to_fit();
             self.queued.shrink_to_fit();
-            self.marked_at.shrink_to_fit();
         }
         Some((key, waited))
     }
@@ -182,8 +193,8 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
             self.due.insert((now + wait, self.seq), key.clone());
             wait
         });
-        if self.again.remove(key) {
-            self.enqueue(key.clone());
+        if let Some(marked) = self.again.remove(key) {
+            self.enqueue(key.clone(), marked);
         }
         wait
     }
@@ -195,7 +206,7 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
                 break;
             }
             let key = entry.remove();
-            self.enqueue(key);
+            self.enqueue(key, None);
         }
     }
 
