@@ -106,88 +106,143 @@ impl<K: kube::Resource + DeserializeOwned> Store<K> {
     }
 }
 
-/// A kind of object the stores keep: what of it is kept ([`Trim`]), and the dictionary its
-/// texts are packed against, made once from the texts of the first objects of the kind.
+/// A kind of object the stores keep: what of it is kept ([`Trim`]), and the dictionaries its
+/// texts are packed against. The first is made from the texts of the first objects of the
+/// kind; another from the latest ones when the texts packed since stop packing well (a first
+/// start, when no export has conditions yet and the bridge is about to write them on every
+/// one), up to [`GENERATIONS`]. A packed text's first byte names its dictionary.
 pub(crate) struct Kind {
     name: &'static str,
     trim: Trim,
-    /// The texts gathered for the dictionary, until there are [`SAMPLES`].
-    samples: Mutex<Vec<Arc<str>>>,
-    codec: OnceLock<Codec>,
+    packing: Mutex<Packing>,
+    /// What unpacks the texts of each dictionary made so far.
+    unpack: [OnceLock<Mutex<zstd::bulk::Decompressor<'static>>>; GENERATIONS],
 }
 
-/// How many objects' texts a kind's dictionary is made of, and the most of one text's bytes
-/// it takes (an object with a thousand endpoints is not what the next one looks like).
+/// What packs a kind's new texts.
+#[derive(Default)]
+struct Packing {
+    /// How many dictionaries were made; the texts are packed with the last.
+    made: usize,
+    pack: Option<zstd::bulk::Compressor<'static>>,
+    /// Texts gathered for the next dictionary, while one is to be made.
+    samples: Option<Vec<String>>,
+    /// Of the texts packed since the last look: how many, their bytes, and packed.
+    texts: usize,
+    bytes: usize,
+    packed: usize,
+}
+
+/// How many objects' texts a dictionary is made of, and the most of one text's bytes it
+/// takes (an object with a thousand endpoints is not what the next one looks like).
 const SAMPLES: usize = 8;
 const SAMPLE_MAX: usize = 4096;
+/// How many dictionaries a kind makes at most. Each holds its unpacking context (zstd's,
+/// about 100 KB) for as long as the process runs: a text packed with it may still be held.
+const GENERATIONS: usize = 4;
+/// After how many texts the last dictionary is looked at, and the share of their size the
+/// texts must pack into for it to be kept (the bench's objects pack into a fifth to a
+/// fourteenth with a dictionary of their kind; an export with conditions against a
+/// dictionary of exports without, into two fifths).
+const LOOK_EVERY: usize = 1024;
+const WELL_PACKED: f64 = 1.0 / 3.0;
 /// zstd's level.
 const LEVEL: i32 = 3;
-
-struct Codec {
-    pack: Mutex<zstd::bulk::Compressor<'static>>,
-    unpack: Mutex<zstd::bulk::Decompressor<'static>>,
-}
-
-/// A zstd frame's first bytes; a JSON object's text starts with `{`.
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
 impl Kind {
     const fn new(name: &'static str, trim: Trim) -> Kind {
         Kind {
             name,
             trim,
-            samples: Mutex::new(Vec::new()),
-            codec: OnceLock::new(),
+            packing: Mutex::new(Packing {
+                made: 0,
+                pack: None,
+                samples: Some(Vec::new()),
+                texts: 0,
+                bytes: 0,
+                packed: 0,
+            }),
+            unpack: [const { OnceLock::new() }; GENERATIONS],
         }
     }
 
-    /// `text`, compressed against this kind's dictionary once there is one; until then (the
-    /// first [`SAMPLES`] objects) as it is, and gathered for the dictionary.
+    /// `text`, packed: its dictionary's number and the zstd frame of it compressed against
+    /// that dictionary; before the first dictionary is made, the text as it is.
     fn pack(&self, text: String) -> Arc<[u8]> {
-        if let Some(c) = self.codec.get() {
-            let packed = c
-                .pack
-                .lock()
-                .expect("not poisoned")
-                .compress(text.as_bytes());
-            // Compressing into a vector of the bound's size fails only where allocating would.
-            return Arc::from(packed.expect("zstd compresses into memory"));
+        let mut guard = self.packing.lock().expect("not poisoned");
+        let p = &mut *guard;
+        let mut out = None;
+        if let Some(pack) = &mut p.pack {
+            let generation = (p.made - 1) as u8;
+            let mut packed = vec![generation];
+            // Compressing into memory fails only where allocating would.
+            packed.extend(pack.compress(text.as_bytes()).expect("zstd compresses"));
+            p.texts += 1;
+            p.bytes += text.len();
+            p.packed += packed.len();
+            if p.texts == LOOK_EVERY {
+                if p.made < GENERATIONS && p.packed as f64 > p.bytes as f64 * WELL_PACKED {
+                    p.samples = Some(Vec::new());
+                }
+                (p.texts, p.bytes, p.packed) = (0, 0, 0);
+            }
+            out = Some(Arc::from(packed));
         }
-        let mut samples = self.samples.lock().expect("not poisoned");
-        if text.len() <= SAMPLE_MAX && samples.len() < SAMPLES {
-            samples.push(Arc::from(text.as_str()));
+        if text.len() <= SAMPLE_MAX
+            && let Some(samples) = &mut p.samples
+        {
+            samples.push(text.clone());
             if samples.len() == SAMPLES {
-                let dictionary: Vec<u8> = samples.iter().flat_map(|t| t.bytes()).collect();
-                let _ = self.codec.set(Codec::new(&dictionary));
-                samples.clear();
-                samples.shrink_to_fit();
+                let dictionary = p.samples.take().expect("gathered").concat();
+                self.make(p, dictionary.as_bytes());
             }
         }
-        Arc::from(text.into_bytes())
+        out.unwrap_or_else(|| Arc::from(text.into_bytes()))
+    }
+
+    /// The next dictionary, from `dictionary`: new texts are packed with it.
+    fn make(&self, p: &mut Packing, dictionary: &[u8]) {
+        // Made from a few KB in memory: fails only where allocating would.
+        let mut pack = zstd::bulk::Compressor::with_dictionary(LEVEL, dictionary)
+            .expect("a zstd compression context");
+        // Every text is one frame that says its size (what unpacking allocates); no checksum
+        // (the text never leaves memory) and no dictionary ID (the first byte says which).
+        for param in [
+            zstd::zstd_safe::CParameter::ContentSizeFlag(true),
+            zstd::zstd_safe::CParameter::ChecksumFlag(false),
+            zstd::zstd_safe::CParameter::DictIdFlag(false),
+        ] {
+            pack.set_parameter(param).expect("a zstd parameter");
+        }
+        let unpack = zstd::bulk::Decompressor::with_dictionary(dictionary)
+            .expect("a zstd decompression context");
+        let _ = self.unpack[p.made].set(Mutex::new(unpack));
+        p.pack = Some(pack);
+        p.made += 1;
+        (p.texts, p.bytes, p.packed) = (0, 0, 0);
     }
 
     /// The object a text packed by [`Kind::pack`] holds. The text was encoded from a `K` by
     /// [`Writer::apply`]: every kind the bridge stores reads back what it wrote (the tests of
     /// this module hold each one to it), so a failure is a bug in that pairing, not bad input.
     fn unpack<K: DeserializeOwned>(&self, packed: &[u8]) -> K {
-        let decoded = if packed.starts_with(&ZSTD_MAGIC) {
-            let c = self
-                .codec
-                .get()
-                .expect("a packed text's dictionary was made");
-            let size = zstd::zstd_safe::get_frame_content_size(packed)
-                .ok()
-                .flatten()
-                .expect("a packed text says its size") as usize;
-            let text = c
-                .unpack
-                .lock()
-                .expect("not poisoned")
-                .decompress(packed, size)
-                .expect("a packed text unpacks with its kind's dictionary");
-            serde_json::from_slice(&text)
-        } else {
-            serde_json::from_slice(packed)
+        let decoded = match packed.split_first() {
+            Some((&generation, frame)) if (generation as usize) < GENERATIONS => {
+                let unpack = self.unpack[generation as usize]
+                    .get()
+                    .expect("a packed text's dictionary was made");
+                let size = zstd::zstd_safe::get_frame_content_size(frame)
+                    .ok()
+                    .flatten()
+                    .expect("a packed text says its size") as usize;
+                let text = unpack
+                    .lock()
+                    .expect("not poisoned")
+                    .decompress(frame, size)
+                    .expect("a packed text unpacks with its dictionary");
+                serde_json::from_slice(&text)
+            }
+            _ => serde_json::from_slice(packed),
         };
         decoded.unwrap_or_else(|e| {
             panic!(
@@ -195,29 +250,6 @@ impl Kind {
                 self.name
             )
         })
-    }
-}
-
-impl Codec {
-    fn new(dictionary: &[u8]) -> Codec {
-        // Made from a few KB in memory: fails only where allocating would.
-        let mut pack = zstd::bulk::Compressor::with_dictionary(LEVEL, dictionary)
-            .expect("a zstd compression context");
-        // Every text is one frame that says its size (what unpacking allocates); no checksum
-        // (the text never leaves memory) and no dictionary ID (one dictionary a kind).
-        for p in [
-            zstd::zstd_safe::CParameter::ContentSizeFlag(true),
-            zstd::zstd_safe::CParameter::ChecksumFlag(false),
-            zstd::zstd_safe::CParameter::DictIdFlag(false),
-        ] {
-            pack.set_parameter(p).expect("a zstd parameter");
-        }
-        let unpack = zstd::bulk::Decompressor::with_dictionary(dictionary)
-            .expect("a zstd decompression context");
-        Codec {
-            pack: Mutex::new(pack),
-            unpack: Mutex::new(unpack),
-        }
     }
 }
 
@@ -457,6 +489,9 @@ fn custom(v: &mut Value) {
 mod tests {
     use super::service as service_trim;
     use super::*;
+
+    /// A zstd frame's first bytes: a packed text's, after its dictionary's number.
+    const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
     use k8s_openapi::api::core::v1::Service;
     use k8s_openapi::api::discovery::v1::EndpointSlice;
     use kube::api::DynamicObject;
@@ -636,7 +671,8 @@ mod tests {
         assert!(packed(0).starts_with(b"{"));
         assert!(packed(SAMPLES - 1).starts_with(b"{"));
         for i in SAMPLES..SAMPLES + 4 {
-            assert!(packed(i).starts_with(&ZSTD_MAGIC), "{i} packed");
+            assert_eq!(packed(i)[0], 0, "{i} packed with the first dictionary");
+            assert!(packed(i)[1..].starts_with(&ZSTD_MAGIC), "{i} packed");
             assert!(
                 packed(i).len() * 4 < packed(0).len(),
                 "{} bytes packed, of {}",
@@ -661,7 +697,15 @@ mod tests {
         let mut big = service("shop", "big", "1");
         big.metadata.annotations = Some([("a".to_string(), "x".repeat(SAMPLE_MAX))].into());
         w.apply(&watcher::Event::Apply(big.clone()));
-        assert!(BIG.samples.lock().unwrap().is_empty());
+        assert!(
+            BIG.packing
+                .lock()
+                .unwrap()
+                .samples
+                .as_ref()
+                .unwrap()
+                .is_empty()
+        );
         assert_eq!(*w.reader().get("shop", "big").unwrap(), {
             let mut want = big;
             want.metadata.creation_timestamp = None;
@@ -676,5 +720,56 @@ mod tests {
                 .for_each(|p| p.target_port = None);
             want
         });
+    }
+
+    #[test]
+    fn a_kind_makes_a_new_dictionary_when_its_texts_stop_packing_well() {
+        static KIND: Kind = Kind::new("Service", service_trim);
+        let mut w = Writer::new(unmarked::<Service>, &KIND);
+        let store = w.reader();
+        // The first objects have no annotation; then every one carries the same long one
+        // (as every export comes to carry the same condition messages), of text that does
+        // not compress by itself: against the first dictionary it packs badly, so after a
+        // look the latest texts make another.
+        let mut x: u32 = 1;
+        let said: String = (0..400)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                let digits = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+                char::from(digits[(x >> 16) as usize % 64])
+            })
+            .collect();
+        let object = |i: usize| {
+            let mut s = service("shop", &format!("web-{i}"), &i.to_string());
+            if i >= SAMPLES {
+                s.metadata.annotations = Some([("said".to_string(), said.clone())].into());
+            }
+            s
+        };
+        let n = SAMPLES + LOOK_EVERY + SAMPLES + 10;
+        for i in 0..n {
+            w.apply(&watcher::Event::Apply(object(i)));
+        }
+        assert_eq!(KIND.packing.lock().unwrap().made, 2);
+        let map = store.map.read().unwrap();
+        let packed = |i: usize| map[&("shop".to_string(), format!("web-{i}"))].text.clone();
+        let (early, late) = (packed(SAMPLES + 1), packed(n - 1));
+        assert_eq!((early[0], late[0]), (0, 1), "each names its dictionary");
+        assert!(
+            late.len() * 2 < early.len(),
+            "{} bytes with the new dictionary, {} with the first",
+            late.len(),
+            early.len()
+        );
+        drop(map);
+        for i in [0, SAMPLES, SAMPLES + 1, n - SAMPLES - 11, n - 1] {
+            let got = store.get("shop", &format!("web-{i}")).expect("stored");
+            let want = object(i);
+            assert_eq!(got.metadata.annotations, want.metadata.annotations, "{i}");
+            assert_eq!(
+                got.metadata.resource_version,
+                want.metadata.resource_version
+            );
+        }
     }
 }
