@@ -18,6 +18,11 @@
 //! with the cluster's Services, and the bridge cannot start before it); a restart with nothing changed and a resync, with
 //! the writes each made. The last line is `bridge-scale: n=… …`. `BRIDGE=path` runs that build
 //! of the bridge instead of this one.
+//!
+//! `HOLD=<seconds>`, for profiling a bridge over a large world without making the world each
+//! time (at 10,000 it takes 15-20 minutes): no floor, and once the bridge has converged the
+//! bench stops it and keeps the API server for that long, printing the kubeconfig to start
+//! another against it with (`benches/bridge-restart.sh`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -473,15 +478,28 @@ pub fn run() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = rt.block_on(admin_client(&k));
 
-    let f = floor(&k, &rt, &client, n);
-    println!(
-        "floor: {} writes (per export a label and a status; per import the object, its status and a slice) by a plain client 16 at a time: {:.1} s, {:.0} writes/s; per write median {:.2} ms, p99 {:.2} ms",
-        f.writes,
-        f.secs,
-        f.writes as f64 / f.secs,
-        f.p50,
-        f.p99
-    );
+    let hold: Option<u64> = std::env::var("HOLD")
+        .ok()
+        .map(|v| v.parse().expect("HOLD= seconds"));
+    let f = match hold {
+        Some(_) => Floor {
+            writes: min_writes(n),
+            secs: f64::NAN,
+            p50: f64::NAN,
+            p99: f64::NAN,
+        },
+        None => floor(&k, &rt, &client, n),
+    };
+    if hold.is_none() {
+        println!(
+            "floor: {} writes (per export a label and a status; per import the object, its status and a slice) by a plain client 16 at a time: {:.1} s, {:.0} writes/s; per write median {:.2} ms, p99 {:.2} ms",
+            f.writes,
+            f.secs,
+            f.writes as f64 / f.secs,
+            f.p50,
+            f.p99
+        );
+    }
 
     let services: Api<Service> = Api::namespaced(client.clone(), "scale");
     let exports: Api<DynamicObject> = Api::namespaced_with(
@@ -569,6 +587,16 @@ pub fn run() {
         "API writes to converge: {wrote} ({words}), and {events} Events; the minimum {} (2 an export, 3 an import, 2 a federated one)",
         min_writes(n)
     );
+
+    if let Some(secs) = hold {
+        bridge.stop();
+        println!(
+            "held for {secs} s: benches/bridge-restart.sh {} {n} [binary]",
+            k.kubeconfig("admin")
+        );
+        std::thread::sleep(Duration::from_secs(secs));
+        return;
+    }
 
     // N/10 changes, one at a time: an export, then a mirror.
     until("the DNS server ready", 300, || ready(&dns));
