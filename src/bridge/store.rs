@@ -15,9 +15,10 @@
 //! and replaces the store when it is done, so a reader never sees half a list.
 //!
 //! Each text is kept compressed (zstd) against a dictionary of its kind ([`Kind`]): the texts
-//! of the first objects of that kind the process met. Objects of one kind repeat each other's
-//! keys, label and annotation names, managers and condition messages, which is most of their
-//! text: at 10,000 exports a text of 480-1,300 bytes packs into 80-100 (docs/performance.md).
+//! of the first objects of that kind the process met, and of later ones if those stop packing
+//! well. Objects of one kind repeat each other's keys, label and annotation names, managers
+//! and condition messages, which is most of their text: at 10,000 exports a text of 480-1,300
+//! bytes packs into 80-100 (docs/performance.md).
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -137,8 +138,9 @@ struct Packing {
 /// takes (an object with a thousand endpoints is not what the next one looks like).
 const SAMPLES: usize = 8;
 const SAMPLE_MAX: usize = 4096;
-/// How many dictionaries a kind makes at most. Each holds its unpacking context (zstd's,
-/// about 100 KB) for as long as the process runs: a text packed with it may still be held.
+/// How many dictionaries a kind makes at most. Each keeps its unpacking context (zstd's, with
+/// its copy of the dictionary) for as long as the process runs: a text packed with it may
+/// still be held.
 const GENERATIONS: usize = 4;
 /// After how many texts the last dictionary is looked at, and the share of their size the
 /// texts must pack into for it to be kept (the bench's objects pack into a fifth to a
