@@ -518,6 +518,22 @@ mod tests {
         .expect("a Service")
     }
 
+    /// What a store keeps of `svc` ([`service_trim`]): all but its creation time, the managers'
+    /// bookkeeping, the IP family policy and the ports' target ports.
+    fn kept(mut svc: Service) -> Service {
+        svc.metadata.creation_timestamp = None;
+        for f in svc.metadata.managed_fields.iter_mut().flatten() {
+            (f.api_version, f.fields_type, f.operation, f.time) = (None, None, None, None);
+        }
+        let spec = svc.spec.as_mut().unwrap();
+        spec.ip_family_policy = None;
+        spec.ports
+            .iter_mut()
+            .flatten()
+            .for_each(|p| p.target_port = None);
+        svc
+    }
+
     fn labelled(s: &Service) -> bool {
         s.metadata.labels.as_ref().is_some_and(|l| !l.is_empty())
     }
@@ -529,18 +545,7 @@ mod tests {
         w.apply(&watcher::Event::Apply(svc.clone()));
         let back = w.reader().get("a", "web").expect("stored");
         // What the halves read is all there; what they do not read is not.
-        let mut want = svc.clone();
-        want.metadata.creation_timestamp = None;
-        for f in want.metadata.managed_fields.iter_mut().flatten() {
-            (f.api_version, f.fields_type, f.operation, f.time) = (None, None, None, None);
-        }
-        let spec = want.spec.as_mut().unwrap();
-        spec.ip_family_policy = None;
-        spec.ports
-            .iter_mut()
-            .flatten()
-            .for_each(|p| p.target_port = None);
-        assert_eq!(*back, want);
+        assert_eq!(*back, kept(svc.clone()));
         assert!(
             back.metadata.managed_fields.as_ref().unwrap()[0]
                 .fields_v1
@@ -708,20 +713,7 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
-        assert_eq!(*w.reader().get("shop", "big").unwrap(), {
-            let mut want = big;
-            want.metadata.creation_timestamp = None;
-            for f in want.metadata.managed_fields.iter_mut().flatten() {
-                (f.api_version, f.fields_type, f.operation, f.time) = (None, None, None, None);
-            }
-            let spec = want.spec.as_mut().unwrap();
-            spec.ip_family_policy = None;
-            spec.ports
-                .iter_mut()
-                .flatten()
-                .for_each(|p| p.target_port = None);
-            want
-        });
+        assert_eq!(*w.reader().get("shop", "big").unwrap(), kept(big));
     }
 
     #[test]
