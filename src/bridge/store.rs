@@ -329,23 +329,31 @@ impl<K: kube::Resource + Serialize> Writer<K> {
     fn entry(&self, o: &K) -> Option<(Key, Entry)> {
         let m = o.meta();
         let key = (m.namespace.clone().unwrap_or_default(), m.name.clone()?);
+        let marked = (self.mark)(o);
+        let version = m.resource_version.as_deref().filter(|_| self.shared);
+        // The version another shared store holds already: its text, not encoded and packed
+        // again (each of this cluster's Services comes through two to four watches).
+        if let Some(text) = version.and_then(|v| held(&key, v)) {
+            return Some((key, Entry { marked, text }));
+        }
         // The kinds stored are plain data: they encode.
         let mut v = serde_json::to_value(o).ok()?;
         (self.store.kind.trim)(&mut v);
         let packed = self.store.kind.pack(v.to_string());
         let text = match self.shared {
-            true => shared(&key, packed),
+            true => shared(&key, version, packed),
             false => packed,
         };
-        let marked = (self.mark)(o);
         Some((key, Entry { marked, text }))
     }
 }
 
-/// The latest text of each of this cluster's Services that some shared store holds, by a hash
-/// of its namespace and name: weak, so that it lives as long as a store holds it.
+/// The latest text of each of this cluster's Services that some shared store holds, and its
+/// version, by a hash of its namespace and name: weak, so that it lives as long as a store
+/// holds it. The shared stores all keep Services as [`SERVICE`] trims them, so one version
+/// of one Service is one text.
 struct Texts {
-    by_key: HashMap<u64, Weak<[u8]>>,
+    by_key: HashMap<u64, (Box<str>, Weak<[u8]>)>,
     /// Inserts since the entries of deleted objects were last let go.
     inserts: usize,
 }
@@ -357,25 +365,35 @@ static TEXTS: LazyLock<Mutex<Texts>> = LazyLock::new(|| {
     })
 });
 
-/// `text` of the object `key`, as the allocation another store already holds for it if the
-/// text is the same.
-fn shared(key: &Key, text: Arc<[u8]>) -> Arc<[u8]> {
-    let h = {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut h);
-        h.finish()
-    };
+fn hash_of(key: &Key) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish()
+}
+
+/// The text a shared store holds of version `version` of the object `key`, if one does.
+fn held(key: &Key, version: &str) -> Option<Arc<[u8]>> {
+    let texts = TEXTS.lock().expect("not poisoned");
+    let (held, text) = texts.by_key.get(&hash_of(key))?;
+    (**held == *version).then(|| text.upgrade()).flatten()
+}
+
+/// `text` of version `version` of the object `key`, as the allocation another store already
+/// holds for it if the text is the same.
+fn shared(key: &Key, version: Option<&str>, text: Arc<[u8]>) -> Arc<[u8]> {
+    let h = hash_of(key);
     let mut texts = TEXTS.lock().expect("not poisoned");
-    if let Some(held) = texts.by_key.get(&h).and_then(Weak::upgrade)
+    if let Some(held) = texts.by_key.get(&h).and_then(|(_, w)| w.upgrade())
         && *held == *text
     {
         return held;
     }
-    texts.by_key.insert(h, Arc::downgrade(&text));
+    let version = version.unwrap_or_default().into();
+    texts.by_key.insert(h, (version, Arc::downgrade(&text)));
     texts.inserts += 1;
     // A weak entry keeps its text's memory: those of objects no store holds go now and then.
     if texts.inserts >= 1024 {
-        texts.by_key.retain(|_, w| w.strong_count() > 0);
+        texts.by_key.retain(|_, (_, w)| w.strong_count() > 0);
         texts.inserts = 0;
     }
     text
