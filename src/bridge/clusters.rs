@@ -4,7 +4,9 @@
 //! `kubeconfig`), as Linkerd's service mirror reads that cluster (linkerd2 `version-2.20`,
 //! `multicluster/cmd/service-mirror/main.go` `loadCredentials`). Those credentials are the
 //! remote cluster's `linkerd-service-mirror-remote-access-*` ServiceAccount, which may list and
-//! watch Services there: nothing is asked of the remote cluster that Linkerd does not ask.
+//! watch Services there: nothing is asked of the remote cluster that Linkerd does not ask. They are
+//! read again when the watch of that cluster fails, so a token rotated (and the old one
+//! revoked) is taken up without a restart.
 //!
 //! Both halves judge from it, so every cluster of a fully linked set judges from the same
 //! exports: the export half compares its export with every peer's (Conflict on each export
@@ -76,18 +78,25 @@ enum Seen {
     Listed,
 }
 
-/// The watches of one cluster's exported Services into `writers`: each event as the key it
+/// What feeds one cluster's stores of exported Services (one per selector of [`selectors`]):
+/// one watch after another, when a Link's credentials are replaced.
+type Feeds = [Arc<Mutex<store::Writer<Service>>>; 2];
+
+/// The watches of one cluster's exported Services into `feeds`: each event as the key it
 /// changes, and [`Seen::Listed`] once both have listed.
 fn watch_exported(
     client: kube::Client,
-    writers: [store::Writer<Service>; 2],
-) -> impl futures::Stream<Item = Result<Seen, watcher::Error>> {
-    let [a, b] = writers;
+    feeds: &Feeds,
+) -> impl futures::Stream<Item = Result<Seen, watcher::Error>> + use<> {
+    let [a, b] = feeds.clone();
     let [sa, sb] = selectors();
-    let one = move |w: store::Writer<Service>, selector: String, index: usize| {
+    let one = move |w: Arc<Mutex<store::Writer<Service>>>, selector: String, index: usize| {
         let api: Api<Service> = Api::all(client.clone());
-        super::watch(w, api, watcher::Config::default().labels(&selector))
+        super::events(api, watcher::Config::default().labels(&selector))
             .filter_map(move |ev| {
+                if let Ok(ev) = &ev {
+                    w.lock().expect("not poisoned").apply(ev);
+                }
                 futures::future::ready(match ev {
                     Ok(watcher::Event::InitDone) => Some(Ok(Err(index))),
                     Ok(ev) => super::object_of(ev)
@@ -113,14 +122,14 @@ fn watch_exported(
 
 /// The stores of one cluster's exported Services; this cluster's (`own`) share their texts
 /// with the halves' stores of its Services.
-fn writers(own: bool) -> ([store::Writer<Service>; 2], Exported) {
+fn writers(own: bool) -> (Feeds, Exported) {
     let writer = || {
         let w = store::Writer::new(store::unmarked, &store::SERVICE);
         if own { w.shared() } else { w }
     };
     let (a, b) = (writer(), writer());
     let readers = Exported([a.reader(), b.reader()]);
-    ([a, b], readers)
+    ([a, b].map(|w| Arc::new(Mutex::new(w))), readers)
 }
 
 /// How long a Link whose credentials cannot be used waits before they are read again.
@@ -353,7 +362,7 @@ pub fn start(
     tokio::spawn(async move {
         let (w, readers) = writers(true);
         c.lock().own = Some(readers);
-        let mut events = std::pin::pin!(watch_exported(client2, w));
+        let mut events = std::pin::pin!(watch_exported(client2, &w));
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
@@ -587,6 +596,10 @@ impl Clusters {
 
     /// Reads the Link's credentials and watches the exported Services of its cluster, until
     /// `stop`; credentials that cannot be used are read again every [`CREDENTIALS_RETRY`].
+    /// They are read again when the watch fails, too: replaced ones (a token rotated,
+    /// `linkerd multicluster link` run again) are used from then on, into the same stores, which
+    /// keep what was listed until the new watch has listed. An old token may be revoked as soon
+    /// as it is replaced: the watch then fails, and the new one is read.
     async fn read_link(
         self,
         client: kube::Client,
@@ -594,33 +607,34 @@ impl Clusters {
         secret: (String, String),
         stop: CancellationToken,
     ) {
-        let (w, readers) = writers(false);
-        let mut writer = Some(w);
+        let link = format!("{}/{}", key.0, key.1);
+        let (feeds, readers) = writers(false);
         let mut said: Option<String> = None;
+        // Credentials read and not yet used: their client, and the kubeconfig it is made of.
+        let mut next: Option<(kube::Client, String)> = None;
         loop {
-            let remote = match remote_client(&client, &secret).await {
-                Ok(c) => c,
-                Err(why) => {
-                    // Said once until it changes; it stays on in the exports' Conflict.
-                    if said.as_ref() != Some(&why) {
-                        warn!(link = %format!("{}/{}", key.0, key.1), "{why}; reading it again every {CREDENTIALS_RETRY:?}");
-                        said = Some(why.clone());
+            let (remote, used) = match next.take() {
+                Some(read) => read,
+                None => match remote_client(&client, &secret).await {
+                    Ok(read) => read,
+                    Err(why) => {
+                        // Said once until it changes; it stays on in the exports' Conflict.
+                        if said.as_ref() != Some(&why) {
+                            warn!(link = %link, "{why}; reading it again every {CREDENTIALS_RETRY:?}");
+                            said = Some(why.clone());
+                        }
+                        self.reach(&key, Reach::Unread(why));
+                        tokio::select! {
+                            _ = stop.cancelled() => return,
+                            _ = tokio::time::sleep(CREDENTIALS_RETRY) => continue,
+                        }
                     }
-                    self.reach(&key, Reach::Unread(why));
-                    tokio::select! {
-                        _ = stop.cancelled() => return,
-                        _ = tokio::time::sleep(CREDENTIALS_RETRY) => continue,
-                    }
-                }
-            };
-            // The store is fed from the first client that works, and kept across a new one.
-            let Some(w) = writer.take() else {
-                return;
+                },
             };
             if let Some(l) = self.lock().links.get_mut(&key) {
                 l.exports = Some(readers.clone());
             }
-            let mut events = std::pin::pin!(watch_exported(remote, w));
+            let mut events = std::pin::pin!(watch_exported(remote, &feeds));
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return,
@@ -635,8 +649,19 @@ impl Clusters {
                         Some(Ok(Seen::Key(k))) => self.tell(Changed::Keys(vec![k])),
                         Some(Err(e)) => {
                             let why = format!("watching its exported Services: {e}");
-                            warn!(link = %format!("{}/{}", key.0, key.1), "{why}");
+                            warn!(link = %link, "{why}");
                             self.reach(&key, Reach::Unread(why));
+                            let read = tokio::select! {
+                                _ = stop.cancelled() => return,
+                                read = remote_client(&client, &secret) => read,
+                            };
+                            if let Ok((remote, text)) = read
+                                && text != used
+                            {
+                                info!(link = %link, "the Link's credentials were replaced: its cluster is read with the new ones");
+                                next = Some((remote, text));
+                                break;
+                            }
                         }
                         None => return,
                     }
@@ -646,11 +671,12 @@ impl Clusters {
     }
 }
 
-/// A client of the cluster whose credentials are in `secret` (key `kubeconfig`).
+/// A client of the cluster whose credentials are in `secret` (key `kubeconfig`), and that
+/// kubeconfig.
 async fn remote_client(
     client: &kube::Client,
     (ns, name): &(String, String),
-) -> Result<kube::Client, String> {
+) -> Result<(kube::Client, String), String> {
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     let secret = api.get(name).await.map_err(|e| {
         format!(
@@ -673,6 +699,7 @@ async fn remote_client(
     )
     .await
     .map_err(|e| format!("Secret {ns}/{name}'s kubeconfig cannot be used: {e}"))?;
-    kube::Client::try_from(config)
-        .map_err(|e| format!("Secret {ns}/{name}'s kubeconfig gives no client: {e}"))
+    let remote = kube::Client::try_from(config)
+        .map_err(|e| format!("Secret {ns}/{name}'s kubeconfig gives no client: {e}"))?;
+    Ok((remote, text.to_string()))
 }

@@ -348,24 +348,29 @@ impl<K> Watched for K where
 {
 }
 
-/// A watch of `api` that feeds the store `w`, its objects kept as [`slim`] makes them (the
-/// stores are most of the bridge's memory), retried with kube-runtime's default backoff.
+/// A watch of `api` that feeds the store `w`: [`events`] applied to it.
 pub(crate) fn watch<K: Watched + serde::Serialize>(
     mut w: store::Writer<K>,
     api: kube::Api<K>,
     config: watcher::Config,
 ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
     use futures::StreamExt;
+    events(api, config).map(move |ev| {
+        if let Ok(ev) = &ev {
+            w.apply(ev);
+        }
+        ev
+    })
+}
+
+/// The events of a watch of `api`, its objects kept as [`slim`] makes them (the stores are
+/// most of the bridge's memory), retried with kube-runtime's default backoff.
+pub(crate) fn events<K: Watched>(
+    api: kube::Api<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
     use kube::runtime::WatchStreamExt;
-    watcher(api, config)
-        .modify(slim::<K>)
-        .default_backoff()
-        .map(move |ev| {
-            if let Ok(ev) = &ev {
-                w.apply(ev);
-            }
-            ev
-        })
+    watcher(api, config).modify(slim::<K>).default_backoff()
 }
 
 /// What the bridge keeps of an object it watches: all of it but the field managers' records

@@ -63,9 +63,14 @@ fn member(name: &str, range: &str) -> Cluster {
 /// `linkerd multicluster link` writes them (`multicluster/cmd/link.go`): Secret
 /// `cluster-credentials-<name>` of type `mirror.linkerd.io/remote-kubeconfig`, key `kubeconfig`.
 fn link_to(from: &Cluster, to: &Cluster, to_name: &str) {
+    link_with(from, to, to_name, "remotetoken");
+}
+
+/// [`link_to`], the credentials' user with `token`.
+fn link_with(from: &Cluster, to: &Cluster, to_name: &str, token: &str) {
     let kubeconfig = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: {to_name}\n  cluster: {{server: \"https://127.0.0.1:{}\", insecure-skip-tls-verify: true}}\n\
-         users:\n- name: remote\n  user: {{token: remotetoken}}\ncontexts:\n- name: {to_name}\n  context: {{cluster: {to_name}, user: remote}}\ncurrent-context: {to_name}\n",
+         users:\n- name: remote\n  user: {{token: {token}}}\ncontexts:\n- name: {to_name}\n  context: {{cluster: {to_name}, user: remote}}\ncurrent-context: {to_name}\n",
         to.api_port
     );
     let secret = json!({
@@ -590,6 +595,95 @@ fn two_clusters_exporting_one_service_agree_and_both_say_conflict() {
     );
     // The other cases still hold.
     settles(&set, &bridges, &CASES[..3]);
+}
+
+/// A Link's token rotated (`linkerd multicluster link` run again, a new ServiceAccount token in
+/// its credentials Secret) and the old one revoked: once the watch of the linked cluster fails,
+/// the bridge reads the Secret again and reads that cluster with the new token, without a
+/// restart, and sees the changes made there since.
+#[test]
+fn a_link_whose_token_is_rotated_is_read_with_the_new_one() {
+    let _module = common::module(module_path!());
+    let (east, mut west) = (
+        member("east", "198.18.64.0/20"),
+        member("west", "198.18.80.0/20"),
+    );
+    // Two ServiceAccounts of Linkerd's remote access in west, the old token's and the new's.
+    west.apply(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: remote-old, namespace: linkerd-multicluster}\n---\n\
+         apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: remote-new, namespace: linkerd-multicluster}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: linkerd-remote-access-tokens}\n\
+         roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: linkerd-service-mirror-remote-access-default}\n\
+         subjects:\n- {kind: ServiceAccount, name: remote-old, namespace: linkerd-multicluster}\n\
+         - {kind: ServiceAccount, name: remote-new, namespace: linkerd-multicluster}\n",
+    );
+    let token = |sa: &str| {
+        let out = west
+            .kubectl()
+            .args(["create", "token", sa, "-n", "linkerd-multicluster"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let (old, new) = (token("remote-old"), token("remote-new"));
+    link_with(&east, &west, "west", &old);
+    let bridge = Bridge::start(&east, &["--resync", "5s"]);
+    // West exports `turn` (Linkerd's label) on another port than east: east's export says so,
+    // read with the old token.
+    let west_turn = |west: &Cluster, port: u16| {
+        west.apply(&format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: turn, namespace: shop, labels: {{mirror.linkerd.io/federated: member}}}}\n\
+             spec: {{selector: {{app: turn}}, ports: [{{name: tcp, port: {port}, protocol: TCP}}]}}\n"
+        ));
+    };
+    west_turn(&west, 43);
+    export(&east, "turn", &["tcp:42/TCP"], false, "{}");
+    // The Conflict east's export says, with west's exports read.
+    let says = |want: &str| {
+        common::until(
+            common::wait::Lazy(|| {
+                format!(
+                    "east's export of turn to say {want}: {:?}\neast's bridge:\n{}",
+                    conflict(&east, "turn"),
+                    bridge.log()
+                )
+            }),
+            30,
+            || {
+                let (have, message) = conflict(&east, "turn");
+                have == want && !message.contains("cannot be read")
+            },
+        )
+    };
+    says("True/PortConflict");
+    // The token rotated: the Secret has the new one, the old one's ServiceAccount is deleted
+    // (its tokens are refused from then on), and west's API server restarts, which ends the
+    // watch the old token opened.
+    link_with(&east, &west, "west", &new);
+    west.delete("serviceaccount", "linkerd-multicluster", "remote-old");
+    west.kill_api();
+    west.start_api();
+    // West now exports `turn` as east does: east's export says no conflict, read with the new
+    // token.
+    west_turn(&west, 42);
+    says("False/NoConflicts");
+    let log = bridge.log();
+    assert!(
+        log.contains("the Link's credentials were replaced"),
+        "{log}"
+    );
+    assert_eq!(
+        common::metric_in(
+            &bridge.admin("/metrics").1,
+            r#"clusterset_dns_bridge_linked_clusters{state="read"}"#
+        ),
+        1.0
+    );
 }
 
 /// With `LINKERD_SET_KEEP=<minutes>` (tests/linkerd-set-up.sh), the two linked clusters and
