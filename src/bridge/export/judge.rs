@@ -463,15 +463,15 @@ fn conflict(svc: &Exported, peers: &[Peer], seen: &Seen) -> Condition {
     }
     reasons.sort_unstable();
     reasons.dedup();
-    Condition::new(
-        CONFLICT,
-        Status::True,
-        &reasons.join(","),
-        format!(
-            "{}; every cluster's import follows the oldest export",
-            said.join("; ")
-        ),
-    )
+    let mut message = format!(
+        "{}; every cluster's import follows the oldest export",
+        said.join("; ")
+    );
+    // What is compared may be out of date: say which clusters were not read.
+    if !seen.unread.is_empty() {
+        message = format!("{message}; {}", unread());
+    }
+    Condition::new(CONFLICT, Status::True, &reasons.join(","), message)
 }
 
 /// The conditions to write: each of `wanted`, with the `lastTransitionTime` of the current

@@ -327,6 +327,31 @@ fn what_was_read_decides_between_unknown_and_no_conflict() {
         "{}",
         c.message
     );
+    // A conflict with a peer read, another cluster not: both said.
+    let c = super::judge(
+        "shop",
+        "web",
+        None,
+        Mode::Federated,
+        Some(&mine),
+        &[peer("west", false, &[port("http", 8080)])],
+        &Seen {
+            read: vec!["west".into()],
+            unread: vec![("north".into(), "watching its exported Services: 401".into())],
+        },
+    )
+    .conditions[2]
+        .clone();
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (Status::True, "PortConflict")
+    );
+    for said in [
+        "cluster west (",
+        "cluster north's exports cannot be read (watching its exported Services: 401)",
+    ] {
+        assert!(c.message.contains(said), "{said} in {}", c.message);
+    }
 }
 
 #[test]
