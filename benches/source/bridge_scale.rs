@@ -481,16 +481,9 @@ pub fn run() {
     let hold: Option<u64> = std::env::var("HOLD")
         .ok()
         .map(|v| v.parse().expect("HOLD= seconds"));
-    let f = match hold {
-        Some(_) => Floor {
-            writes: min_writes(n),
-            secs: f64::NAN,
-            p50: f64::NAN,
-            p99: f64::NAN,
-        },
-        None => floor(&k, &rt, &client, n),
-    };
-    if hold.is_none() {
+    // Held, the world is made for the bridge over it only: no floor.
+    let f = hold.is_none().then(|| {
+        let f = floor(&k, &rt, &client, n);
         println!(
             "floor: {} writes (per export a label and a status; per import the object, its status and a slice) by a plain client 16 at a time: {:.1} s, {:.0} writes/s; per write median {:.2} ms, p99 {:.2} ms",
             f.writes,
@@ -499,7 +492,8 @@ pub fn run() {
             f.p50,
             f.p99
         );
-    }
+        f
+    });
 
     let services: Api<Service> = Api::namespaced(client.clone(), "scale");
     let exports: Api<DynamicObject> = Api::namespaced_with(
@@ -577,11 +571,14 @@ pub fn run() {
             "serviceexports",
         ],
     );
+    let against = f.as_ref().map_or_else(
+        || "no floor measured: HOLD".to_string(),
+        |f| format!("{:.2}× the floor", converge / f.secs),
+    );
     println!(
-        "converged: {n} exports labelled and Ready, {} imports and {} slices, {converge:.1} s after start ({:.2}× the floor); RSS {rss:.1} MB, high-water {hwm:.1} MB",
+        "converged: {n} exports labelled and Ready, {} imports and {} slices, {converge:.1} s after start ({against}); RSS {rss:.1} MB, high-water {hwm:.1} MB",
         2 * n,
         n + n / 2,
-        converge / f.secs
     );
     println!(
         "API writes to converge: {wrote} ({words}), and {events} Events; the minimum {} (2 an export, 3 an import, 2 a federated one)",
@@ -597,6 +594,7 @@ pub fn run() {
         std::thread::sleep(Duration::from_secs(secs));
         return;
     }
+    let f = f.expect("the floor is measured unless HOLD");
 
     // N/10 changes, one at a time: an export, then a mirror.
     until("the DNS server ready", 300, || ready(&dns));
