@@ -618,17 +618,9 @@ fn a_link_whose_token_is_rotated_is_read_with_the_new_one() {
          - {kind: ServiceAccount, name: remote-new, namespace: linkerd-multicluster}\n",
     );
     let token = |sa: &str| {
-        let out = west
-            .kubectl()
-            .args(["create", "token", sa, "-n", "linkerd-multicluster"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
+        west.kubectl_out(&["create", "token", sa, "-n", "linkerd-multicluster"])
+            .trim()
+            .to_string()
     };
     let (old, new) = (token("remote-old"), token("remote-new"));
     link_with(&east, &west, "west", &old);

@@ -65,25 +65,15 @@ pub(crate) fn federated(ns: &str, svc: &str, members: &str) -> String {
 }
 
 pub(crate) fn cluster_ip(k: &Cluster, ns: &str, name: &str) -> String {
-    let out = k
-        .kubectl()
-        .args([
-            "-n",
-            ns,
-            "get",
-            "service",
-            name,
-            "-o",
-            "jsonpath={.spec.clusterIP}",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    k.kubectl_out(&[
+        "-n",
+        ns,
+        "get",
+        "service",
+        name,
+        "-o",
+        "jsonpath={.spec.clusterIP}",
+    ])
 }
 
 pub(crate) fn sorted(mut v: Vec<String>) -> Vec<String> {

@@ -255,6 +255,18 @@ impl Cluster {
             .unwrap_or(false)
     }
 
+    /// kubectl as admin with `args`: what it printed; a failure panics with its stderr.
+    pub fn kubectl_out(&self, args: &[&str]) -> String {
+        let out = self.kubectl().args(args).output().expect("kubectl runs");
+        assert!(
+            out.status.success(),
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("kubectl prints UTF-8")
+    }
+
     /// kubectl as admin with `args`, `input` on its standard input; its stderr if it fails.
     pub fn kubectl_input(&self, args: &[&str], input: &str) -> Result<(), String> {
         let out = super::output_with_input(self.kubectl().args(args), input).expect("kubectl runs");
