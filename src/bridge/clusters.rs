@@ -330,6 +330,7 @@ pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport
         link: link.map(str::to_string),
         ips,
         headless,
+        hosts: Vec::new(),
         carried,
         bridge,
     })

@@ -578,6 +578,74 @@ fn an_ipv6_only_cluster_imports_ipv6() {
     );
 }
 
+/// A headless Service this cluster exports (gateway mode: Linkerd's label
+/// `mirror.linkerd.io/exported=true`) is in its own import with its own hosts, from its
+/// EndpointSlices as Kubernetes' endpointslice controller writes them (the Service's labels
+/// copied, `service.kubernetes.io/headless` added: k8s.io/endpointslice v0.37.2, utils.go
+/// `setEndpointSliceLabels`); only ready endpoints, and they follow the slices' changes.
+#[test]
+fn this_clusters_headless_export_imports_its_own_hosts() {
+    let _module = common::module(module_path!());
+    let k = import_cluster("198.19.224.0/19");
+    let labels = "{mirror.linkerd.io/exported: 'true'}";
+    k.apply(&format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: db, namespace: data, labels: {labels}}}\n\
+         spec: {{clusterIP: None, selector: {{app: db}}, ports: [{{name: tcp, port: 5432, protocol: TCP}}]}}\n"
+    ));
+    // Its slice; and one of a headless Service not exported, which gives no import.
+    let slice = |name: &str, service: &str, labels: &str, endpoints: &str| {
+        k.apply(&format!(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: {name}, namespace: data, labels: {{kubernetes.io/service-name: {service}, \
+             endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io, service.kubernetes.io/headless: '', {labels}}}}}\n\
+             addressType: IPv4\nports: [{{name: tcp, port: 5432, protocol: TCP}}]\nendpoints: {endpoints}\n"
+        ));
+    };
+    let copied = labels.trim_matches(|c| c == '{' || c == '}');
+    slice(
+        "db-x1",
+        "db",
+        copied,
+        "[{addresses: [198.18.96.10], hostname: db-0, conditions: {ready: true}}, \
+         {addresses: [198.18.96.11], hostname: db-1}, \
+         {addresses: [198.18.96.12], hostname: db-2, conditions: {ready: false}}]",
+    );
+    k.apply(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: cache, namespace: data}\n\
+         spec: {clusterIP: None, selector: {app: cache}, ports: [{name: tcp, port: 6379, protocol: TCP}]}\n",
+    );
+    slice(
+        "cache-x1",
+        "cache",
+        "app: cache",
+        "[{addresses: [198.18.96.20], hostname: cache-0}]",
+    );
+    let bridge = Bridge::start(&k, &IMPORT_ARGS);
+    settles(
+        &k,
+        &bridge,
+        "data",
+        "db",
+        "Headless ips= families=IPv4 clusters=north slices=Present north/IPv4[db-0=198.18.96.10 db-1=198.18.96.11]",
+    );
+    // A host becomes ready, one goes, one without a hostname comes.
+    slice(
+        "db-x1",
+        "db",
+        copied,
+        "[{addresses: [198.18.96.10], hostname: db-0, conditions: {ready: false}}, \
+         {addresses: [198.18.96.12], hostname: db-2, conditions: {ready: true}}, \
+         {addresses: [198.18.96.13]}]",
+    );
+    settles(
+        &k,
+        &bridge,
+        "data",
+        "db",
+        "Headless ips= families=IPv4 clusters=north slices=Present north/IPv4[198.18.96.13 db-2=198.18.96.12]",
+    );
+    assert_eq!(summary(&k, "data", "cache"), "none");
+}
+
 /// The answer does not depend on the path: the DNS server reading the bridge's ServiceImports
 /// (`--source mcs`) answers as it does reading the Linkerd Services they came from
 /// (`--source linkerd --linkerd-mirrors`), name by name and type by type.

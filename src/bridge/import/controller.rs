@@ -23,10 +23,13 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::index::{Index, Indexes, Said, Told, key_of_slice, keys_of_service, problem_text};
+use super::index::{
+    Index, Indexes, Said, Told, hosts_of, key_of_local_slice, key_of_slice, keys_of_service,
+    problem_text,
+};
 use super::object::{covers, difference, owned_keys, same_spec};
 use super::watch::{Seen, names_of, watch_of};
-use super::{Import, Naming, Problem};
+use super::{Host, Import, Naming, Problem};
 use crate::bridge::clusters::Changed;
 use crate::bridge::events::{Recorder, Type as EventType};
 use crate::bridge::index::Written;
@@ -69,11 +72,19 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         |s: &EndpointSlice| is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER),
         &store::SLICE,
     );
+    let writers = Writers {
+        services: services_w,
+        links: links_w,
+        imports: imports_w,
+        slices: slices_w,
+        hosts: store::Writer::new(store::unmarked, &store::SLICE),
+    };
     let importer = Importer {
-        services: services_w.reader(),
-        links: links_w.reader(),
-        imports: imports_w.reader(),
-        slices: slices_w.reader(),
+        services: writers.services.reader(),
+        links: writers.links.reader(),
+        imports: writers.imports.reader(),
+        slices: writers.slices.reader(),
+        hosts: writers.hosts.reader(),
         client: shared.client.clone(),
         recorder: crate::bridge::recorder(&shared.client, &identity),
         si,
@@ -90,18 +101,29 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
     let shutdown = shared.shutdown.clone();
     shared
         .drive(&importer, resync, |marks, ready| {
-            importer.watch(
-                (services_w, links_w, imports_w, slices_w),
-                marks,
-                ready,
-                shutdown,
-            )
+            importer.watch(writers, marks, ready, shutdown)
         })
         .await;
 }
 
+/// What feeds the import half's stores, from its watches.
+struct Writers {
+    services: store::Writer<Service>,
+    links: store::Writer<DynamicObject>,
+    imports: store::Writer<DynamicObject>,
+    slices: store::Writer<EndpointSlice>,
+    hosts: store::Writer<EndpointSlice>,
+}
+
 const NOT_LISTED: &str =
     "the first full list of Services, Links, ServiceImports and EndpointSlices has not come yet";
+
+/// The EndpointSlices of this cluster's headless exported Services, whose hosts are this
+/// cluster's in their imports: the endpointslice controller copies a Service's labels onto its
+/// slices and adds `service.kubernetes.io/headless` (k8s.io/endpointslice v0.37.2, utils.go
+/// `setEndpointSliceLabels`). Linkerd's mirrors are left out (they carry none of Linkerd's
+/// export labels, but one labelled by hand might).
+const HOSTS_SELECTOR: &str = "service.kubernetes.io/headless,mirror.linkerd.io/exported in (true,remote-discovery),!mirror.linkerd.io/mirrored-service";
 
 struct Importer {
     client: kube::Client,
@@ -112,6 +134,8 @@ struct Importer {
     links: Store<DynamicObject>,
     imports: Store<DynamicObject>,
     slices: Store<EndpointSlice>,
+    /// This cluster's slices of its headless exported Services ([`HOSTS_SELECTOR`]).
+    hosts: Store<EndpointSlice>,
     metrics: Arc<BridgeMetrics>,
     recorder: Recorder,
     /// The exports of this cluster and the linked ones.
@@ -135,6 +159,7 @@ impl Reconciler for Importer {
         let index = self.index.lock().expect("not poisoned");
         keys.extend(index.services.keys());
         keys.extend(index.slices.keys());
+        keys.extend(index.hosts.keys());
         drop(index);
         keys.extend(self.imports.marked());
         keys.into_iter().collect()
@@ -171,12 +196,7 @@ impl Importer {
     /// says when everything was listed once (the runner waits for it).
     async fn watch(
         &self,
-        (services_w, links_w, imports_w, slices_w): (
-            store::Writer<Service>,
-            store::Writer<DynamicObject>,
-            store::Writer<DynamicObject>,
-            store::Writer<EndpointSlice>,
-        ),
+        writers: Writers,
         marks: Marks<Key>,
         ready: watch::Sender<bool>,
         shutdown: CancellationToken,
@@ -184,27 +204,32 @@ impl Importer {
         let c = self.client.clone();
         let config = watcher::Config::default;
         let mut services = std::pin::pin!(watch_of(
-            services_w,
+            writers.services,
             Api::all(c.clone()),
             config().labels(SELECTOR)
         ));
         let mut links = std::pin::pin!(watch_of(
-            links_w,
+            writers.links,
             Api::all_with(c.clone(), &self.link),
             config()
         ));
         let mut imports = std::pin::pin!(watch_of(
-            imports_w,
+            writers.imports,
             Api::all_with(c.clone(), &self.si),
             config()
         ));
         let mut slices = std::pin::pin!(watch_of(
-            slices_w,
+            writers.slices,
             Api::all(c.clone()),
             config().labels(LABEL_SERVICE_NAME)
         ));
+        let mut hosts = std::pin::pin!(watch_of(
+            writers.hosts,
+            Api::all(c.clone()),
+            config().labels(HOSTS_SELECTOR)
+        ));
         let mut changes = self.clusters.subscribe();
-        let mut listed = [false; 4];
+        let mut listed = [false; 5];
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -251,6 +276,15 @@ impl Importer {
                         listed[3] |= self.indexed(seen, index, &self.slices, keys, Some(&self.written_slices), &marks);
                     }
                     Some(Err(e)) => warn!(error = %e, "import half: watching EndpointSlices"),
+                    None => return,
+                },
+                ev = hosts.next() => match ev {
+                    Some(Ok(seen)) => {
+                        let index: fn(&mut Indexes) -> &mut Index = |i| &mut i.hosts;
+                        let keys = |s: &EndpointSlice| key_of_local_slice(s).into_iter().collect();
+                        listed[4] |= self.indexed(seen, index, &self.hosts, keys, None, &marks);
+                    }
+                    Some(Err(e)) => warn!(error = %e, "import half: watching the EndpointSlices of this cluster's headless exports"),
                     None => return,
                 },
                 change = changes.recv() => match change {
@@ -342,7 +376,12 @@ impl Importer {
         let mut naming = self.settings.naming.clone();
         naming.own = self.clusters.own_id();
         let mut unreadable = Vec::new();
-        let exports = self.clusters.exports_of(key, &mut unreadable);
+        let mut exports = self.clusters.exports_of(key, &mut unreadable);
+        for e in exports.by_service.values_mut().flatten() {
+            if e.link.is_none() && e.headless {
+                e.hosts = self.own_hosts(key);
+            }
+        }
         let mut judged = super::judge(&services, &links, &naming, &exports);
         judged
             .problems
@@ -406,6 +445,21 @@ impl Importer {
                 .await;
             }
         }
+    }
+
+    /// The hosts of this cluster's headless Service `key`: each ready endpoint of its slices,
+    /// with its hostname if it has one, sorted.
+    fn own_hosts(&self, key: &Key) -> Vec<Host> {
+        let names = self.index.lock().expect("not poisoned").hosts.names(key);
+        let mut hosts: Vec<Host> = names
+            .iter()
+            .filter_map(|n| self.hosts.get(&key.0, n))
+            .filter(|s| key_of_local_slice(s).as_ref() == Some(key))
+            .flat_map(|s| hosts_of(&s))
+            .collect();
+        hosts.sort();
+        hosts.dedup();
+        hosts
     }
 
     /// The EndpointSlices of service `key` the bridge created.

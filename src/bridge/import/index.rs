@@ -3,11 +3,12 @@
 //! is said about each one now.
 
 use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use super::Problem;
+use super::{Host, Problem};
 use crate::bridge::Key;
 pub(super) use crate::bridge::index::Index;
 use crate::source::linkerd::{ANNOTATION_FQ_NAME, ANNOTATION_LOCAL, ANNOTATION_REMOTE};
@@ -17,6 +18,8 @@ use crate::source::mcs::LABEL_SERVICE_NAME;
 pub(super) struct Indexes {
     pub(super) services: Index,
     pub(super) slices: Index,
+    /// This cluster's slices of its headless exports, by service.
+    pub(super) hosts: Index,
 }
 
 /// What the import half says, by service: the problems in the log and an Event, the objects
@@ -111,6 +114,31 @@ pub(super) fn keys_of_service(svc: &Service) -> Vec<Key> {
 pub(super) fn key_of_slice(s: &EndpointSlice) -> Option<Key> {
     let svc = s.metadata.labels.as_ref()?.get(LABEL_SERVICE_NAME)?;
     Some((s.metadata.namespace.clone()?, svc.clone()))
+}
+
+/// The service a slice of this cluster's own is of (the endpointslice controller's label).
+pub(super) fn key_of_local_slice(s: &EndpointSlice) -> Option<Key> {
+    let svc = s
+        .metadata
+        .labels
+        .as_ref()?
+        .get("kubernetes.io/service-name")?;
+    Some((s.metadata.namespace.clone()?, svc.clone()))
+}
+
+/// A slice's hosts: each endpoint that is ready (unset counts as ready, as the API says), with
+/// its hostname if it has one, once per address.
+pub(super) fn hosts_of(s: &EndpointSlice) -> Vec<Host> {
+    s.endpoints
+        .iter()
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+        .flat_map(|e| {
+            e.addresses
+                .iter()
+                .filter_map(|a| a.parse::<IpAddr>().ok())
+                .map(|ip| (e.hostname.clone(), ip))
+        })
+        .collect()
 }
 
 /// A problem as [`Told`] holds it: `Service <reason> <namespace> <object>`, a line break, and

@@ -294,9 +294,15 @@ fn from_exports<'a>(j: &mut Judging, exports: &[ClusterExport]) -> Vec<Member<'a
         if all.iter().any(|m| m.cluster == id) {
             continue;
         }
+        // This cluster's own addresses: its Service's ClusterIPs, or its hosts if headless
+        // (another cluster's come from Linkerd's mirrors here).
         let mut endpoints = Vec::new();
-        if e.link.is_none() && !e.headless {
-            endpoints = e.ips.iter().map(|ip| (None, *ip)).collect();
+        if e.link.is_none() {
+            endpoints = if e.headless {
+                e.hosts.clone()
+            } else {
+                e.ips.iter().map(|ip| (None, *ip)).collect()
+            };
         }
         all.push(Member {
             cluster: id,

@@ -17,7 +17,8 @@
 //!
 //! Per exported service: with a federated Service, `ClusterSetIP` at its ClusterIPs, clusters
 //! from its members and no slices; else with headless mirrors, `Headless` with one slice per
-//! cluster (and family) naming each host; else `ClusterSetIP` without `ips` and one slice per
+//! cluster (and family) naming each host (this cluster's own headless export: its ready
+//! endpoints, from its Service's EndpointSlices); else `ClusterSetIP` without `ips` and one slice per
 //! cluster holding its mirror's ClusterIP. A cluster counts only while a Link to it exists
 //! (Linkerd leaves mirrors behind when a Link is deleted).
 
@@ -114,13 +115,16 @@ impl ImportPort {
     }
 }
 
+/// A host of a service: its hostname (headless, if it has one) and address.
+pub type Host = (Option<String>, IpAddr);
+
 /// One EndpointSlice of an import: one cluster's addresses of one family.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SliceSpec {
     pub cluster: String,
     pub family: Family,
     /// Hostname (headless) and address, sorted.
-    pub endpoints: Vec<(Option<String>, IpAddr)>,
+    pub endpoints: Vec<Host>,
     pub ports: Vec<ImportPort>,
 }
 
@@ -168,6 +172,9 @@ pub struct ClusterExport {
     /// The exported Service's ClusterIPs: this cluster's own export's addresses.
     pub ips: Vec<IpAddr>,
     pub headless: bool,
+    /// This cluster's own headless export's hosts, from its EndpointSlices: each ready
+    /// endpoint's hostname (if it has one) and addresses. Empty for every other export.
+    pub hosts: Vec<Host>,
     pub carried: Carried,
     /// Whether a bridge carried it; else it is what the Service's spec says.
     pub bridge: bool,

@@ -105,6 +105,7 @@ fn every_exporting_cluster_imports_the_same_spec() {
                         link: None,
                         ips: vec![ip.parse().unwrap()],
                         headless: false,
+                        hosts: vec![],
                         carried: own.clone(),
                         bridge: true,
                     },
@@ -112,6 +113,7 @@ fn every_exporting_cluster_imports_the_same_spec() {
                         link: Some(other_name.into()),
                         ips: vec!["198.18.7.7".parse().unwrap()],
                         headless: false,
+                        hosts: vec![],
                         carried: other.clone(),
                         bridge: true,
                     },
@@ -171,6 +173,7 @@ fn what_linkerd_still_says_of_a_cluster_that_was_read_adds_nothing() {
                 link: None,
                 ips: vec!["198.18.0.5".parse().unwrap()],
                 headless: false,
+                hosts: vec![],
                 carried: own,
                 bridge: true,
             }],
@@ -213,6 +216,7 @@ fn an_exporting_cluster_imports_its_own_export_without_a_mirror() {
                 link: None,
                 ips: vec!["198.18.0.10".parse().unwrap()],
                 headless: false,
+                hosts: vec![],
                 carried: own,
                 bridge: true,
             }],
@@ -250,6 +254,70 @@ fn an_exporting_cluster_imports_its_own_export_without_a_mirror() {
         named.imports[&key("web")].clusters,
         BTreeSet::from(["east".into()]),
         "the id its export half carried"
+    );
+}
+
+#[test]
+fn an_exporting_cluster_imports_its_own_headless_hosts() {
+    // A headless export here (gateway mode): its own import has a slice of its own hosts, as
+    // the other clusters' have of theirs from Linkerd's host mirrors.
+    let own = carried("east", "2026-12-04T10:00:00Z", &["tcp:5432/TCP"], true, "a");
+    let hosts = vec![
+        (None, "198.18.1.12".parse().unwrap()),
+        (Some("db-0".to_string()), "198.18.1.10".parse().unwrap()),
+        (Some("db-1".to_string()), "fd00::11".parse().unwrap()),
+    ];
+    let exports = Exports {
+        by_service: BTreeMap::from([(
+            key("db"),
+            vec![ClusterExport {
+                link: None,
+                ips: vec![],
+                headless: true,
+                hosts: hosts.clone(),
+                carried: own,
+                bridge: true,
+            }],
+        )]),
+        read: BTreeSet::new(),
+        own_read: true,
+    };
+    let naming = Naming {
+        own: Some("east".into()),
+        ..Naming::default()
+    };
+    let j = super::judge(&[], &links(&[]), &naming, &exports);
+    let i = &j.imports[&key("db")];
+    assert!(i.headless);
+    assert_eq!(i.clusters, BTreeSet::from(["east".into()]));
+    assert_eq!(i.families, vec![Family::V4, Family::V6]);
+    let slices: Vec<(&str, Family, &Vec<Host>)> = i
+        .slices
+        .iter()
+        .map(|s| (s.cluster.as_str(), s.family, &s.endpoints))
+        .collect();
+    assert_eq!(
+        slices,
+        vec![
+            (
+                "east",
+                Family::V4,
+                &vec![hosts[0].clone(), hosts[1].clone()]
+            ),
+            ("east", Family::V6, &vec![hosts[2].clone()]),
+        ]
+    );
+    // Its hosts are its own: another cluster's export of the same name gives none of them.
+    let mut theirs = exports.clone();
+    theirs.by_service.get_mut(&key("db")).unwrap()[0].link = Some("west".into());
+    theirs.read.insert("west".into());
+    let j = super::judge(&[], &links(&["west"]), &naming, &theirs);
+    assert!(
+        j.imports
+            .get(&key("db"))
+            .is_none_or(|i| i.slices.is_empty()),
+        "{:?}",
+        j.imports
     );
 }
 
