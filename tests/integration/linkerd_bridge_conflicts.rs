@@ -663,7 +663,11 @@ fn a_link_whose_token_is_rotated_is_read_with_the_new_one() {
     // West now exports `turn` as east does: east's export says no conflict, read with the new
     // token.
     west_turn(&west, 42);
-    says("False/NoConflicts");
+    let took = says("False/NoConflicts");
+    eprintln!(
+        "west's change, made once its API server was back, seen through the new token in {:.1} s",
+        took.as_secs_f64()
+    );
     let log = bridge.log();
     assert!(
         log.contains("the Link's credentials were replaced"),
