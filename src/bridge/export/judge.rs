@@ -378,28 +378,32 @@ pub fn events(wanted: &[Condition], current: &[Value]) -> Vec<Said> {
 /// cluster's bridge makes, so every export involved says so. `seen` says which clusters'
 /// exports were read (none read and no peer: Unknown; read and none exports: no conflict).
 fn conflict(svc: &Exported, peers: &[Peer], seen: &Seen) -> Condition {
-    let unread = || {
-        seen.unread
+    // Every message ends with the clusters whose exports could not be read, after `sep`: what
+    // is compared may be out of date.
+    let unread = |sep: &str| {
+        if seen.unread.is_empty() {
+            return String::new();
+        }
+        let said: Vec<String> = seen
+            .unread
             .iter()
             .map(|(c, why)| format!("cluster {c}'s exports cannot be read ({why})"))
-            .collect::<Vec<_>>()
-            .join("; ")
+            .collect();
+        format!("{sep}{}", said.join("; "))
     };
     if peers.is_empty() {
         if seen.read.is_empty() {
-            let mut message = "no other cluster's export of this service is visible here: no Link's credentials could be read, so conflicts cannot be checked".to_string();
-            if !seen.unread.is_empty() {
-                message = format!("{message}: {}", unread());
-            }
+            let message = format!(
+                "no other cluster's export of this service is visible here: no Link's credentials could be read, so conflicts cannot be checked{}",
+                unread(": ")
+            );
             return Condition::new(CONFLICT, Status::Unknown, "NoPeers", message);
         }
-        let mut message = format!(
-            "no other cluster exports this service (read the exports of {})",
-            seen.read.join(", ")
+        let message = format!(
+            "no other cluster exports this service (read the exports of {}){}",
+            seen.read.join(", "),
+            unread("; ")
         );
-        if !seen.unread.is_empty() {
-            message = format!("{message}; {}", unread());
-        }
         return Condition::new(CONFLICT, Status::False, "NoConflicts", message);
     }
     let (mut reasons, mut said) = (Vec::new(), Vec::new());
@@ -449,28 +453,26 @@ fn conflict(svc: &Exported, peers: &[Peer], seen: &Seen) -> Condition {
     let clusters = clusters.into_iter().collect::<Vec<_>>().join(", ");
     if reasons.is_empty() {
         let by_hand = peers.iter().any(|p| p.carried.is_none());
-        let mut message = if by_hand {
+        let message = if by_hand {
             format!(
-                "the same ports and type as in {clusters} (a Service labelled for Linkerd by hand carries no other fields to compare)"
+                "the same ports and type as in {clusters} (a Service labelled for Linkerd by hand carries no other fields to compare){}",
+                unread("; ")
             )
         } else {
-            format!("the same ports, type and other fields as in {clusters}")
+            format!(
+                "the same ports, type and other fields as in {clusters}{}",
+                unread("; ")
+            )
         };
-        if !seen.unread.is_empty() {
-            message = format!("{message}; {}", unread());
-        }
         return Condition::new(CONFLICT, Status::False, "NoConflicts", message);
     }
     reasons.sort_unstable();
     reasons.dedup();
-    let mut message = format!(
-        "{}; every cluster's import follows the oldest export",
-        said.join("; ")
+    let message = format!(
+        "{}; every cluster's import follows the oldest export{}",
+        said.join("; "),
+        unread("; ")
     );
-    // What is compared may be out of date: say which clusters were not read.
-    if !seen.unread.is_empty() {
-        message = format!("{message}; {}", unread());
-    }
     Condition::new(CONFLICT, Status::True, &reasons.join(","), message)
 }
 
