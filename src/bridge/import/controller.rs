@@ -450,13 +450,8 @@ impl Importer {
     /// The hosts of this cluster's headless Service `key`: each ready endpoint of its slices,
     /// with its hostname if it has one, sorted.
     fn own_hosts(&self, key: &Key) -> Vec<Host> {
-        let names = self.index.lock().expect("not poisoned").hosts.names(key);
-        let mut hosts: Vec<Host> = names
-            .iter()
-            .filter_map(|n| self.hosts.get(&key.0, n))
-            .filter(|s| key_of_local_slice(s).as_ref() == Some(key))
-            .flat_map(|s| hosts_of(&s))
-            .collect();
+        let slices = self.named(|i| &i.hosts, &self.hosts, key, key_of_local_slice);
+        let mut hosts: Vec<Host> = slices.iter().flat_map(|s| hosts_of(s)).collect();
         hosts.sort();
         hosts.dedup();
         hosts
@@ -464,14 +459,25 @@ impl Importer {
 
     /// The EndpointSlices of service `key` the bridge created.
     fn our_slices(&self, key: &Key) -> Vec<Arc<EndpointSlice>> {
-        let names = self.index.lock().expect("not poisoned").slices.names(key);
+        let mut slices = self.named(|i| &i.slices, &self.slices, key, key_of_slice);
+        slices.retain(|s| is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER));
+        slices
+    }
+
+    /// The objects of `store` that `index` names for service `key` and that still name it
+    /// (`key_of`: the index may be a step behind the store).
+    fn named<K: kube::Resource + serde::de::DeserializeOwned>(
+        &self,
+        index: fn(&Indexes) -> &Index,
+        store: &Store<K>,
+        key: &Key,
+        key_of: fn(&K) -> Option<Key>,
+    ) -> Vec<Arc<K>> {
+        let names = index(&self.index.lock().expect("not poisoned")).names(key);
         names
             .iter()
-            .filter_map(|n| self.slices.get(&key.0, n))
-            .filter(|s| {
-                is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER)
-                    && key_of_slice(s).as_ref() == Some(key)
-            })
+            .filter_map(|n| store.get(&key.0, n))
+            .filter(|o| key_of(o).as_ref() == Some(key))
             .collect()
     }
 

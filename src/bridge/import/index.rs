@@ -112,17 +112,17 @@ pub(super) fn keys_of_service(svc: &Service) -> Vec<Key> {
 }
 
 pub(super) fn key_of_slice(s: &EndpointSlice) -> Option<Key> {
-    let svc = s.metadata.labels.as_ref()?.get(LABEL_SERVICE_NAME)?;
-    Some((s.metadata.namespace.clone()?, svc.clone()))
+    service_of(s, LABEL_SERVICE_NAME)
 }
 
 /// The service a slice of this cluster's own is of (the endpointslice controller's label).
 pub(super) fn key_of_local_slice(s: &EndpointSlice) -> Option<Key> {
-    let svc = s
-        .metadata
-        .labels
-        .as_ref()?
-        .get("kubernetes.io/service-name")?;
+    service_of(s, "kubernetes.io/service-name")
+}
+
+/// The slice's namespace and the service its label `label` names.
+fn service_of(s: &EndpointSlice, label: &str) -> Option<Key> {
+    let svc = s.metadata.labels.as_ref()?.get(label)?;
     Some((s.metadata.namespace.clone()?, svc.clone()))
 }
 
