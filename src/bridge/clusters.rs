@@ -4,8 +4,8 @@
 //! `kubeconfig`), as Linkerd's service mirror reads that cluster (linkerd2 `version-2.20`,
 //! `multicluster/cmd/service-mirror/main.go` `loadCredentials`). Those credentials are the
 //! remote cluster's `linkerd-service-mirror-remote-access-*` ServiceAccount, which may list and
-//! watch Services there: nothing is asked of the remote cluster that Linkerd does not ask. They are
-//! read again when the watch of that cluster fails, so a token rotated (and the old one
+//! watch Services there: nothing is asked of the remote cluster that Linkerd does not ask. They
+//! are read again when the watch of that cluster fails, so a token rotated (and the old one
 //! revoked) is taken up without a restart.
 //!
 //! Both halves judge from it, so every cluster of a fully linked set judges from the same

@@ -121,7 +121,6 @@ pub(crate) struct Kind {
 }
 
 /// What packs a kind's new texts.
-#[derive(Default)]
 struct Packing {
     /// How many dictionaries were made; the texts are packed with the last.
     made: usize,
@@ -509,13 +508,13 @@ fn custom(v: &mut Value) {
 mod tests {
     use super::service as service_trim;
     use super::*;
-
-    /// A zstd frame's first bytes: a packed text's, after its dictionary's number.
-    const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
     use k8s_openapi::api::core::v1::Service;
     use k8s_openapi::api::discovery::v1::EndpointSlice;
     use kube::api::DynamicObject;
     use serde_json::json;
+
+    /// A zstd frame's first bytes: a packed text's, after its dictionary's number.
+    const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
     fn service(ns: &str, name: &str, rv: &str) -> Service {
         serde_json::from_value(json!({
