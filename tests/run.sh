@@ -5,7 +5,8 @@
 #   - the crates (cargo fetch --locked);
 #   - the Go-built components, from the Go module proxy, once, cached in
 #     ~/.cache/clusterset-dns-tests: kube-apiserver, etcd and the rest of a Kubernetes node
-#     (tests/k8s/setup.sh), CoreDNS (tests/coredns/setup.sh), controller-gen with the
+#     (tests/k8s/setup.sh), CoreDNS v1.15.0 and, as node-local-dns links it, v1.13.2
+#     (tests/coredns/setup.sh), controller-gen with the
 #     prometheus-operator's CRDs and helm (tests/monitoring/setup.sh), the MCS API's controller,
 #     its CRDs and the two-cluster test's export syncer (tests/mcs/setup.sh), metrics-server
 #     (tests/metrics-server/setup.sh), kube-state-metrics (tests/kube-state-metrics/setup.sh),
@@ -79,6 +80,7 @@ cargo fetch --locked
 # (tests/integration/forwarding.rs, tests/integration/differential/, tests/integration/cluster.rs): slow only the first time.
 tests/k8s/setup.sh >/dev/null
 tests/coredns/setup.sh >/dev/null
+tests/coredns/setup.sh v1.13.2 >/dev/null
 # The prometheus-operator's CRDs and helm (tests/integration/monitoring.rs).
 tests/monitoring/setup.sh >/dev/null
 # The MCS controller, the MCS CRDs and the export syncer, and metrics-server (tests/integration/clusterset/).

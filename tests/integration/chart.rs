@@ -547,3 +547,74 @@ fn every_values_combination_validates() {
         "{said}"
     );
 }
+
+/// The chart pins the Service where deploy/address does, and its notes give each forward with
+/// that address; `service.clusterIP=None` (a headless Service, which no cluster DNS can forward
+/// to) is refused by name, and `""` leaves the choice to the API server with a warning.
+#[test]
+fn the_chart_pins_the_address_its_notes_forward_to() {
+    let _module = common::module(module_path!());
+    let home = tempfile::tempdir().unwrap();
+    let service_ip = |set: &[&str]| {
+        objects(&helm_template(home.path(), set))
+            .into_iter()
+            .find(|o| o["kind"] == "Service" && o["metadata"]["name"] == "clusterset-dns")
+            .unwrap()["spec"]["clusterIP"]
+            .clone()
+    };
+    assert_eq!(service_ip(&[]), common::SHIPPED_ADDRESS);
+    assert_eq!(
+        service_ip(&["service.clusterIP=198.19.0.53"]),
+        "198.19.0.53"
+    );
+    assert_eq!(service_ip(&["service.clusterIP="]), serde_json::Value::Null);
+    let out = common::helm(home.path())
+        .args([
+            "template",
+            "clusterset-dns",
+            CHART,
+            "--set",
+            "service.clusterIP=None",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        common::output_text(&out)
+            .contains("service.clusterIP: None would make the Service headless"),
+        "{}",
+        common::output_text(&out)
+    );
+    // The notes, as `helm install` prints them.
+    let notes = |set: &[&str]| {
+        let mut c = common::helm(home.path());
+        c.args([
+            "install",
+            "clusterset-dns",
+            CHART,
+            "--namespace",
+            "clusterset-dns",
+            "--dry-run=client",
+        ]);
+        for s in set {
+            c.args(["--set", s]);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", common::output_text(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
+        text[text.find("NOTES:").expect("helm prints the notes")..].to_string()
+    };
+    let pinned = notes(&["service.clusterIP=198.19.0.53"]);
+    assert!(pinned.contains("forward . 198.19.0.53\n"), "{pinned}");
+    assert!(
+        pinned.contains(r#"{"clusterset.local": ["198.19.0.53"]}"#),
+        "{pinned}"
+    );
+    assert!(!pinned.contains(common::SHIPPED_ADDRESS), "{pinned}");
+    let unpinned = notes(&["service.clusterIP="]);
+    assert!(
+        unpinned.contains("service.clusterIP is empty"),
+        "{unpinned}"
+    );
+    assert!(!unpinned.contains("forward . "), "{unpinned}");
+}

@@ -115,8 +115,8 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
     );
 
     steps.next("3. the cluster DNS forwards clusterset.local");
-    // 3. The cluster DNS: deploy/forwarding/coredns's Corefile with our Service's address, as
-    // its header says to do, then CoreDNS as kubeadm runs it.
+    // 3. The cluster DNS: deploy/forwarding/coredns rendered with the address deploy/address
+    // pinned our Service to, then CoreDNS as kubeadm runs it.
     let service_ip = node.k(&[
         "-n",
         "clusterset-dns",
@@ -126,6 +126,8 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         "-o",
         "jsonpath={.spec.clusterIP}",
     ]);
+    // deploy/base pinned it (deploy/address, set to the node's own address).
+    assert_eq!(service_ip, node.our_address());
     node.cluster_dns(&service_ip);
 
     steps.next("4. a pod resolves every kind of name");

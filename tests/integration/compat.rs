@@ -1,8 +1,9 @@
 //! The real clients in front of us: stub resolvers (glibc's and musl's getaddrinfo, Go's pure and
 //! cgo resolvers, Python, Node.js, Java) asking the server directly or through the forwarders
 //! that front it in clusters (unbound, also with strict qname minimisation; dnsmasq as kube-dns
-//! forwards stub domains; Knot Resolver in forward and stub mode; CoreDNS with a cache, and shaped
-//! as node-local-dns, over TCP). Everything runs in a network namespace the test makes, the
+//! forwards stub domains; Knot Resolver in forward and stub mode; CoreDNS with a cache, and the
+//! block node-local-dns writes for a kube-dns stub domain). Everything runs in a network
+//! namespace the test makes, the
 //! server on 127.0.0.1:53 there, each client in a mount namespace of its own with a resolv.conf
 //! bind-mounted over /etc/resolv.conf, as a pod has: clusterset search domains and ndots:5.
 //!
@@ -14,8 +15,9 @@ use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::Command;
 
+use common::netns::Netns as Namespace;
 use common::wait::{Lazy, until};
 use common::{BIN, output_text as text};
 
@@ -233,80 +235,11 @@ const PATHS: &[Path_] = &[
         truncated: Truncated::Partial,
     },
     Path_ {
-        name: "CoreDNS, force_tcp (node-local-dns)",
+        name: "CoreDNS as node-local-dns (node-cache's stub-domain block)",
         address: "127.0.0.8",
         truncated: Truncated::Partial,
     },
 ];
-
-struct Namespace {
-    name: String,
-    dir: tempfile::TempDir,
-    procs: Vec<(&'static str, Child)>,
-}
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        for (_, c) in self.procs.iter_mut().rev() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
-    }
-}
-
-impl Namespace {
-    fn spawn(&mut self, name: &'static str, argv: &[String]) {
-        let log = std::fs::File::create(self.dir.path().join(format!("{name}.log"))).unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.name])
-            .args(argv)
-            .current_dir(self.dir.path())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("{name} starts: {e}"));
-        self.procs.push((name, child));
-    }
-
-    fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default()
-    }
-
-    /// `argv` in the namespace, in a mount namespace of its own (ip netns exec makes one) with
-    /// `resolv` over /etc/resolv.conf.
-    fn run_with_resolv(&self, resolv: &Path, env: &[(&str, &str)], argv: &[String]) -> Output {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name, "sh", "-c"])
-            .arg("mount --bind \"$0\" /etc/resolv.conf && exec \"$@\"")
-            .arg(resolv)
-            .args(argv)
-            .current_dir(self.dir.path());
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        c.output().unwrap()
-    }
-
-    fn dig(&self, server: &str, args: &str) -> String {
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.name,
-                "dig",
-                &format!("@{server}"),
-                "+time=1",
-                "+tries=1",
-            ])
-            .args(args.split_whitespace())
-            .output()
-            .unwrap();
-        text(&out)
-    }
-}
 
 fn build_clients(dir: &Path) -> Vec<Client> {
     let c = repo().join("tests/compat");
@@ -478,12 +411,15 @@ fn start_forwarders(ns: &mut Namespace) {
         );
     }
     let coredns = common::coredns::binary().to_string_lossy().to_string();
-    // Corefile.example's block, and node-local-dns's (it forwards to its upstreams over TCP).
+    // Corefile.example's block, and the block node-cache writes for the kube-dns stub domain
+    // (kubernetes/dns cmd/node-cache/app/configmap.go@9aa70b8f, `stubDomainBlock`: the
+    // client's protocol, as ours).
     let f = w(
         "Corefile",
-        "clusterset.local:53 {\n    bind 127.0.0.7\n    errors\n    cache 30\n    forward . 127.0.0.1:53\n}\n\
-         clusterset.local:53 {\n    bind 127.0.0.8\n    errors\n    cache 30\n    forward . 127.0.0.1:53 {\n        force_tcp\n    }\n}\n"
-            .into(),
+        common::coredns::clusterset_block()
+            .replacen("{\n", "{\n    bind 127.0.0.7\n", 1)
+            .replace("\"10.96.0.53\"", "127.0.0.1")
+            + "\nclusterset.local:53 {\n    errors\n    cache 30\n    bind 127.0.0.8\n    forward . 127.0.0.1\n}\n",
     );
     ns.spawn("coredns", &[coredns, "-conf".into(), f]);
 }
@@ -491,24 +427,7 @@ fn start_forwarders(ns: &mut Namespace) {
 #[test]
 fn real_clients_resolve_every_case_directly_and_through_every_forwarder() {
     let _module = common::module(module_path!());
-    let name = format!("csdns-compat-{}", std::process::id());
-    let out = Command::new("ip")
-        .args(["netns", "add", &name])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "making a network namespace needs root: {}",
-        text(&out)
-    );
-    let mut ns = Namespace {
-        name,
-        dir: tempfile::tempdir().unwrap(),
-        procs: Vec::new(),
-    };
-    common::run_ok(
-        Command::new("ip").args(["netns", "exec", &ns.name, "ip", "link", "set", "lo", "up"]),
-    );
+    let mut ns = Namespace::new("csdns-compat");
     let d = ns.dir.path().to_path_buf();
     let zone = d.join("clusterset.yaml");
     std::fs::write(&zone, fixture()).unwrap();

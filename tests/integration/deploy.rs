@@ -339,8 +339,46 @@ fn the_api_server_admits_each_flavours_pod() {
         });
         k.kubectl_input(&["create", "--dry-run=server", "-f", "-"], &pod.to_string())
     };
-    let (base, xdp) = (render(), render_dir("deploy/xdp"));
+    // The shipped address (kubeadm's range) is refused here, by name, with the range it must be
+    // in: nothing half-applied forwards anywhere. With deploy/address set inside the cluster's
+    // range, as its header says, the Service takes it.
+    let service = |rendered: &str| {
+        let mut svc = objects(rendered)
+            .into_iter()
+            .find(|o| o["kind"] == "Service")
+            .unwrap();
+        // In a namespace that exists before the base's is made.
+        svc["metadata"]["namespace"] = "default".into();
+        serde_json::to_string(&svc).unwrap()
+    };
+    let refused = k
+        .kubectl_input(
+            &["create", "--dry-run=server", "-f", "-"],
+            &service(&render()),
+        )
+        .expect_err("the shipped address outside the cluster's Service range");
+    assert!(
+        refused.contains("10.96.0.53") && refused.contains("198.19.224.0/19"),
+        "{refused}"
+    );
+    let ours = "198.19.224.53";
+    let (base, xdp) = (
+        common::kustomize_at("deploy/base", ours),
+        common::kustomize_at("deploy/xdp", ours),
+    );
     k.apply(&base);
+    assert_eq!(
+        k.kubectl_out(&[
+            "-n",
+            "clusterset-dns",
+            "get",
+            "service",
+            "clusterset-dns",
+            "-o",
+            "jsonpath={.spec.clusterIP}"
+        ]),
+        ours
+    );
     pod_dry_run(&base).expect("the base pod under restricted");
     let refused = pod_dry_run(&xdp).expect_err("the XDP pod admitted under restricted");
     assert!(
@@ -351,12 +389,11 @@ fn the_api_server_admits_each_flavours_pod() {
     pod_dry_run(&xdp).expect("the XDP pod under its own namespace's level");
 }
 
-/// The ConfigMap `name` in kube-system that `dir` renders to, and its data.
-fn forwarding_configmap(dir: &str, name: &str) -> serde_json::Value {
-    let rendered = render_dir(dir);
-    validate(&rendered);
-    let objs = objects(&rendered);
-    assert_eq!(objs.len(), 1, "{dir} renders one object");
+/// The ConfigMap `name` in kube-system that `rendered` holds (its only object), and its data.
+fn forwarding_configmap(rendered: &str, name: &str) -> serde_json::Value {
+    validate(rendered);
+    let objs = objects(rendered);
+    assert_eq!(objs.len(), 1, "one object:\n{rendered}");
     let cm = &objs[0];
     assert_eq!(cm["kind"], "ConfigMap");
     assert_eq!(cm["metadata"]["name"], name);
@@ -364,53 +401,121 @@ fn forwarding_configmap(dir: &str, name: &str) -> serde_json::Value {
     cm["data"].clone()
 }
 
-#[test]
-fn forwarding_patches_carry_corefile_example() {
-    let _module = common::module(module_path!());
-    let example =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Corefile.example"))
-            .unwrap();
-    // CoreDNS: exactly Corefile.example.
-    let data = forwarding_configmap("deploy/forwarding/coredns", "coredns");
-    assert_eq!(data["Corefile"].as_str().unwrap(), example);
-    // The other two point clusterset.local at the same address as Corefile.example.
-    let upstream = example
-        .lines()
-        .skip_while(|l| !l.starts_with("clusterset.local:53 {"))
-        .find_map(|l| l.trim().strip_prefix("forward . "))
-        .expect("Corefile.example forwards clusterset.local")
-        .trim_end_matches(":53")
-        .to_string();
-    let data = forwarding_configmap("deploy/forwarding/kube-dns", "kube-dns");
-    let stub: serde_json::Value =
-        serde_json::from_str(data["stubDomains"].as_str().unwrap()).unwrap();
-    assert_eq!(stub, serde_json::json!({"clusterset.local": [upstream]}));
-    let data = forwarding_configmap("deploy/forwarding/node-local-dns", "node-local-dns");
-    let corefile = data["Corefile"].as_str().unwrap();
-    let block: Vec<&str> = corefile
-        .lines()
-        .skip_while(|l| !l.starts_with("clusterset.local:53 {"))
-        .take_while(|l| *l != "}")
-        .collect();
-    assert!(
-        block.contains(&format!("    forward . {upstream}:53").as_str()),
-        "{corefile}"
-    );
-    // node-local-dns keeps forwarding cluster.local to the cluster DNS.
-    assert!(corefile.contains("cluster.local:53 {"));
+/// Where each forwarding recipe sends clusterset.local, and the Service's ClusterIP, as
+/// rendered from a deploy/ whose one address is `address`.
+fn addresses_rendered(address: &str) -> Vec<(&'static str, String)> {
+    let at = |dir| common::kustomize_at(dir, address);
+    let forward_of = |corefile: &str| -> String {
+        // The clusterset.local block's forward line, quotes and all.
+        let block: Vec<&str> = corefile
+            .lines()
+            .skip_while(|l| !l.starts_with("clusterset.local:53 {"))
+            .take_while(|l| *l != "}")
+            .collect();
+        let line = block
+            .iter()
+            .find_map(|l| l.trim().strip_prefix("forward . "))
+            .unwrap_or_else(|| panic!("no forward in the clusterset.local block:\n{corefile}"));
+        line.strip_prefix('"')
+            .and_then(|l| l.strip_suffix('"'))
+            .unwrap_or_else(|| panic!("the address is not quoted: {line}"))
+            .to_string()
+    };
+    let service = objects(&at("deploy/base"))
+        .into_iter()
+        .find(|o| o["kind"] == "Service")
+        .unwrap();
+    let coredns = forwarding_configmap(&at("deploy/forwarding/coredns"), "coredns");
+    let aks = forwarding_configmap(&at("deploy/forwarding/aks"), "coredns-custom");
+    let stub = |dir| {
+        let data = forwarding_configmap(&at(dir), "kube-dns");
+        let stub: std::collections::BTreeMap<String, Vec<String>> =
+            serde_json::from_str(data["stubDomains"].as_str().unwrap())
+                .expect("stubDomains is JSON, as kube-dns and node-cache parse it");
+        assert_eq!(stub.len(), 1, "{stub:?}");
+        assert_eq!(stub["clusterset.local"].len(), 1, "{stub:?}");
+        stub["clusterset.local"][0].clone()
+    };
+    vec![
+        (
+            "Service",
+            service["spec"]["clusterIP"].as_str().unwrap().to_string(),
+        ),
+        ("coredns", forward_of(coredns["Corefile"].as_str().unwrap())),
+        (
+            "aks",
+            forward_of(aks["clusterset.server"].as_str().unwrap()),
+        ),
+        ("kube-dns", stub("deploy/forwarding/kube-dns")),
+        ("node-local-dns", stub("deploy/forwarding/node-local-dns")),
+    ]
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    if from.is_dir() {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            copy_tree(&e.path(), &to.join(e.file_name()));
+/// The Service's ClusterIP and every forward come from deploy/address: as shipped, and after
+/// the one line an operator changes there. Nothing rendered keeps a placeholder or the shipped
+/// address once another is set.
+#[test]
+fn every_forward_names_the_pinned_address_set_in_one_place() {
+    let _module = common::module(module_path!());
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The CoreDNS recipe is exactly Corefile.example; the AKS block is its clusterset.local one.
+    let example = std::fs::read_to_string(repo.join("Corefile.example")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(repo.join("deploy/forwarding/coredns/Corefile")).unwrap(),
+        example
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("deploy/forwarding/aks/clusterset.server")).unwrap(),
+        common::coredns::clusterset_block()
+    );
+    // The replacements find the address between the only two double quotes.
+    assert_eq!(example.matches('"').count(), 2, "{example}");
+    for (address, other) in [
+        (common::SHIPPED_ADDRESS, None),
+        ("198.19.7.53", Some(common::SHIPPED_ADDRESS)),
+    ] {
+        let rendered = addresses_rendered(address);
+        for (what, got) in &rendered {
+            assert_eq!(got, address, "{what} with deploy/address at {address}");
         }
-    } else {
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(from, to).unwrap();
+        for dir in [
+            "deploy/base",
+            "deploy/forwarding/coredns",
+            "deploy/forwarding/aks",
+            "deploy/forwarding/kube-dns",
+            "deploy/forwarding/node-local-dns",
+        ] {
+            let text = common::kustomize_at(dir, address);
+            assert!(!text.contains("__PILLAR__"), "{dir}:\n{text}");
+            assert!(
+                !text.contains("clusterset-dns-address"),
+                "{dir} applies the address source:\n{text}"
+            );
+            if let Some(other) = other {
+                let live: Vec<&str> = text
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with('#'))
+                    .collect();
+                assert!(
+                    !live.iter().any(|l| l.contains(other)),
+                    "{dir} still names {other}:\n{text}"
+                );
+            }
+        }
     }
+    // The node-local-dns directory is the kube-dns stub domain, nothing else: no node-local-dns
+    // Corefile is edited.
+    assert_eq!(
+        common::kustomize("deploy/forwarding/node-local-dns"),
+        common::kustomize("deploy/forwarding/kube-dns")
+    );
+    // kube-dns's ConfigMap keeps the addon manager's EnsureExists label: it creates the
+    // ConfigMap empty and never resets it.
+    let kube_dns = objects(&common::kustomize("deploy/forwarding/kube-dns"));
+    assert_eq!(
+        kube_dns[0]["metadata"]["labels"]["addonmanager.kubernetes.io/mode"],
+        "EnsureExists"
+    );
 }
 
 /// No container engine runs on the development machine, so the image is checked through what its
@@ -448,7 +553,7 @@ fn the_dockerfile_builds_from_what_it_copies_and_matches_the_deployment() {
                 ctx.path().join(dest[0])
             };
             assert!(root.join(s).exists(), "COPY {s}: not in the repository");
-            copy_tree(&root.join(s), &to);
+            common::copy_dir(&root.join(s), &to);
         }
     }
     let cargo = build

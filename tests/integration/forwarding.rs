@@ -16,7 +16,7 @@ use common::{Running, dig, http_get, metric_in, spawn_binary};
 /// the test's loopback ones (and bound to loopback only).
 fn start_coredns(upstream: SocketAddr) -> CoreDns {
     let block = clusterset_block();
-    assert!(block.contains("forward . 10.96.0.53:53"), "{block}");
+    assert!(block.contains("forward . \"10.96.0.53\""), "{block}");
     CoreDns::start(
         |port| {
             block
@@ -25,7 +25,8 @@ fn start_coredns(upstream: SocketAddr) -> CoreDns {
                     &format!("clusterset.local:{port} {{\n    bind 127.0.0.1"),
                     1,
                 )
-                .replace("10.96.0.53:53", &upstream.to_string())
+                // The quotes stay: CoreDNS reads the address as the block ships it.
+                .replace("10.96.0.53", &upstream.to_string())
         },
         "dns-version.clusterset.local TXT +short",
         "1.0.0",

@@ -1,8 +1,10 @@
 //! Stopping without dropping queries: the lame duck on SIGTERM (`--lameduck`), for one instance
-//! under a query loop and for a rolling restart of two instances behind a real CoreDNS.
+//! under a query loop and for a rolling restart of two instances behind a real CoreDNS, and
+//! behind kube-dns's dnsmasq.
 //!
 //! The rollout runs the cluster's data path in a network namespace the test makes for itself
-//! (needs root, as CI has): CoreDNS with Corefile.example's `clusterset.local` block forwards to
+//! (needs root, as CI has): CoreDNS with Corefile.example's `clusterset.local` block, or dnsmasq
+//! with kube-dns's flags and deploy/forwarding/kube-dns's stub domain, forwards to
 //! a Service address, which iptables DNAT rules spread over the ready instances as kube-proxy's
 //! iptables mode does; the test plays the kubelet's readiness probe and the endpoint
 //! propagation (one second, as a cluster takes about that to reach every node), and flushes the
@@ -419,9 +421,63 @@ impl Seen {
 /// The client's timeout: glibc's default (`timeout:5` in resolv.conf).
 const TIMEOUT: Duration = Duration::from_secs(5);
 
+/// What forwards the client's queries to the Service address.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Front {
+    /// CoreDNS with Corefile.example's block, forwarding over UDP, or over TCP (`force_tcp`).
+    CoreDns { over_tcp: bool },
+    /// kube-dns's dnsmasq with deploy/forwarding/kube-dns's stub domain.
+    KubeDns,
+}
+
+/// kube-dns's dnsmasq, listening on `port` of every address, with the `--server` arguments its
+/// dnsmasq-nanny makes of the stub domain deploy/forwarding/kube-dns renders for the Service
+/// address [`VIP`] (set through deploy/address). The flags are kube-dns's
+/// (kubernetes/kubernetes `cluster/addons/dns/kube-dns/kube-dns.yaml.base`@008b3652, the
+/// dnsmasq container's arguments after `--`), but `--port` and, since the test's namespace has
+/// no resolver, `--no-resolv`; the nanny turns each stub domain server into `--server`
+/// `/<domain>/<ip>` (kubernetes/dns `pkg/dnsmasq/nanny.go`@9aa70b8f).
+fn kube_dns(port: u16) -> Child {
+    let rendered = common::kustomize_at("deploy/forwarding/kube-dns", VIP);
+    let objs = common::yaml_objects(&rendered);
+    let stubs: std::collections::BTreeMap<String, Vec<String>> =
+        serde_json::from_str(objs[0]["data"]["stubDomains"].as_str().unwrap()).unwrap();
+    let mut args: Vec<String> = [
+        "-k",
+        "--cache-size=1000",
+        "--no-negcache",
+        "--dns-loop-detect",
+        "--log-facility=-",
+        "--server=/cluster.local/127.0.0.1#10053",
+        "--server=/in-addr.arpa/127.0.0.1#10053",
+        "--server=/ip6.arpa/127.0.0.1#10053",
+        "--no-resolv",
+        "--pid-file=",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.push(format!("--port={port}"));
+    for (domain, servers) in &stubs {
+        for server in servers {
+            let server = match server.parse::<SocketAddr>() {
+                Ok(sa) => format!("{}#{}", sa.ip(), sa.port()),
+                Err(_) => server.clone(),
+            };
+            args.push("--server".into());
+            args.push(format!("/{domain}/{server}"));
+        }
+    }
+    Command::new("dnsmasq")
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("dnsmasq runs (apt-get install dnsmasq-base)")
+}
+
 /// Replaces each of two instances in turn (a new one ready first, then SIGTERM to the old one)
-/// while a client queries through CoreDNS (320 a second); returns what the client saw.
-fn rollout(lameduck: &str, over_tcp: bool) -> Seen {
+/// while a client queries through `front` (320 a second); returns what the client saw.
+fn rollout(lameduck: &str, front: Front) -> Seen {
     let pod = |n: u8| format!("198.18.1.{n}");
     let start = |addr: &str| {
         Instance::start(
@@ -445,31 +501,50 @@ fn rollout(lameduck: &str, over_tcp: bool) -> Seen {
     let programmed = Arc::new(Mutex::new(BTreeSet::new()));
     let controller = endpoints(pods.clone(), programmed.clone(), stop.clone());
     let block = clusterset_block();
-    let coredns = CoreDns::start(
-        |port| {
-            block
-                .replacen(
-                    "clusterset.local:53 {",
-                    &format!("clusterset.local:{port} {{\n    bind 127.0.0.1"),
-                    1,
-                )
-                .replace(
-                    "forward . 10.96.0.53:53",
-                    &if over_tcp {
-                        format!("forward . {VIP}:53 {{\n        force_tcp\n    }}")
-                    } else {
-                        format!("forward . {VIP}:53")
-                    },
-                )
-        },
-        "dns-version.clusterset.local TXT +short",
-        "1.0.0",
-        20,
-    );
+    let over_tcp = front == Front::CoreDns { over_tcp: true };
+    let mut dnsmasq = None;
+    let coredns = (front != Front::KubeDns).then(|| {
+        CoreDns::start(
+            |port| {
+                block
+                    .replacen(
+                        "clusterset.local:53 {",
+                        &format!("clusterset.local:{port} {{\n    bind 127.0.0.1"),
+                        1,
+                    )
+                    .replace(
+                        "forward . \"10.96.0.53\"",
+                        &if over_tcp {
+                            format!("forward . \"{VIP}\" {{\n        force_tcp\n    }}")
+                        } else {
+                            format!("forward . \"{VIP}\"")
+                        },
+                    )
+            },
+            "dns-version.clusterset.local TXT +short",
+            "1.0.0",
+            20,
+        )
+    });
+    let at: SocketAddr = match &coredns {
+        Some(c) => c.addr,
+        None => {
+            let port = common::free_udp_tcp_port();
+            dnsmasq = Some(kube_dns(port));
+            let at = format!("127.0.0.1:{port}").parse().unwrap();
+            until("dnsmasq to answer", 20, || {
+                common::dig(at, "dns-version.clusterset.local TXT +short").contains("1.0.0")
+            });
+            at
+        }
+    };
+    // A stub like glibc's: CoreDNS asks again by itself when a query is lost; dnsmasq does not,
+    // and the client's second attempt (attempts:2) is what recovers it.
+    let attempts = if front == Front::KubeDns { 2 } else { 1 };
     let client_stop = Arc::new(AtomicBool::new(false));
     let client = {
-        let (stop, at) = (client_stop.clone(), coredns.addr);
-        std::thread::spawn(move || client(at, stop))
+        let stop = client_stop.clone();
+        std::thread::spawn(move || client(at, attempts, stop))
     };
     std::thread::sleep(Duration::from_millis(500));
     for (old, new) in [(0, 3), (1, 4)] {
@@ -492,6 +567,10 @@ fn rollout(lameduck: &str, over_tcp: bool) -> Seen {
     stop.store(true, Ordering::Relaxed);
     controller.join().unwrap();
     drop(coredns);
+    if let Some(mut d) = dnsmasq {
+        let _ = d.kill();
+        let _ = d.wait();
+    }
     drop(running);
     for n in 3..=4 {
         must(
@@ -502,10 +581,11 @@ fn rollout(lameduck: &str, over_tcp: bool) -> Seen {
     seen
 }
 
-/// Queries through CoreDNS, 16 every 50 ms, until `stop` (bounded: 60 s), each with a 2 s timeout:
-/// a name of its own below a served service (so CoreDNS's cache cannot answer it; NXDOMAIN is
-/// the right answer), and every tenth the service itself (NOERROR with its address).
-fn client(coredns: SocketAddr, stop: Arc<AtomicBool>) -> Seen {
+/// Queries through the forwarder at `front`, 16 every 50 ms, until `stop` (bounded: 60 s), each
+/// asked up to `attempts` times, [`TIMEOUT`] apart: a name of its own below a served service (so
+/// no cache can answer it; NXDOMAIN is the right answer), and every tenth the service itself
+/// (NOERROR with its address).
+fn client(front: SocketAddr, attempts: u32, stop: Arc<AtomicBool>) -> Seen {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -535,10 +615,18 @@ fn client(coredns: SocketAddr, stop: Arc<AtomicBool>) -> Seen {
                 tasks.push(tokio::spawn(async move {
                     let q = query(&name, RecordType::A, Some(1232));
                     let sent = Instant::now();
-                    let raw = exchange_raw(coredns, Proto::Udp, &q, TIMEOUT).await;
+                    let mut raw = None;
+                    for _ in 0..attempts {
+                        raw = exchange_raw(front, Proto::Udp, &q, TIMEOUT).await;
+                        if raw.is_some() {
+                            break;
+                        }
+                    }
                     let took = sent.elapsed();
                     let failed = match raw {
-                        None => Some(format!("{name}: no answer within {TIMEOUT:?}")),
+                        None => Some(format!(
+                            "{name}: no answer in {attempts} attempt(s) of {TIMEOUT:?}"
+                        )),
                         Some(raw) => match Message::from_vec(&raw) {
                             Ok(m) if m.metadata.response_code == want => None,
                             Ok(m) => Some(format!("{name}: {}", m.metadata.response_code)),
@@ -562,7 +650,7 @@ fn client(coredns: SocketAddr, stop: Arc<AtomicBool>) -> Seen {
 }
 
 #[test]
-fn rolling_restart_behind_coredns_and_a_service_address_loses_no_query() {
+fn rolling_restart_behind_coredns_or_kube_dns_and_a_service_address_loses_no_query() {
     let _module = common::module(module_path!());
     let t = std::thread::spawn(|| {
         // SAFETY: unshare(2) on this thread alone; processes it starts share the namespace.
@@ -588,20 +676,26 @@ fn rolling_restart_behind_coredns_and_a_service_address_loses_no_query() {
         }
         // Corefile.example's block (UDP to the Service), and the same forwarding over TCP,
         // as node-local-dns forwards to its upstreams (force_tcp).
-        let udp = rollout("5s", false);
-        let tcp = rollout("5s", true);
+        let udp = rollout("5s", Front::CoreDns { over_tcp: false });
+        let tcp = rollout("5s", Front::CoreDns { over_tcp: true });
+        // kube-dns: its dnsmasq with the shipped stub domain.
+        let kube_dns = rollout("5s", Front::KubeDns);
         // The same rollout without a lame duck loses queries: the test can tell.
-        let without = rollout("0", false);
-        (udp, tcp, without)
+        let without = rollout("0", Front::CoreDns { over_tcp: false });
+        let kube_dns_without = rollout("0", Front::KubeDns);
+        (udp, tcp, kube_dns, without, kube_dns_without)
     });
-    let (udp, tcp, without) = t.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+    let (udp, tcp, kube_dns, without, kube_dns_without) =
+        t.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
     for (what, seen) in [
-        ("UDP, lame duck", &udp),
-        ("TCP, lame duck", &tcp),
-        ("UDP, no lame duck", &without),
+        ("CoreDNS, UDP, lame duck", &udp),
+        ("CoreDNS, TCP, lame duck", &tcp),
+        ("kube-dns's dnsmasq, lame duck", &kube_dns),
+        ("CoreDNS, UDP, no lame duck", &without),
+        ("kube-dns's dnsmasq, no lame duck", &kube_dns_without),
     ] {
         eprintln!(
-            "rollout through CoreDNS ({what}): {} sent, {} failed, {} stalled over 1 s; latency p50 {:?} p99 {:?} max {:?}",
+            "rollout ({what}): {} sent, {} failed, {} stalled over 1 s; latency p50 {:?} p99 {:?} max {:?}",
             seen.sent,
             seen.failed.len(),
             seen.stalled(),
@@ -610,7 +704,7 @@ fn rolling_restart_behind_coredns_and_a_service_address_loses_no_query() {
             seen.quantile(1.0),
         );
     }
-    for seen in [&udp, &tcp] {
+    for seen in [&udp, &tcp, &kube_dns] {
         assert!(seen.sent > 4000, "{seen:?}");
         assert!(
             seen.failed.is_empty(),
@@ -629,9 +723,11 @@ fn rolling_restart_behind_coredns_and_a_service_address_loses_no_query() {
         "{:?}",
         &tcp.latencies[tcp.latencies.len() - 5..]
     );
-    assert!(
-        without.failed.len() + without.stalled() > 0,
-        "without a lame duck nothing failed or stalled: the harness cannot tell ({} sent)",
-        without.sent
-    );
+    for without in [&without, &kube_dns_without] {
+        assert!(
+            without.failed.len() + without.stalled() > 0,
+            "without a lame duck nothing failed or stalled: the harness cannot tell ({} sent)",
+            without.sent
+        );
+    }
 }

@@ -34,6 +34,7 @@ mod linkerd_source;
 mod locality;
 mod mcs_status;
 mod monitoring;
+mod node_local_dns;
 mod ops;
 mod protocol;
 mod reload;

@@ -19,13 +19,7 @@ impl Drop for CoreDns {
 }
 
 pub fn binary() -> PathBuf {
-    let setup = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/coredns/setup.sh");
-    let out = Command::new(&setup)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("tests/coredns/setup.sh runs");
-    assert!(out.status.success(), "tests/coredns/setup.sh failed");
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    binary_at("v1.15.0")
 }
 
 /// The `clusterset.local:53 { … }` block of Corefile.example, as written there.
@@ -84,4 +78,19 @@ impl CoreDns {
         );
         c
     }
+}
+
+/// CoreDNS at `version`, one tests/coredns/setup.sh pins, built once.
+pub fn binary_at(version: &str) -> PathBuf {
+    let setup = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/coredns/setup.sh");
+    let out = Command::new(&setup)
+        .arg(version)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("tests/coredns/setup.sh runs");
+    assert!(
+        out.status.success(),
+        "tests/coredns/setup.sh {version} failed"
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }

@@ -7,6 +7,7 @@ pub mod docker;
 pub mod grafana;
 pub mod k8s;
 mod malformed;
+pub mod netns;
 pub mod node;
 pub mod prometheus;
 mod turns;
@@ -627,6 +628,51 @@ pub fn kustomize(dir: &str) -> String {
             .arg("kustomize")
             .arg(&base),
     )
+}
+
+/// The address deploy/address gives the Service and every forward, as shipped.
+pub const SHIPPED_ADDRESS: &str = "10.96.0.53";
+
+/// A copy of deploy/ at `to` whose one address (deploy/address) is `address`, changed in the
+/// one line its header tells an operator to change.
+pub fn deploy_copy_at(to: &Path, address: &str) {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    copy_dir(&repo.join("deploy"), to);
+    let component = to.join("address/kustomization.yaml");
+    let text = std::fs::read_to_string(&component).unwrap();
+    let shipped = format!("- address={SHIPPED_ADDRESS}\n");
+    assert_eq!(text.matches(&shipped).count(), 1, "{text}");
+    std::fs::write(
+        &component,
+        text.replace(&shipped, &format!("- address={address}\n")),
+    )
+    .unwrap();
+}
+
+/// `kubectl kustomize` of `dir` (relative to the repository, under deploy/) in a copy of
+/// deploy/ whose one address is `address` ([`deploy_copy_at`]).
+pub fn kustomize_at(dir: &str, address: &str) -> String {
+    let copy = tempfile::tempdir().unwrap();
+    deploy_copy_at(&copy.path().join("deploy"), address);
+    run_ok(
+        std::process::Command::new("kubectl")
+            .arg("kustomize")
+            .arg(copy.path().join(dir)),
+    )
+}
+
+/// A copy of the tree `from` at `to`.
+pub fn copy_dir(from: &Path, to: &Path) {
+    if from.is_dir() {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        }
+    } else {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    }
 }
 
 /// The documents of a YAML stream.

@@ -281,18 +281,11 @@ impl Node {
         );
     }
 
-    /// The cluster DNS: deploy/forwarding/coredns's Corefile with `our_ip` (the address of our
-    /// Service) in place of its example address, as its header says to do, then CoreDNS as
-    /// kubeadm runs it (tests/cluster/coredns.yaml) at the node's kube-dns address.
+    /// The cluster DNS: deploy/forwarding/coredns rendered with deploy/address set to `our_ip`
+    /// (the pinned address of our Service), then CoreDNS as kubeadm runs it
+    /// (tests/cluster/coredns.yaml) at the node's kube-dns address.
     pub fn cluster_dns(&self, our_ip: &str) {
-        let forwarding = self.dir.join("forwarding");
-        std::fs::create_dir_all(&forwarding).unwrap();
-        for f in ["Corefile", "kustomization.yaml"] {
-            let body =
-                std::fs::read_to_string(repo().join("deploy/forwarding/coredns").join(f)).unwrap();
-            std::fs::write(forwarding.join(f), body.replace("10.96.0.53", our_ip)).unwrap();
-        }
-        self.k(&["apply", "-k", forwarding.to_str().unwrap()]);
+        self.apply(&super::kustomize_at("deploy/forwarding/coredns", our_ip));
         let coredns = std::fs::read_to_string(repo().join("tests/cluster/coredns.yaml")).unwrap();
         self.apply(&coredns.replace(
             &format!("clusterIP: {}", SINGLE.dns_service_ip),
@@ -332,20 +325,41 @@ impl Node {
     /// A kustomization in the node's directory over one of deploy/'s, with our image set
     /// through `images:`, as a platform team points a base at its own registry.
     pub fn overlay(&self, name: &str, base: &str) -> String {
+        // deploy/, with the node's own pinned address for our Service (deploy/address).
+        let deploy = self.dir.join("deploy");
+        if !deploy.exists() {
+            super::deploy_copy_at(&deploy, &self.our_address());
+        }
         let dir = self.dir.join(name);
         std::fs::create_dir_all(&dir).unwrap();
-        let up = "../".repeat(dir.components().count() - 1);
         let (image, tag) = IMAGE.split_once(':').unwrap();
+        let base = base
+            .strip_prefix("deploy/")
+            .expect("a directory of deploy/");
         std::fs::write(
             dir.join("kustomization.yaml"),
             format!(
                 "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
-                 resources:\n- {up}{}\nimages:\n- {{name: clusterset-dns, newName: {image}, newTag: {tag}}}\n",
-                repo().join(base).to_str().unwrap().trim_start_matches('/')
+                 resources:\n- ../deploy/{base}\nimages:\n- {{name: clusterset-dns, newName: {image}, newTag: {tag}}}\n"
             ),
         )
         .unwrap();
         dir.to_string_lossy().to_string()
+    }
+
+    /// The address deploy/address pins our Service to on this node: `.53` of its Service
+    /// range's first /24.
+    pub fn our_address(&self) -> String {
+        let net: std::net::Ipv4Addr = self
+            .net
+            .service_cidr
+            .split_once('/')
+            .unwrap()
+            .0
+            .parse()
+            .unwrap();
+        let [a, b, c, _] = net.octets();
+        format!("{a}.{b}.{c}.53")
     }
 
     pub fn exec(&self, args: &[&str]) -> Output {
