@@ -384,8 +384,25 @@ fn node_local_dns_with_the_shipped_stub_domain_answers_in_iptables_and_ipvs_mode
         }
         let health = ns.must(&["curl", "-s", &format!("http://{LOCAL_DNS}:8080/health")]);
         assert_eq!(health.trim(), "OK", "{mode:?}");
+        // A name the zone does not have: NXDOMAIN with clusterset-dns's own SOA, which tells
+        // that the path works and the name is what is missing.
+        let out = ns.dig(LOCAL_DNS, "nope.shop.svc.clusterset.local A");
+        assert!(out.contains("status: NXDOMAIN"), "{out}");
+        assert!(out.contains(OUR_SOA), "{out}");
+        if mode == Mode::Iptables {
+            // clusterset-dns gone (no ready endpoint behind the address): node-local-dns
+            // answers SERVFAIL, at once or after its forward's timeouts.
+            let (_, mut ours) = ns.procs.remove(0);
+            let _ = ours.kill();
+            let _ = ours.wait();
+            let out = ns.dig(LOCAL_DNS, "+time=10 other.shop.svc.clusterset.local A");
+            assert!(out.contains("status: SERVFAIL"), "{out}");
+        }
     }
 }
+
+/// clusterset-dns's SOA, as dig prints its names.
+const OUR_SOA: &str = "ns.dns.clusterset.local. hostmaster.clusterset.local.";
 
 /// Without the stub domain, node-local-dns sends clusterset.local to the node's own resolvers
 /// (the `.:53` block's /etc/resolv.conf): clusterset-dns is never asked and pods get no answer
@@ -444,6 +461,9 @@ fn node_local_dns_without_the_stub_domain_never_asks_clusterset_dns() {
     let out = ns.dig(LOCAL_DNS, "web.shop.svc.clusterset.local A");
     assert!(out.contains("status: NXDOMAIN"), "{out}");
     assert!(!out.contains("198.19.10.1"), "{out}");
+    // Not clusterset-dns's NXDOMAIN: its SOA is missing (the node's resolver gave none here; a
+    // cloud's gives its own), which is how a pod tells this case from a name that is missing.
+    assert!(!out.contains(OUR_SOA), "{out}");
     assert_eq!(answered(&ns), before, "clusterset-dns was asked");
 }
 
