@@ -13,10 +13,8 @@ use super::judge::{Exported, Peer, Port};
 use crate::bridge::Key;
 use crate::bridge::names::CARRIED;
 use crate::source::linkerd::carried::Carried;
-use crate::source::linkerd::shape::{Shape, classify};
-use crate::source::linkerd::{
-    ANNOTATION_FQ_NAME, ANNOTATION_REMOTE, LABEL_GATEWAY, LABEL_MIRRORED,
-};
+use crate::source::linkerd::shape::{Shape, classify, services_named};
+use crate::source::linkerd::{LABEL_GATEWAY, LABEL_MIRRORED};
 
 /// What `svc` exported by `export` carries for other clusters (see [`Carried`]): the exporting
 /// cluster's id `cluster`, the export's creation time (the MCS API resolves conflicts by the
@@ -128,29 +126,23 @@ pub(super) fn mirror_peers(ns: &str, name: &str, services: &[Arc<Service>]) -> V
     out
 }
 
-/// The exports a change of `svc` can affect: its own, and the one each of Linkerd's mirrors or
-/// federated Services stands for.
+/// The exports a change of `svc` can affect: its own, and, for one of Linkerd's mirrors or
+/// federated Services, those it names ([`services_named`]: a host mirror's service, not the
+/// host; a federated Service's remote and local members).
 pub(super) fn keys_of_service(svc: &Service) -> Vec<Key> {
     let (Some(ns), Some(name)) = (&svc.metadata.namespace, &svc.metadata.name) else {
         return Vec::new();
     };
     let mut keys = vec![(ns.clone(), name.clone())];
     if linkerd_wrote(svc) {
-        let annotations = svc.metadata.annotations.as_ref();
-        let get = |k: &str| {
-            annotations
-                .and_then(|a| a.get(k))
-                .map(String::as_str)
-                .unwrap_or_default()
-        };
-        if let Some((svc_name, _)) = get(ANNOTATION_FQ_NAME).split_once('.') {
-            keys.push((ns.clone(), svc_name.to_string()));
-        }
-        for m in get(ANNOTATION_REMOTE).split(',') {
-            if let Some((svc_name, _)) = m.trim().split_once('@') {
-                keys.push((ns.clone(), svc_name.to_string()));
-            }
-        }
+        let annotations = svc.metadata.annotations.clone().unwrap_or_default();
+        keys.extend(
+            services_named(ns, &annotations)
+                .into_iter()
+                .map(|n| (ns.clone(), n)),
+        );
+        keys.sort();
+        keys.dedup();
     }
     keys
 }

@@ -474,3 +474,56 @@ fn the_stores_keep_of_an_object_what_is_read_of_it() {
     crate::bridge::slim(&mut other);
     assert!(other.metadata.managed_fields.is_none());
 }
+
+/// A change of one of Linkerd's Services marks its own name and the exports it stands for: a
+/// host mirror its service (not the host), a federated Service its remote and local members.
+#[test]
+fn a_linkerd_service_marks_the_exports_it_stands_for() {
+    use crate::source::linkerd::{
+        ANNOTATION_FQ_NAME, ANNOTATION_LOCAL, ANNOTATION_REMOTE, LABEL_CLUSTER, LABEL_MIRRORED,
+    };
+    let service = |name: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)]| {
+        let map = |pairs: &[(&str, &str)]| {
+            Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
+        };
+        let mut s = k8s_openapi::api::core::v1::Service::default();
+        s.metadata.namespace = Some("shop".into());
+        s.metadata.name = Some(name.into());
+        s.metadata.labels = map(labels);
+        s.metadata.annotations = map(annotations);
+        s
+    };
+    let keys = |s| {
+        super::read::keys_of_service(&s)
+            .into_iter()
+            .map(|(_, name)| name)
+            .collect::<Vec<_>>()
+    };
+    let host = service(
+        "db-0-west",
+        &[(LABEL_MIRRORED, "true"), (LABEL_CLUSTER, "west")],
+        &[(ANNOTATION_FQ_NAME, "db-0.db.shop.svc.cluster.local")],
+    );
+    assert_eq!(keys(host), ["db", "db-0-west"]);
+    let federated = service(
+        "api-federated",
+        &[(LABEL_MIRRORED, "true")],
+        &[
+            (ANNOTATION_REMOTE, "api@west, web@east"),
+            (ANNOTATION_LOCAL, "cart"),
+        ],
+    );
+    assert_eq!(keys(federated), ["api", "api-federated", "cart", "web"]);
+    // A Service that is not Linkerd's marks only itself, whatever its annotations say.
+    let plain = service(
+        "web",
+        &[],
+        &[(ANNOTATION_FQ_NAME, "api.shop.svc.cluster.local")],
+    );
+    assert_eq!(keys(plain), ["web"]);
+}

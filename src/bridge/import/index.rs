@@ -11,7 +11,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use super::{Host, Problem};
 use crate::bridge::Key;
 pub(super) use crate::bridge::index::Index;
-use crate::source::linkerd::{ANNOTATION_FQ_NAME, ANNOTATION_LOCAL, ANNOTATION_REMOTE};
+use crate::source::linkerd::shape::services_named;
 use crate::source::mcs::LABEL_SERVICE_NAME;
 
 #[derive(Default)]
@@ -70,41 +70,18 @@ impl Told {
     }
 }
 
-/// The services a change of one of Linkerd's Services can change the import of: the one its
-/// annotations name (a federated Service may name several while it is wrong); one that names
-/// none is judged under its own name, so what is wrong with it is said.
+/// The services a change of one of Linkerd's Services can change the import of: those it names
+/// ([`services_named`]); one that names none is judged under its own name, so what is wrong
+/// with it is said.
 pub(super) fn keys_of_service(svc: &Service) -> Vec<Key> {
     let (Some(ns), Some(object)) = (&svc.metadata.namespace, &svc.metadata.name) else {
         return Vec::new();
     };
-    let a = svc.metadata.annotations.clone().unwrap_or_default();
-    let get = |k: &str| a.get(k).map(String::as_str).unwrap_or_default();
-    let mut names: Vec<&str> = Vec::new();
-    let fq: Vec<&str> = get(ANNOTATION_FQ_NAME).split('.').collect();
-    // A mirror's `<svc>.<ns>.svc.<domain>`, a host's `<host>.<svc>.<ns>.svc.<domain>`; a
-    // name of neither form marks both first labels.
-    let at = |i: usize| fq.get(i).copied();
-    if at(1) == Some(ns.as_str()) && at(2) == Some("svc") {
-        names.extend(at(0));
-    } else if at(2) == Some(ns.as_str()) && at(3) == Some("svc") {
-        names.extend(at(1));
-    } else {
-        names.extend(fq.iter().take(2));
-    }
-    names.extend(
-        get(ANNOTATION_REMOTE)
-            .split(',')
-            .filter_map(|m| m.trim().split_once('@'))
-            .map(|(s, _)| s),
-    );
-    names.push(get(ANNOTATION_LOCAL).trim());
-    let mut keys: Vec<Key> = names
+    let annotations = svc.metadata.annotations.clone().unwrap_or_default();
+    let mut keys: Vec<Key> = services_named(ns, &annotations)
         .into_iter()
-        .filter(|n| !n.is_empty())
-        .map(|n| (ns.clone(), n.to_string()))
+        .map(|n| (ns.clone(), n))
         .collect();
-    keys.sort();
-    keys.dedup();
     if keys.is_empty() {
         keys.push((ns.clone(), object.clone()));
     }
@@ -153,6 +130,7 @@ pub(super) fn problem_text(p: &Problem) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::linkerd::ANNOTATION_FQ_NAME;
 
     fn key(ns: &str, name: &str) -> Key {
         (ns.into(), name.into())
@@ -172,38 +150,13 @@ mod tests {
     }
 
     #[test]
-    fn a_linkerd_service_names_the_services_its_annotations_name() {
-        let mirror = svc(
-            "shop",
-            "api-west",
-            &[(ANNOTATION_FQ_NAME, "api.shop.svc.cluster.local")],
-        );
-        assert_eq!(keys_of_service(&mirror), [key("shop", "api")]);
+    fn a_linkerd_service_is_judged_under_the_services_it_names_or_its_own_name() {
         let host = svc(
             "shop",
             "db-0-west",
             &[(ANNOTATION_FQ_NAME, "db-0.db.shop.svc.cluster.local")],
         );
         assert_eq!(keys_of_service(&host), [key("shop", "db")]);
-        // A service named as its namespace is still told from a host.
-        let same = svc(
-            "shop",
-            "shop-west",
-            &[(ANNOTATION_FQ_NAME, "shop.shop.svc.cluster.local")],
-        );
-        assert_eq!(keys_of_service(&same), [key("shop", "shop")]);
-        let federated = svc(
-            "shop",
-            "api-federated",
-            &[
-                (ANNOTATION_REMOTE, "api@west, web@east"),
-                (ANNOTATION_LOCAL, "api"),
-            ],
-        );
-        assert_eq!(
-            keys_of_service(&federated),
-            [key("shop", "api"), key("shop", "web")]
-        );
         // One that names none is judged under its own name, so its problem is said.
         let bare = svc("shop", "odd-federated", &[]);
         assert_eq!(keys_of_service(&bare), [key("shop", "odd-federated")]);

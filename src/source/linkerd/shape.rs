@@ -186,6 +186,42 @@ fn federated(annotations: &BTreeMap<String, String>) -> Result<Shape, Unread> {
     })
 }
 
+/// The exported services one of Linkerd's Services can stand for, sorted, each once: the one
+/// its `remote-svc-fq-name` names (a mirror's `<svc>.<ns>.svc.<domain>`, a host's
+/// `<host>.<svc>.<ns>.svc.<domain>`; of neither form, both first labels), and a federated
+/// Service's members, remote (`remote-discovery`'s `<svc>@<link>`) and local
+/// (`local-discovery`). Read from the annotations alone, so that an object [`classify`] refuses
+/// still names the services whose imports it may change (a federated Service may name several
+/// while it is wrong); what it is, is [`classify`]'s.
+pub fn services_named(namespace: &str, annotations: &BTreeMap<String, String>) -> Vec<String> {
+    let get = |k: &str| annotations.get(k).map(String::as_str).unwrap_or_default();
+    let mut names: Vec<&str> = Vec::new();
+    let fq: Vec<&str> = get(ANNOTATION_FQ_NAME).split('.').collect();
+    let at = |i: usize| fq.get(i).copied();
+    if at(1) == Some(namespace) && at(2) == Some("svc") {
+        names.extend(at(0));
+    } else if at(2) == Some(namespace) && at(3) == Some("svc") {
+        names.extend(at(1));
+    } else {
+        names.extend(fq.iter().take(2));
+    }
+    names.extend(
+        get(ANNOTATION_REMOTE)
+            .split(',')
+            .filter_map(|m| m.trim().split_once('@'))
+            .map(|(s, _)| s),
+    );
+    names.push(get(ANNOTATION_LOCAL).trim());
+    let mut names: Vec<String> = names
+        .into_iter()
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,5 +347,36 @@ mod tests {
             assert_eq!(skip, want, "{why}");
             assert!(why.contains(says), "{says} in {why}");
         }
+    }
+
+    #[test]
+    fn the_services_a_linkerd_object_names() {
+        let named = |pairs: &[(&str, &str)]| services_named("shop", &map(pairs));
+        assert_eq!(
+            named(&[(ANNOTATION_FQ_NAME, "api.shop.svc.cluster.local")]),
+            ["api"]
+        );
+        // A host names its service, not itself.
+        assert_eq!(
+            named(&[(ANNOTATION_FQ_NAME, "db-0.db.shop.svc.cluster.local")]),
+            ["db"]
+        );
+        // A service named as its namespace is still told from a host.
+        assert_eq!(
+            named(&[(ANNOTATION_FQ_NAME, "shop.shop.svc.cluster.local")]),
+            ["shop"]
+        );
+        // A name of neither form marks both first labels.
+        assert_eq!(named(&[(ANNOTATION_FQ_NAME, "a.b.c")]), ["a", "b"]);
+        // A federated Service: its remote members and its local one.
+        assert_eq!(
+            named(&[
+                (ANNOTATION_REMOTE, "api@west, web@east"),
+                (ANNOTATION_LOCAL, "api")
+            ]),
+            ["api", "web"]
+        );
+        assert_eq!(named(&[(ANNOTATION_LOCAL, " cart ")]), ["cart"]);
+        assert!(named(&[]).is_empty());
     }
 }
