@@ -492,7 +492,7 @@ fn every_values_combination_validates() {
                         .join("deploy/monitoring/mcs/kube-state-metrics.yaml"),
                 )
                 .unwrap();
-                let want = file.replace("version: v1beta1,", "version: v1alpha1,");
+                let want = file.replace("version: \"*\",", "version: v1alpha1,");
                 let role = of("ClusterRole", "clusterset-dns-mcs-state")?;
                 let binding = of("ClusterRoleBinding", "clusterset-dns-mcs-state")?;
                 let rule = of("PrometheusRule", "clusterset-dns-mcs-state")?;

@@ -308,6 +308,8 @@ async fn every_dashboard_panel_shows_data_and_the_operator_objects_validate() {
         .args(["--set", "prometheus.monitor.enabled=true"])
         .args(["--set", "prometheus.rules.enabled=true"])
         .args(["--set", "prometheus.service.enabled=true"])
+        // An address inside the test API server's Service range (the chart pins 10.96.0.53).
+        .args(["--set", "service.clusterIP=198.19.224.53"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", output_text(&out));

@@ -354,7 +354,24 @@ pub fn http_get_blocking(addr: SocketAddr, path: &str, wait: Duration) -> Option
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
     let status = text.split(' ').nth(1)?.parse().ok()?;
-    Some((status, text.split("\r\n\r\n").nth(1)?.to_string()))
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return Some((status, body.to_string()));
+    }
+    // A large answer comes in chunks: `<size in hex>\r\n<data>\r\n`, until a size of 0.
+    let (mut rest, mut whole) = (body, String::new());
+    loop {
+        let (size, after) = rest.split_once("\r\n")?;
+        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some((status, whole));
+        }
+        whole.push_str(after.get(..size)?);
+        rest = after.get(size..)?.strip_prefix("\r\n")?;
+    }
 }
 
 // ---- the built binary, run as a user runs it ----
