@@ -117,6 +117,10 @@ struct RawConditions {
     ready: Option<bool>,
 }
 
+/// Labels of Submariner Lighthouse's own ServiceImports (see `Imports::convert`).
+const LIGHTHOUSE_SOURCE_NAMESPACE: &str = "lighthouse.submariner.io/sourceNamespace";
+const LIGHTHOUSE_SOURCE_NAME: &str = "lighthouse.submariner.io/sourceName";
+
 impl Kind for Imports {
     type Shape = ServiceImport;
     type Output = Import;
@@ -153,9 +157,20 @@ impl Kind for Imports {
     fn convert(&self, mut raw: ServiceImport, policy: &Policy) -> Read<Import> {
         const KIND: ObjectKind = ObjectKind::ServiceImport;
         let object = raw.metadata.object();
+        // Lighthouse's records of one cluster's export, never the cluster set's import: from 0.15
+        // labelled (per cluster) or annotated (the broker's aggregate) with the service's name;
+        // before 0.15 `<svc>-<ns>-<cluster>` in its own namespace, labelled with its source
+        // (submariner-io/lighthouse pkg/agent/controller/agent.go@437a4c2, @17efac8).
         let copy_marker = |m: &Option<BTreeMap<String, String>>| {
-            m.as_ref()
-                .is_some_and(|m| m.contains_key(LABEL_SERVICE_NAME))
+            m.as_ref().is_some_and(|m| {
+                [
+                    LABEL_SERVICE_NAME,
+                    LIGHTHOUSE_SOURCE_NAMESPACE,
+                    LIGHTHOUSE_SOURCE_NAME,
+                ]
+                .iter()
+                .any(|k| m.contains_key(*k))
+            })
         };
         let (name, namespace) = match raw.metadata.identity(KIND) {
             Ok(id) => id,
@@ -163,7 +178,7 @@ impl Kind for Imports {
         };
         if copy_marker(&raw.metadata.labels) || copy_marker(&raw.metadata.annotations) {
             return Read::Ignored(format!(
-                "{KIND} {object}: carries {LABEL_SERVICE_NAME}, an internal copy (Submariner), not a service"
+                "{KIND} {object}: carries {LABEL_SERVICE_NAME} or a lighthouse.submariner.io source, a record Submariner's Lighthouse keeps for itself, not a service"
             ));
         }
         for (field, value) in [("metadata.name", &name), ("metadata.namespace", &namespace)] {
@@ -459,6 +474,14 @@ mod tests {
         assert!(matches!(c, Classified::Ignored(_)), "{c:?}");
         let c = one(
             "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: a, namespace: b, annotations: {multicluster.kubernetes.io/service-name: a}}\nspec: {type: Headless}",
+        );
+        assert!(matches!(c, Classified::Ignored(_)), "{c:?}");
+        // Lighthouse before 0.15: every ServiceImport is one cluster's record
+        // `<svc>-<ns>-<cluster>` in its own namespace (agent.go@437a4c2).
+        let c = one(
+            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata:\n  name: web-shop-east\n  namespace: submariner-operator\n  \
+             labels: {lighthouse.submariner.io/sourceName: web, lighthouse.submariner.io/sourceNamespace: shop, lighthouse.submariner.io/sourceCluster: east}\n  \
+             annotations: {origin-name: web, origin-namespace: shop}\nspec: {type: ClusterSetIP, ips: [198.18.0.1]}",
         );
         assert!(matches!(c, Classified::Ignored(_)), "{c:?}");
     }
