@@ -289,7 +289,7 @@ pub fn render_service(
             .iter()
             .flat_map(|_| service.ports.iter().map(|p| (0, p)))
             .collect(),
-        ServiceType::Headless => headless_entries,
+        ServiceType::Headless => headless_entries.clone(),
     };
     let entries = choice.entries(&all_entries, &targets);
     let prefer_own = choice.prefer_own();
@@ -308,15 +308,38 @@ pub fn render_service(
     // `_<port>._<proto>.<svc>`: named ports only, matched by name and protocol. The names are
     // those of every entry; what each answers is chosen as the service name's SRV is (so under
     // Local a name whose targets are all elsewhere answers NODATA, not NXDOMAIN).
-    let mut groups: Vec<(SrvName, Vec<(usize, &Port)>)> = Vec::new();
-    for &(t, p) in &all_entries {
-        let Some(name) = p.name.as_deref() else {
-            continue;
-        };
-        let k = (name, p.protocol.label());
-        match groups.iter_mut().find(|(g, _)| *g == k) {
-            Some((_, v)) => v.push((t, p)),
-            None => groups.push((k, vec![(t, p)])),
+    fn group<'p>(entries: &[(usize, &'p Port)]) -> Vec<(SrvName<'p>, Vec<(usize, &'p Port)>)> {
+        let mut groups: Vec<(SrvName, Vec<(usize, &Port)>)> = Vec::new();
+        for &(t, p) in entries {
+            let Some(name) = p.name.as_deref() else {
+                continue;
+            };
+            let k = (name, p.protocol.label());
+            match groups.iter_mut().find(|(g, _)| *g == k) {
+                Some((_, v)) => v.push((t, p)),
+                None => groups.push((k, vec![(t, p)])),
+            }
+        }
+        groups
+    }
+    let mut groups = group(&all_entries);
+    // A ClusterSetIP import answered from endpoints (no clusterset IPs: Submariner's shape)
+    // whose port not every exporting cluster's slice lists: that port's SRV leads to the
+    // endpoints of the clusters that list it, with their port (KEP-1645: traffic to a port
+    // goes only to the constituent services that expose it), not to the service's name, whose
+    // addresses are every cluster's. A port every cluster lists keeps the name.
+    if service.kind == ServiceType::ClusterSetIp && !from_ips {
+        let endpoints = targets.len() - 1;
+        for (k, at_endpoints) in group(&headless_entries) {
+            let mut with: Vec<usize> = at_endpoints.iter().map(|(t, _)| *t).collect();
+            with.sort_unstable();
+            with.dedup();
+            if with.len() < endpoints {
+                match groups.iter_mut().find(|(g, _)| *g == k) {
+                    Some((_, v)) => *v = at_endpoints,
+                    None => groups.push((k, at_endpoints)),
+                }
+            }
         }
     }
     for ((port, proto), group) in groups {
@@ -511,6 +534,48 @@ mod tests {
             let e = entries.iter().find(|e| e.name() == wire.as_slice());
             assert_eq!(e.map(|e| e.types().count()), Some(0), "{ent}");
         }
+    }
+
+    /// A ClusterSetIP import without clusterset IPs (Submariner's, answered from each cluster's
+    /// endpoint, its service's address): a port only one cluster's slice lists leads only there;
+    /// a port every cluster lists, and the bare name, keep the service's name.
+    #[test]
+    fn an_import_answered_from_endpoints_sends_a_port_only_where_it_is_exported() {
+        let grpc = Port {
+            name: Some("grpc".into()),
+            protocol: Protocol::Tcp,
+            port: 9090,
+        };
+        let mut east = slice("east", &[("10.1.0.1", None)]);
+        east.ports.push(grpc.clone());
+        let west = slice("west", &[("10.2.0.1", None)]);
+        let mut s = service(ServiceType::ClusterSetIp, &[], vec![east, west]);
+        s.ports.push(grpc);
+        let (entries, _) = render(&s);
+        assert_eq!(
+            records(&entries, "_grpc._tcp.web.shop", TYPE_SRV),
+            [
+                "SRV 0 100 9090 10-1-0-1.east.web.shop.svc.clusterset.local.",
+                "A 10.1.0.1"
+            ]
+        );
+        assert_eq!(
+            records(&entries, "_http._tcp.web.shop", TYPE_SRV),
+            [
+                "SRV 0 50 80 web.shop.svc.clusterset.local.",
+                "A 10.1.0.1",
+                "A 10.2.0.1"
+            ]
+        );
+        assert_eq!(
+            records(&entries, "web.shop", TYPE_SRV),
+            [
+                "SRV 0 25 80 web.shop.svc.clusterset.local.",
+                "SRV 0 25 9090 web.shop.svc.clusterset.local.",
+                "A 10.1.0.1",
+                "A 10.2.0.1"
+            ]
+        );
     }
 
     #[test]

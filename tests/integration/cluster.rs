@@ -562,7 +562,9 @@ fn deploy_base_in_a_real_single_node_cluster_behind_coredns() {
         format!("image.repository={image}"),
         format!("image.tag={tag}"),
     );
-    let helm_ip = "198.19.0.53";
+    // Not deploy/base's pinned address (the node's .53), which its Service still holds.
+    let helm_ip = "198.19.0.54";
+    assert_ne!(helm_ip, node.our_address());
     let service_ip = format!("service.clusterIP={helm_ip}");
     node.k(&["create", "namespace", "helm-dns"]);
     let installed = helm(&[

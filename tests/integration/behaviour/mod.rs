@@ -434,7 +434,8 @@ async fn every_behaviour_row_over_udp_and_tcp() {
 /// What the implementations users run leave in a cluster (tests/fixtures/implementations.yaml):
 /// the mcs-api controller's derived Service and relabelled slices, Cilium's own `spec.ips`
 /// without remote slices, its mirrored local slices and its mesh slices with not-ready
-/// endpoints. The derived Services are plain Services and never served.
+/// endpoints; Lighthouse's import without clusterset IPs whose clusters export different ports,
+/// and the records it keeps for itself. The derived Services and the records are never served.
 const IMPLEMENTATION_CASES: &[Case] = &[
     ok(
         "web.mcsapi.svc.clusterset.local.",
@@ -501,6 +502,39 @@ const IMPLEMENTATION_CASES: &[Case] = &[
     ),
     // Not ready in Cilium's mesh slice: not served.
     nx("kv-1.east.kv.cilium.svc.clusterset.local.", A),
+    // Lighthouse 0.15, clusterset IPs off: every cluster's Service address.
+    ok(
+        "web.lighthouse.svc.clusterset.local.",
+        A,
+        &["A 198.18.66.10", "A 198.18.67.10"],
+        &[],
+    ),
+    // A port every cluster exports keeps the service's name ...
+    ok(
+        "_http._tcp.web.lighthouse.svc.clusterset.local.",
+        SRV,
+        &["SRV 0 50 80 web.lighthouse.svc.clusterset.local."],
+        &[
+            "web.lighthouse.svc.clusterset.local. A 198.18.66.10",
+            "web.lighthouse.svc.clusterset.local. A 198.18.67.10",
+        ],
+    ),
+    // ... one only east exports leads only to east.
+    ok(
+        "_metrics._tcp.web.lighthouse.svc.clusterset.local.",
+        SRV,
+        &["SRV 0 100 9090 198-18-66-10.east.web.lighthouse.svc.clusterset.local."],
+        &["198-18-66-10.east.web.lighthouse.svc.clusterset.local. A 198.18.66.10"],
+    ),
+    // Its own records, 0.15's and before: not services.
+    nx(
+        "web-lighthouse-west.submariner-operator.svc.clusterset.local.",
+        A,
+    ),
+    nx(
+        "web-lighthouse-east.submariner-operator.svc.clusterset.local.",
+        A,
+    ),
 ];
 
 #[tokio::test]
