@@ -348,7 +348,7 @@ impl<K> Watched for K where
 {
 }
 
-/// A watch of `api` that feeds the store `w`: [`events`] applied to it.
+/// A watch of `api` that feeds the store `w`: [`events`](fn@events) applied to it.
 pub(crate) fn watch<K: Watched + serde::Serialize>(
     mut w: store::Writer<K>,
     api: kube::Api<K>,

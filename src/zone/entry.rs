@@ -44,7 +44,7 @@ pub(super) enum Body<'a> {
     /// then the owner's name.
     SelfSrv { ttl: [u8; 4], rdata: &'a [u8] },
     /// SRV records with their targets' addresses as the additional section, one TTL (a
-    /// service's): see [`srv_records_form`] for the layout.
+    /// service's): see [`super::encode`]'s `srv_records_form` for the layout.
     SrvRecords {
         stored: &'a [u8],
         stored_additional_at: usize,
@@ -155,7 +155,7 @@ impl AnswerRef<'_> {
     }
 }
 
-/// Appends an SRV answer kept in the SRV-records form (see [`srv_records_form`]), through its
+/// Appends an SRV answer kept in the SRV-records form (see [`super::encode`]'s `srv_records_form`), through its
 /// additional section with `additional`.
 pub(super) fn write_srv_records(
     out: &mut Vec<u8>,

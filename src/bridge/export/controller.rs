@@ -1,5 +1,5 @@
 //! The export half's controller: watches ServiceExports and Services, and brings each export
-//! to what [`super::judge`] says: Linkerd's label on its Service (server-side applied under
+//! to what [`super::judge`](fn@super::judge) says: Linkerd's label on its Service (server-side applied under
 //! the bridge's field manager, taken back when the export goes) and the export's conditions.
 
 use std::collections::{BTreeSet, HashMap};

@@ -1,6 +1,6 @@
 //! The import half's controller: watches the Services Linkerd's service mirror writes, Links,
 //! and the ServiceImports and MCS EndpointSlices in the cluster, and brings each service to what
-//! [`super::judge`] says of it (with every cluster's exports of it, [`crate::bridge::clusters`]).
+//! [`super::judge`](fn@super::judge) says of it (with every cluster's exports of it, [`crate::bridge::clusters`]).
 //! It writes only objects it created (ServiceImports labelled `app.kubernetes.io/managed-by`,
 //! slices labelled `endpointslice.kubernetes.io/managed-by`, both [`MANAGER`]); one someone
 //! else created is left as it is, said in the log and an Event, and counted.

@@ -137,7 +137,7 @@ pub struct Import {
     pub ips: Vec<IpAddr>,
     pub families: Vec<Family>,
     pub ports: Vec<ImportPort>,
-    /// What the export half carried (see [`super::CARRIED`]): the fields of the exported
+    /// What the export half carried (see [`super::names::CARRIED`]): the fields of the exported
     /// Service that Linkerd does not copy, by their ServiceImport names.
     pub carried: BTreeMap<String, Value>,
     /// The exported labels and annotations (`spec.exportedLabels` / `exportedAnnotations` of

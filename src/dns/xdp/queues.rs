@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 /// be the process's; and the channel count can be too high: veth counts its queues twice, as
 /// receive and as combined channels. Binding sockets stops at the first queue the kernel says
 /// the interface does not have, so too high a bound costs unused entries in the socket map and
-/// smaller rings (see [`ring_frames`]).
+/// smaller rings (see [`super::socket::ring_frames`]).
 pub(super) fn queue_bound(iface: &str, ifindex: u32) -> u32 {
     sysfs_queues(iface, ifindex)
         .or_else(|| channels(iface))

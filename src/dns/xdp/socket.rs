@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Bytes per UMEM frame: a whole answer (at most 1,232 bytes of DNS, see
-/// [`super::UDP_PAYLOAD`]) with its Ethernet, IPv6 and UDP headers fits in one.
+/// [`crate::dns::UDP_PAYLOAD`]) with its Ethernet, IPv6 and UDP headers fits in one.
 pub(super) const FRAME: usize = 2048;
 /// The longest frame a socket receives: in copy mode the kernel puts XDP's 256 bytes of
 /// headroom before each received frame. Longer queries (rare: DNS queries are small) are left

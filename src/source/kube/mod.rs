@@ -3,7 +3,7 @@
 //! cluster-wide, and turns watch events into per-service updates.
 //!
 //! [`WatchState`] takes tagged watch events and is tested without an API server; [`run`] feeds
-//! it from kube-rs watchers; [`client`] makes the client and finds the version to watch.
+//! it from kube-rs watchers; [`client`](mod@client) makes the client and finds the version to watch.
 
 mod client;
 mod state;
