@@ -2,13 +2,14 @@
 //! promtool checks the alerts and runs their unit tests (each alert made to fire, and kept
 //! quiet); the PrometheusRule holds rules.yaml's groups; the dashboard is well-formed. Then a real
 //! kube-state-metrics (v2.20.0, tests/kube-state-metrics/setup.sh) with kube-state-metrics.yaml
-//! runs, its configuration as shipped, against each of three real API servers, each holding the
+//! runs, its configuration as shipped, against each of four real API servers, each holding the
 //! ServiceExports and ServiceImports of other implementations: the linkerd-bridge's in `west`;
 //! in `east` those of the two-cluster test's export syncer (tests/mcs/infra/syncer, on the MCS
 //! API's own CRDs, which serve two versions) next to an import an implementation left behind
 //! and one as Cilium marks unusable; in `south`, on CRDs that serve v1alpha1 alone, Cilium
-//! 1.18's exports and the ServiceImports Lighthouse keeps for itself. Every series is there with
-//! the labels the objects give, in each version served; a real Prometheus scraping both fires exactly the alerts the objects call for
+//! 1.18's exports; in `north`, on the CRDs Lighthouse pins, Lighthouse 0.15's exports, its
+//! import and the ServiceImports it keeps for itself. Every series is there with the labels the
+//! objects give, in each version served; a real Prometheus scraping both fires exactly the alerts the objects call for
 //! and drops one when its export is fixed; every dashboard query returns data; the chart's and
 //! kustomize's objects pass the API server's strict validation.
 
@@ -130,7 +131,12 @@ fn series_in(text: &str) -> BTreeSet<String> {
 
 /// One series as [`series_in`] writes it.
 fn series(name: &str, labels: &[(&str, &Value)], value: f64) -> String {
-    let mut labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    // An empty label is no label (Lighthouse's empty reasons).
+    let mut labels: Vec<String> = labels
+        .iter()
+        .filter(|(_, v)| v.as_str() != Some(""))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     labels.sort();
     format!("{name}{{{}}} {value}", labels.join(","))
 }
@@ -393,38 +399,37 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
         ),
     );
 
+    // A cluster whose MCS CRDs are those of the MCS API at `version`, fetched by
+    // tests/mcs/setup.sh, with kube-state-metrics' role and the `namespaces`.
+    let cluster_at = |version: &str, namespaces: &[&str]| {
+        let k = Cluster::start();
+        for crd in ["serviceexports", "serviceimports"] {
+            k.apply(&read(
+                mcs.join(format!("crds-{version}/multicluster.x-k8s.io_{crd}.yaml"))
+                    .display()
+                    .to_string(),
+            ));
+        }
+        k.apply(&ksm_rbac());
+        for ns in namespaces {
+            k.apply(&format!(
+                "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n"
+            ));
+        }
+        k
+    };
+    let v1alpha1 = "apiVersion: multicluster.x-k8s.io/v1alpha1";
+
     // south: CRDs that serve v1alpha1 alone (the MCS API's v0.3.0, as Cilium 1.18 and 1.19
     // serve them), with objects as Cilium 1.18 writes them (serviceimport_controller.go@c4898256:
     // api valid and in conflict, Ready False with reason Ready; ext an ExternalName Service's;
-    // web clean) and the ServiceImports Lighthouse 0.15 keeps for itself (pkg/agent/controller
-    // @17efac8: a per-cluster record in its namespace, labelled sourceNamespace, and the broker's
-    // aggregate, annotated so, neither naming a cluster) beside the cluster set's import of web.
-    let south = Cluster::start();
-    for crd in ["serviceexports", "serviceimports"] {
-        south.apply(&read(
-            mcs.join(format!("crds-v0.3.0/multicluster.x-k8s.io_{crd}.yaml"))
-                .display()
-                .to_string(),
-        ));
-    }
-    south.apply(&ksm_rbac());
-    for ns in ["shop", "submariner-operator", "submariner-k8s-broker"] {
-        south.apply(&format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n"
-        ));
-    }
-    let v1alpha1 = "apiVersion: multicluster.x-k8s.io/v1alpha1";
+    // web clean).
+    let south = cluster_at("v0.3.0", &["shop"]);
     south.apply(&format!(
         "{v1alpha1}\nkind: ServiceExport\nmetadata: {{name: api, namespace: shop}}\n---\n\
          {v1alpha1}\nkind: ServiceExport\nmetadata: {{name: ext, namespace: shop}}\n---\n\
          {v1alpha1}\nkind: ServiceExport\nmetadata: {{name: web, namespace: shop}}\n---\n\
          {v1alpha1}\nkind: ServiceImport\nmetadata: {{name: web, namespace: shop}}\n\
-         spec: {{type: ClusterSetIP, ports: [{{name: http, protocol: TCP, port: 80}}]}}\n---\n\
-         {v1alpha1}\nkind: ServiceImport\nmetadata:\n  name: web-shop-south\n  namespace: submariner-operator\n  \
-         labels: {{multicluster.kubernetes.io/service-name: web, lighthouse.submariner.io/sourceNamespace: shop, multicluster.kubernetes.io/source-cluster: south}}\n\
-         spec: {{type: ClusterSetIP, ports: [{{name: http, protocol: TCP, port: 80}}]}}\n---\n\
-         {v1alpha1}\nkind: ServiceImport\nmetadata:\n  name: web-shop\n  namespace: submariner-k8s-broker\n  \
-         annotations: {{multicluster.kubernetes.io/service-name: web, lighthouse.submariner.io/sourceNamespace: shop}}\n\
          spec: {{type: ClusterSetIP, ports: [{{name: http, protocol: TCP, port: 80}}]}}\n"
     ));
     for (name, cs) in [
@@ -458,16 +463,72 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
         "{\"clusters\": [{\"cluster\": \"south\"}, {\"cluster\": \"north\"}]}",
     );
 
+    // north: Submariner Lighthouse 0.15 on the MCS API's v0.1.0 CRDs, the version it pins
+    // (pkg/agent/controller@17efac8): Valid True with an empty reason; readiness as Synced (web
+    // synced; api failing to export, its message the error); db synced and in a ports conflict;
+    // the cluster set's import of web in the service's namespace, and the ServiceImports it
+    // keeps for itself: a per-cluster record in its namespace, labelled sourceNamespace, and
+    // the broker's aggregate, annotated so, neither naming a cluster.
+    let north = cluster_at(
+        "v0.1.0",
+        &["shop", "submariner-operator", "submariner-k8s-broker"],
+    );
+    north.apply(&format!(
+        "{v1alpha1}\nkind: ServiceExport\nmetadata: {{name: web, namespace: shop}}\n---\n\
+         {v1alpha1}\nkind: ServiceExport\nmetadata: {{name: api, namespace: shop}}\n---\n\
+         {v1alpha1}\nkind: ServiceExport\nmetadata: {{name: db, namespace: shop}}\n---\n\
+         {v1alpha1}\nkind: ServiceImport\nmetadata: {{name: web, namespace: shop}}\n\
+         spec: {{type: ClusterSetIP, ports: [{{name: http, protocol: TCP, port: 80}}]}}\n---\n\
+         {v1alpha1}\nkind: ServiceImport\nmetadata:\n  name: web-shop-north\n  namespace: submariner-operator\n  \
+         labels: {{multicluster.kubernetes.io/service-name: web, lighthouse.submariner.io/sourceNamespace: shop, multicluster.kubernetes.io/source-cluster: north}}\n\
+         spec: {{type: ClusterSetIP, ports: [{{name: http, protocol: TCP, port: 80}}]}}\n---\n\
+         {v1alpha1}\nkind: ServiceImport\nmetadata:\n  name: web-shop\n  namespace: submariner-k8s-broker\n  \
+         annotations: {{multicluster.kubernetes.io/service-name: web, lighthouse.submariner.io/sourceNamespace: shop}}\n\
+         spec: {{type: ClusterSetIP, ports: [{{name: http, protocol: TCP, port: 80}}]}}\n"
+    ));
+    for (name, cs) in [
+        ("web", vec![("Valid", "True", ""), ("Synced", "True", "")]),
+        (
+            "api",
+            vec![("Valid", "True", ""), ("Synced", "False", "ExportFailed")],
+        ),
+        (
+            "db",
+            vec![
+                ("Valid", "True", ""),
+                ("Synced", "True", ""),
+                ("Conflict", "True", "ConflictingPorts"),
+            ],
+        ),
+    ] {
+        set_status(
+            &north,
+            "serviceexport",
+            "shop",
+            name,
+            &format!("{{\"conditions\": {}}}", conditions(&cs)),
+        );
+    }
+    set_status(
+        &north,
+        "serviceimport",
+        "shop",
+        "web",
+        "{\"clusters\": [{\"cluster\": \"north\"}]}",
+    );
+
     // kube-state-metrics in each cluster, its configuration as shipped: exactly the series the
     // objects call for, in every version the CRDs serve (both in west and east, v1alpha1
     // alone in south).
     let (_ksm_west, west_metrics) = kube_state_metrics(&west);
     let (_ksm_east, east_metrics) = kube_state_metrics(&east);
     let (_ksm_south, south_metrics) = kube_state_metrics(&south);
+    let (_ksm_north, north_metrics) = kube_state_metrics(&north);
     for (name, k, metrics) in [
         ("west", &west, west_metrics),
         ("east", &east, east_metrics),
         ("south", &south, south_metrics),
+        ("north", &north, north_metrics),
     ] {
         let scrape = || {
             common::http_get_blocking(metrics, "/metrics", Duration::from_secs(2))
@@ -508,7 +569,10 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
         )
     };
     let prom = Prometheus::with_rules(
-        &(job("west", west_metrics) + &job("east", east_metrics) + &job("south", south_metrics)),
+        &(job("west", west_metrics)
+            + &job("east", east_metrics)
+            + &job("south", south_metrics)
+            + &job("north", north_metrics)),
         Some(&rules.replace("for: 5m", "for: 5s")),
     );
     // Each object once, whichever versions list it: west's CRDs serve two, so kube-state-metrics
@@ -532,8 +596,9 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
     );
     // The bridge's conflict on web and its export of an ExternalName Service; the syncer's
     // export with no condition, its import left behind and Cilium's unusable import in east;
-    // in south Cilium 1.18's conflict (Ready False, not paged twice) and its invalid export.
-    // Lighthouse's own records name no cluster and are not paged.
+    // in south Cilium 1.18's conflict (Ready False, not paged twice) and its invalid export; in
+    // north Lighthouse's export that is not synced and its conflict, while its own records,
+    // which name no cluster, are not paged.
     let want: BTreeSet<(String, String, String)> = [
         ("MCSServiceExportConflict", "west", "shop/web"),
         ("MCSServiceExportNotServing", "west", "shop/late"),
@@ -542,6 +607,8 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
         ("MCSServiceImportNotReady", "east", "shop/v6"),
         ("MCSServiceExportConflict", "south", "shop/api"),
         ("MCSServiceExportNotServing", "south", "shop/ext"),
+        ("MCSServiceExportNotServing", "north", "shop/api"),
+        ("MCSServiceExportConflict", "north", "shop/db"),
     ]
     .into_iter()
     .map(|(a, c, o)| (a.into(), c.into(), o.into()))
