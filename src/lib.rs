@@ -25,7 +25,7 @@
 //!  every cluster's exports (bridge::clusters) ─┐                               │
 //!  Linkerd's federated Services and mirrors ───┴> bridge::import (judge + controller)
 //!                                                  ─> ServiceImports, EndpointSlices
-//!  (both controllers driven by bridge::runner, behind bridge::lease)    └─> source::kube
+//!  (both driven by bridge::runtime's runner, behind its lease)          └─> source::kube
 //! ```
 //!
 //! `main` is thin: it parses flags ([`cli`]), binds [`server::Listeners`] and calls [`run`], which

@@ -37,7 +37,7 @@ use tracing::{info, warn};
 
 use super::Key;
 use super::import::{ClusterExport, Exports};
-use super::store::{self, Store};
+use super::runtime::store::{self, Store};
 use crate::source::linkerd::LABEL_MIRRORED;
 use crate::source::linkerd::carried::{ANNOTATION, Carried};
 
@@ -92,14 +92,14 @@ fn watch_exported(
     let [sa, sb] = selectors();
     let one = move |w: Arc<Mutex<store::Writer<Service>>>, selector: String, index: usize| {
         let api: Api<Service> = Api::all(client.clone());
-        super::events(api, watcher::Config::default().labels(&selector))
+        super::runtime::watched(api, watcher::Config::default().labels(&selector))
             .filter_map(move |ev| {
                 if let Ok(ev) = &ev {
                     w.lock().expect("not poisoned").apply(ev);
                 }
                 futures::future::ready(match ev {
                     Ok(watcher::Event::InitDone) => Some(Ok(Err(index))),
-                    Ok(ev) => super::object_of(ev)
+                    Ok(ev) => super::runtime::object_of(ev)
                         .and_then(|s| key_of(&s))
                         .map(|k| Ok(Ok(k))),
                     Err(e) => Some(Err(e)),
@@ -457,7 +457,7 @@ impl Clusters {
                     Some(format!(
                         "ClusterProperty {} cannot be read: {}",
                         crate::source::about::CLUSTER_ID,
-                        super::api_error(&e)
+                        super::runtime::api_error(&e)
                     )),
                 ),
             };
@@ -682,7 +682,7 @@ async fn remote_client(
     let secret = api.get(name).await.map_err(|e| {
         format!(
             "the Link's credentials Secret {ns}/{name} cannot be read: {}",
-            super::api_error(&e)
+            super::runtime::api_error(&e)
         )
     })?;
     let bytes = secret

@@ -13,7 +13,7 @@ use prometheus::{
 
 use super::Key;
 use super::export::Condition;
-use super::runner::Timing;
+use super::runtime::runner::Timing;
 
 /// `clusterset_dns_bridge_export_condition`: written straight as text at each scrape (one
 /// line a condition), not built as a family of the `prometheus` crate, whose series are each

@@ -3,8 +3,7 @@
 
 use super::import::Family;
 
-/// The field manager of everything the bridge writes: what it applied is what it takes back.
-pub const FIELD_MANAGER: &str = "clusterset-dns-linkerd-bridge";
+pub use super::runtime::FIELD_MANAGER;
 
 /// The value of `endpointslice.kubernetes.io/managed-by` on the bridge's EndpointSlices, and of
 /// `app.kubernetes.io/managed-by` on its ServiceImports: what carries it is the bridge's to

@@ -210,7 +210,7 @@ impl Bridge {
                 }),
             cluster_id: naming.own.clone(),
             admin: self.admin.admin_listen,
-            lease: crate::bridge::lease::Config {
+            lease: crate::bridge::runtime::lease::Config {
                 namespace: f.lease_namespace.clone(),
                 name: f.lease_name.clone(),
                 identity,

@@ -21,13 +21,14 @@ use super::judge::{self as export, Exported, Label, Peer, Port, Seen, Verdict};
 use super::judge::{conditions, owned_labels};
 use super::read::{carried, exported, keys_of_service, linkerd_wrote, mirror_peers};
 use crate::bridge::clusters::{Changed, Clusters};
-use crate::bridge::events::{Recorder, Type as EventType};
-use crate::bridge::index::Index;
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::names::{CARRIED, FIELD_MANAGER};
-use crate::bridge::runner::{self, Marks, Reconciler, Timing};
-use crate::bridge::store::{self, Store};
-use crate::bridge::{Key, SERVICE_EXPORT, Shared, api_error, object_of};
+use crate::bridge::runtime::events::{Recorder, Type as EventType};
+use crate::bridge::runtime::index::Index;
+use crate::bridge::runtime::runner::{self, Marks, Reconciler, Timing};
+use crate::bridge::runtime::store::{self, Store};
+use crate::bridge::runtime::{Key, api_error, object_of};
+use crate::bridge::{SERVICE_EXPORT, Shared};
 
 /// Runs the export half until shutdown, once the ServiceExport CRD is served: its watches, and
 /// the runner that brings each export marked to its verdict while this replica leads.
@@ -140,12 +141,12 @@ impl Exporter {
     ) {
         let se_api: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.resource);
         let svc_api: Api<Service> = Api::all(self.client.clone());
-        let mut se_events = std::pin::pin!(crate::bridge::watch(
+        let mut se_events = std::pin::pin!(crate::bridge::runtime::watch(
             exports_w,
             se_api,
             watcher::Config::default()
         ));
-        let mut svc_events = std::pin::pin!(crate::bridge::watch(
+        let mut svc_events = std::pin::pin!(crate::bridge::runtime::watch(
             services_w,
             svc_api,
             watcher::Config::default()

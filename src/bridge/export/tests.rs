@@ -452,7 +452,7 @@ fn the_stores_keep_of_an_object_what_is_read_of_it() {
         ]}
     }))
     .unwrap();
-    crate::bridge::slim(&mut svc);
+    crate::bridge::runtime::slim(&mut svc);
     let kept = serde_json::to_value(&svc.metadata).unwrap();
     assert_eq!(
         kept["managedFields"],
@@ -471,7 +471,7 @@ fn the_stores_keep_of_an_object_what_is_read_of_it() {
         "metadata": {"name": "db", "managedFields": [{"manager": "kubectl", "operation": "Update"}]}
     }))
     .unwrap();
-    crate::bridge::slim(&mut other);
+    crate::bridge::runtime::slim(&mut other);
     assert!(other.metadata.managed_fields.is_none());
 }
 

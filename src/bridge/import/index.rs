@@ -10,7 +10,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use super::{Host, Problem};
 use crate::bridge::Key;
-pub(super) use crate::bridge::index::Index;
+pub(super) use crate::bridge::runtime::index::Index;
 use crate::source::linkerd::shape::services_named;
 use crate::source::mcs::LABEL_SERVICE_NAME;
 

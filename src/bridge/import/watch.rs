@@ -5,7 +5,7 @@ use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::watcher;
 
-use crate::bridge::{object_of, store};
+use crate::bridge::runtime::{object_of, store};
 
 /// What a watch of the import half said.
 pub(super) enum Seen<K> {
@@ -15,12 +15,12 @@ pub(super) enum Seen<K> {
 }
 
 /// The import half's watch of `api`, feeding `w`.
-pub(super) fn watch_of<K: crate::bridge::Watched + serde::Serialize>(
+pub(super) fn watch_of<K: crate::bridge::runtime::Watched + serde::Serialize>(
     w: store::Writer<K>,
     api: Api<K>,
     config: watcher::Config,
 ) -> impl futures::Stream<Item = Result<Seen<K>, watcher::Error>> {
-    crate::bridge::watch(w, api, config).filter_map(|ev| {
+    crate::bridge::runtime::watch(w, api, config).filter_map(|ev| {
         futures::future::ready(match ev {
             Ok(watcher::Event::InitDone) => Some(Ok(Seen::Listed)),
             Ok(watcher::Event::Delete(o)) => Some(Ok(Seen::Deleted(o))),

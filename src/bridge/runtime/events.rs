@@ -43,7 +43,7 @@ struct Cache {
     pruned: Timestamp,
 }
 
-/// Writes Events as the controller [`super::names::MANAGER`], this replica's identity as its
+/// Writes Events as the controller its caller names (the bridge's manager), this replica's identity as its
 /// instance.
 pub(crate) struct Recorder {
     client: kube::Client,

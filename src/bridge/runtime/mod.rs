@@ -1,0 +1,127 @@
+//! The bridge's machinery, which knows nothing of MCS or Linkerd: what a reconciled key is, the
+//! watches that feed the [`store`]s, the level-triggered [`runner`] both halves are driven by,
+//! the [`lease`] that lets one replica work, the [`events`] it reports by, and the [`index`]es
+//! that say which keys an object can change and which writes are still to be read back. The
+//! halves above use it; it uses nothing of theirs.
+
+pub mod events;
+pub mod index;
+pub mod lease;
+pub mod runner;
+pub(crate) mod store;
+
+use kube::runtime::watcher;
+use tokio::time::Instant;
+
+/// A namespace and a name: of a ServiceExport (and the Service it exports), or of a
+/// ServiceImport (and the service Linkerd's objects stand for).
+pub type Key = (String, String);
+
+/// The field manager of everything the bridge writes: what it applied is what it takes back,
+/// and the only manager whose records [`slim`] keeps.
+pub const FIELD_MANAGER: &str = "clusterset-dns-linkerd-bridge";
+
+/// What the API server said, in a line: its code, reason and message for an API error.
+pub(crate) fn api_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+        e => e.to_string(),
+    }
+}
+
+/// A kind the bridge watches into a store: what kube-runtime's watcher needs of it.
+pub(crate) trait Watched:
+    kube::Resource<DynamicType: Clone + Eq + std::hash::Hash>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: kube::Resource<DynamicType: Clone + Eq + std::hash::Hash>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// A watch of `api` that feeds the store `w`: [`watched`] applied to it.
+pub(crate) fn watch<K: Watched + serde::Serialize>(
+    mut w: store::Writer<K>,
+    api: kube::Api<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
+    use futures::StreamExt;
+    watched(api, config).map(move |ev| {
+        if let Ok(ev) = &ev {
+            w.apply(ev);
+        }
+        ev
+    })
+}
+
+/// The events of a watch of `api`, its objects kept as [`slim`] makes them (the stores are
+/// most of the bridge's memory), retried with kube-runtime's default backoff.
+pub(crate) fn watched<K: Watched>(
+    api: kube::Api<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
+    use kube::runtime::WatchStreamExt;
+    watcher(api, config).modify(slim::<K>).default_backoff()
+}
+
+/// What the bridge keeps of an object it watches: all of it but the field managers' records
+/// of other managers than [`FIELD_MANAGER`], the parts of its own record but the
+/// labels and annotations it holds (all that is read of them: `owned_labels`, `owned_keys`),
+/// and kubectl's last applied configuration, which nothing reads. Those are most of an
+/// object's size: every writer adds a record (a JSON tree as deep as what it wrote), kubectl a
+/// copy of the whole object.
+pub(crate) fn slim<K: kube::Resource>(o: &mut K) {
+    let meta = o.meta_mut();
+    if let Some(fields) = &mut meta.managed_fields {
+        fields.retain(|f| f.manager.as_deref() == Some(FIELD_MANAGER) && f.subresource.is_none());
+        for f in fields.iter_mut() {
+            if let Some(v1) = &mut f.fields_v1
+                && let Some(tree) = v1.0.as_object_mut()
+            {
+                tree.retain(|k, _| k == "f:metadata");
+                if let Some(m) = tree.get_mut("f:metadata").and_then(|m| m.as_object_mut()) {
+                    m.retain(|k, _| k == "f:labels" || k == "f:annotations");
+                }
+            }
+        }
+        if fields.is_empty() {
+            meta.managed_fields = None;
+        }
+    }
+    if let Some(annotations) = &mut meta.annotations {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The object a watch event is about: one added, changed, listed or deleted.
+pub(crate) fn object_of<K>(ev: watcher::Event<K>) -> Option<K> {
+    match ev {
+        watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
+            Some(o)
+        }
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
+}
+
+/// Sleeps until `at`, or for ever.
+pub(crate) async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
