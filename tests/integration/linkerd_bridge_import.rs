@@ -648,7 +648,9 @@ fn this_clusters_headless_export_imports_its_own_hosts() {
 
 /// The answer does not depend on the path: the DNS server reading the bridge's ServiceImports
 /// (`--source mcs`) answers as it does reading the Linkerd Services they came from
-/// (`--source linkerd --linkerd-mirrors`), name by name and type by type.
+/// (`--source linkerd --linkerd-mirrors`), name by name and type by type, but for the SRV of a
+/// port only one cluster exports, which only the bridge's per-cluster slices can send to that
+/// cluster alone.
 #[test]
 fn the_answers_do_not_depend_on_the_path() {
     let _module = common::module(module_path!());
@@ -738,7 +740,37 @@ fn the_answers_do_not_depend_on_the_path() {
                 (status, sorted(records))
             };
             let (a, b) = (answer(&mcs), answer(&linkerd));
-            assert_eq!(a, b, "{q}: --source mcs (left) vs --source linkerd (right)");
+            if q == "SRV _admin._tcp.api.shop.svc.clusterset.local" {
+                // The one answer that differs, by design: only west exports admin. The
+                // bridge's import has no clusterset IPs and a slice per cluster, so the port
+                // leads to west's mirror alone (KEP-1645: a port goes only to the clusters
+                // that expose it); --linkerd-mirrors serves the mirrors' ClusterIPs as one
+                // import's ips, which cannot say which mirror has which port.
+                let west = cluster_ip(&k, "shop", "api-west").replace('.', "-");
+                assert_eq!(
+                    a,
+                    (
+                        "NOERROR".to_string(),
+                        vec![format!(
+                            "_admin._tcp.api.shop.svc.clusterset.local. 5 IN SRV 0 100 9990 {west}.west.eu.api.shop.svc.clusterset.local."
+                        )]
+                    ),
+                    "{q}: --source mcs"
+                );
+                assert_eq!(
+                    b,
+                    (
+                        "NOERROR".to_string(),
+                        vec![
+                            "_admin._tcp.api.shop.svc.clusterset.local. 5 IN SRV 0 50 9990 api.shop.svc.clusterset.local."
+                                .to_string()
+                        ]
+                    ),
+                    "{q}: --source linkerd"
+                );
+            } else {
+                assert_eq!(a, b, "{q}: --source mcs (left) vs --source linkerd (right)");
+            }
             compared += 1;
             if a.1.is_empty() {
                 empty.push(format!("{q} {}", a.0));
