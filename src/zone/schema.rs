@@ -283,13 +283,33 @@ pub fn render_service(
     };
     let (v4, v6) = (choice.addresses(&v4), choice.addresses(&v6));
     targets[0].addrs = v4.iter().chain(&v6).copied().collect();
+    // A ClusterSetIP import answered from endpoints (no clusterset IPs: Submariner's shape)
+    // whose port not every exporting cluster's slice lists: that port's SRV leads to the
+    // endpoints of the clusters that list it, with their port (KEP-1645: traffic to a port
+    // goes only to the constituent services that expose it), not to the service's name, whose
+    // addresses are every cluster's. A port every cluster lists keeps the name.
+    let endpoints = targets.len() - 1;
+    let exported_by_some: Vec<(SrvName, Vec<(usize, &Port)>)> =
+        if service.kind == ServiceType::ClusterSetIp && !from_ips {
+            group(&headless_entries)
+                .into_iter()
+                .filter(|(_, at)| {
+                    let mut with: Vec<usize> = at.iter().map(|(t, _)| *t).collect();
+                    with.sort_unstable();
+                    with.dedup();
+                    with.len() < endpoints
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
     let all_entries: Vec<(usize, &Port)> = match service.kind {
         ServiceType::ClusterSetIp => targets[0]
             .addrs
             .iter()
             .flat_map(|_| service.ports.iter().map(|p| (0, p)))
             .collect(),
-        ServiceType::Headless => headless_entries.clone(),
+        ServiceType::Headless => headless_entries,
     };
     let entries = choice.entries(&all_entries, &targets);
     let prefer_own = choice.prefer_own();
@@ -323,23 +343,10 @@ pub fn render_service(
         groups
     }
     let mut groups = group(&all_entries);
-    // A ClusterSetIP import answered from endpoints (no clusterset IPs: Submariner's shape)
-    // whose port not every exporting cluster's slice lists: that port's SRV leads to the
-    // endpoints of the clusters that list it, with their port (KEP-1645: traffic to a port
-    // goes only to the constituent services that expose it), not to the service's name, whose
-    // addresses are every cluster's. A port every cluster lists keeps the name.
-    if service.kind == ServiceType::ClusterSetIp && !from_ips {
-        let endpoints = targets.len() - 1;
-        for (k, at_endpoints) in group(&headless_entries) {
-            let mut with: Vec<usize> = at_endpoints.iter().map(|(t, _)| *t).collect();
-            with.sort_unstable();
-            with.dedup();
-            if with.len() < endpoints {
-                match groups.iter_mut().find(|(g, _)| *g == k) {
-                    Some((_, v)) => *v = at_endpoints,
-                    None => groups.push((k, at_endpoints)),
-                }
-            }
+    for (k, at_endpoints) in exported_by_some {
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, v)) => *v = at_endpoints,
+            None => groups.push((k, at_endpoints)),
         }
     }
     for ((port, proto), group) in groups {

@@ -9,29 +9,14 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::coredns::{CoreDns, clusterset_block};
+use common::coredns::CoreDns;
 use common::{Running, dig, http_get, metric_in, spawn_binary};
 
 /// Runs CoreDNS with Corefile.example's block, its listen port and upstream address changed to
-/// the test's loopback ones (and bound to loopback only).
+/// the test's loopback ones (and bound to loopback only). The quotes stay: CoreDNS reads the
+/// address as the block ships it.
 fn start_coredns(upstream: SocketAddr) -> CoreDns {
-    let block = clusterset_block();
-    assert!(block.contains("forward . \"10.96.0.53\""), "{block}");
-    CoreDns::start(
-        |port| {
-            block
-                .replacen(
-                    "clusterset.local:53 {",
-                    &format!("clusterset.local:{port} {{\n    bind 127.0.0.1"),
-                    1,
-                )
-                // The quotes stay: CoreDNS reads the address as the block ships it.
-                .replace("10.96.0.53", &upstream.to_string())
-        },
-        "dns-version.clusterset.local TXT +short",
-        "1.0.0",
-        20,
-    )
+    common::coredns::with_clusterset_block(&format!("forward . \"{upstream}\""))
 }
 
 /// The example data plus a headless service whose A answer (40 addresses) needs more than 512

@@ -23,7 +23,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::coredns::{CoreDns, clusterset_block};
 use common::{BIN, Proto, exchange_raw, query, tcp_exchange_blocking, udp_exchange_blocking};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
@@ -500,31 +499,14 @@ fn rollout(lameduck: &str, front: Front) -> Seen {
     let stop = Arc::new(AtomicBool::new(false));
     let programmed = Arc::new(Mutex::new(BTreeSet::new()));
     let controller = endpoints(pods.clone(), programmed.clone(), stop.clone());
-    let block = clusterset_block();
     let over_tcp = front == Front::CoreDns { over_tcp: true };
     let mut dnsmasq = None;
     let coredns = (front != Front::KubeDns).then(|| {
-        CoreDns::start(
-            |port| {
-                block
-                    .replacen(
-                        "clusterset.local:53 {",
-                        &format!("clusterset.local:{port} {{\n    bind 127.0.0.1"),
-                        1,
-                    )
-                    .replace(
-                        "forward . \"10.96.0.53\"",
-                        &if over_tcp {
-                            format!("forward . \"{VIP}\" {{\n        force_tcp\n    }}")
-                        } else {
-                            format!("forward . \"{VIP}\"")
-                        },
-                    )
-            },
-            "dns-version.clusterset.local TXT +short",
-            "1.0.0",
-            20,
-        )
+        common::coredns::with_clusterset_block(&if over_tcp {
+            format!("forward . \"{VIP}\" {{\n        force_tcp\n    }}")
+        } else {
+            format!("forward . \"{VIP}\"")
+        })
     });
     let at: SocketAddr = match &coredns {
         Some(c) => c.addr,

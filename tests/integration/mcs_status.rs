@@ -577,14 +577,12 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
     );
     // Each object once, whichever versions list it: west's CRDs serve two, so kube-state-metrics
     // writes each export twice, and the rules' `max without (customresource_version)` counts it once.
-    let exports = |q: &str| {
-        let prom = &prom;
-        let q = q.to_string();
-        async move { prom.wait_for(&q, 2.0).await }
-    };
     assert_eq!(
-        exports("count(max without (customresource_version) (kube_serviceexport_created{cluster=\"west\"}))")
-            .await,
+        prom.wait_for(
+            "count(max without (customresource_version) (kube_serviceexport_created{cluster=\"west\"}))",
+            2.0
+        )
+        .await,
         Some(2.0),
         "west's two exports, once each"
     );

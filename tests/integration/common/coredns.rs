@@ -94,3 +94,26 @@ pub fn binary_at(version: &str) -> PathBuf {
     );
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
+
+/// CoreDNS running Corefile.example's clusterset.local block as shipped, but listening on a
+/// free loopback port (bound to 127.0.0.1 only) and with its forward line replaced by
+/// `forward` (the address between the quotes, and any options); ready once it answers the
+/// zone's dns-version through that forward.
+pub fn with_clusterset_block(forward: &str) -> CoreDns {
+    let block = clusterset_block();
+    assert!(block.contains("    forward . \"10.96.0.53\"\n"), "{block}");
+    CoreDns::start(
+        |port| {
+            block
+                .replacen(
+                    "clusterset.local:53 {",
+                    &format!("clusterset.local:{port} {{\n    bind 127.0.0.1"),
+                    1,
+                )
+                .replace("forward . \"10.96.0.53\"", forward)
+        },
+        "dns-version.clusterset.local TXT +short",
+        "1.0.0",
+        20,
+    )
+}
