@@ -17,18 +17,20 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::judge::{self as export, Exported, Label, Peer, Port, Seen, Verdict};
+use super::judge::{self as export, Compared, Exported, Label, Peer, Verdict};
 use super::judge::{conditions, owned_labels};
 use super::read::{carried, exported, keys_of_service, linkerd_wrote, mirror_peers};
 use crate::bridge::clusters::{Changed, Clusters};
 use crate::bridge::metrics::BridgeMetrics;
-use crate::bridge::names::{CARRIED, FIELD_MANAGER};
+use crate::bridge::model::Port;
+use crate::bridge::model::SERVICE_EXPORT;
+use crate::bridge::model::{CARRIED, FIELD_MANAGER};
 use crate::bridge::runtime::events::{Recorder, Type as EventType};
 use crate::bridge::runtime::index::Index;
 use crate::bridge::runtime::runner::{self, Marks, Reconciler, Timing};
 use crate::bridge::runtime::store::{self, Store};
 use crate::bridge::runtime::{Key, api_error, object_of};
-use crate::bridge::{SERVICE_EXPORT, Shared};
+use crate::bridge::shared::Shared;
 
 /// Runs the export half until shutdown, once the ServiceExport CRD is served: its watches, and
 /// the runner that brings each export marked to its verdict while this replica leads.
@@ -49,7 +51,7 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         exports: exports_w.reader(),
         services: services_w.reader(),
         client: shared.client.clone(),
-        recorder: crate::bridge::recorder(&shared.client, &identity),
+        recorder: crate::bridge::shared::recorder(&shared.client, &identity),
         resource,
         config: settings,
         metrics: shared.metrics.clone(),
@@ -332,7 +334,7 @@ impl Exporter {
     /// The linked clusters' exports of `key` as peers, and which clusters were read; a linked
     /// cluster whose exports cannot be read is seen, where it can be, through the mirror
     /// Linkerd's service mirror wrote of its export here.
-    fn peers(&self, key: &Key) -> (Vec<Peer>, Seen) {
+    fn peers(&self, key: &Key) -> (Vec<Peer>, Compared) {
         let found = self.clusters.peers(key);
         let mut peers = Vec::new();
         for (link, svc) in &found.exports {
@@ -343,16 +345,7 @@ impl Exporter {
                     cluster: e.carried.cluster.clone().unwrap_or(link),
                     via,
                     headless: e.headless,
-                    ports: e
-                        .carried
-                        .ports
-                        .iter()
-                        .map(|p| Port {
-                            name: p.name.clone(),
-                            protocol: p.protocol.clone(),
-                            port: p.port,
-                        })
-                        .collect(),
+                    ports: e.carried.ports.iter().map(Port::mirrored).collect(),
                     // A Service labelled for Linkerd by hand carries nothing to compare.
                     carried: e.bridge.then_some(e.carried),
                 }),
@@ -372,7 +365,7 @@ impl Exporter {
                 peers.push(p.peer);
             }
         }
-        let seen = Seen {
+        let seen = Compared {
             read: found.read,
             unread: found.unread,
         };
@@ -456,7 +449,7 @@ impl Exporter {
             } else {
                 EventType::Normal
             };
-            crate::bridge::event(
+            crate::bridge::shared::event(
                 &self.recorder,
                 &reference,
                 type_,

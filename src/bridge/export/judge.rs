@@ -15,7 +15,8 @@ use std::fmt;
 use k8s_openapi::api::core::v1::Service;
 use serde_json::{Value, json};
 
-use crate::bridge::names::FIELD_MANAGER;
+use crate::bridge::model::FIELD_MANAGER;
+pub use crate::bridge::model::{Condition, Port, Status};
 use crate::source::linkerd::carried::Carried;
 
 /// The ServiceExport annotation that chooses how Linkerd exports the Service.
@@ -64,23 +65,6 @@ impl fmt::Display for Mode {
     }
 }
 
-/// A Service port as Linkerd's mirrors copy it (name, protocol, port; `appProtocol` is dropped).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Port {
-    pub name: String,
-    pub protocol: String,
-    pub port: i32,
-}
-
-impl fmt::Display for Port {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !self.name.is_empty() {
-            write!(f, "{}:", self.name)?;
-        }
-        write!(f, "{}/{}", self.port, self.protocol)
-    }
-}
-
 /// What the export half reads of the exported Service.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exported {
@@ -88,6 +72,7 @@ pub struct Exported {
     pub kind: String,
     /// `clusterIP: None`.
     pub headless: bool,
+    /// As Linkerd's mirrors copy them: without `appProtocol`.
     pub ports: BTreeSet<Port>,
     /// What the export carries for other clusters (see [`Carried`]).
     pub carried: Carried,
@@ -111,7 +96,7 @@ pub struct Peer {
 /// The clusters whose exports the export half compares with: those it read through their
 /// Links' credentials, and those it could not, with why.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Seen {
+pub struct Compared {
     pub read: Vec<String>,
     pub unread: Vec<(String, String)>,
 }
@@ -125,44 +110,6 @@ pub enum Label {
     Remove,
     /// Leave the label as it is: the export's own annotation cannot be read.
     Keep,
-}
-
-/// A condition's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    True,
-    False,
-    Unknown,
-}
-
-impl Status {
-    pub fn word(self) -> &'static str {
-        match self {
-            Status::True => "True",
-            Status::False => "False",
-            Status::Unknown => "Unknown",
-        }
-    }
-}
-
-/// One condition of the ServiceExport, without its times (the writer keeps those right).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Condition {
-    pub kind: &'static str,
-    pub status: Status,
-    pub reason: String,
-    pub message: String,
-}
-
-impl Condition {
-    fn new(kind: &'static str, status: Status, reason: &str, message: String) -> Self {
-        Condition {
-            kind,
-            status,
-            reason: reason.into(),
-            message,
-        }
-    }
 }
 
 pub const VALID: &str = "Valid";
@@ -220,7 +167,7 @@ pub fn judge(
     default: Mode,
     service: Option<&Exported>,
     peers: &[Peer],
-    seen: &Seen,
+    seen: &Compared,
 ) -> Verdict {
     let invalid = |label, reason: &str, message: String, ready: String| Verdict {
         label,
@@ -319,7 +266,7 @@ pub fn judge(
 
 /// An Event on the ServiceExport: whether it warns, its reason and its note.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Said {
+pub struct Notice {
     pub warning: bool,
     pub reason: String,
     pub note: String,
@@ -332,7 +279,7 @@ pub struct Said {
 /// invalid one says why already; Conflict True, reason `Conflict`, its reasons first in the
 /// note), and a normal Event when Ready turns True. A condition as it was says nothing, so a
 /// resync or a restart says nothing again.
-pub fn events(wanted: &[Condition], current: &[Value]) -> Vec<Said> {
+pub fn events(wanted: &[Condition], current: &[Value]) -> Vec<Notice> {
     let was = |c: &Condition| current.iter().find(|o| o["type"] == c.kind);
     let valid = wanted
         .iter()
@@ -354,7 +301,7 @@ pub fn events(wanted: &[Condition], current: &[Value]) -> Vec<Said> {
             } else {
                 (c.reason.clone(), c.message.clone())
             };
-            out.push(Said {
+            out.push(Notice {
                 warning: true,
                 reason,
                 note,
@@ -363,7 +310,7 @@ pub fn events(wanted: &[Condition], current: &[Value]) -> Vec<Said> {
             && c.status == Status::True
             && old.is_none_or(|o| o["status"] != "True")
         {
-            out.push(Said {
+            out.push(Notice {
                 warning: false,
                 reason: c.reason.clone(),
                 note: c.message.clone(),
@@ -377,7 +324,7 @@ pub fn events(wanted: &[Condition], current: &[Value]) -> Vec<Said> {
 /// carried fields of [`crate::source::linkerd::carried::COMPARED`]), the same comparison every
 /// cluster's bridge makes, so every export involved says so. `seen` says which clusters'
 /// exports were read (none read and no peer: Unknown; read and none exports: no conflict).
-fn conflict(svc: &Exported, peers: &[Peer], seen: &Seen) -> Condition {
+fn conflict(svc: &Exported, peers: &[Peer], seen: &Compared) -> Condition {
     // Every message ends with the clusters whose exports could not be read, after `sep`: what
     // is compared may be out of date.
     let unread = |sep: &str| {

@@ -10,8 +10,8 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::judge::{Exported, Peer, Port};
-use crate::bridge::Key;
-use crate::bridge::names::CARRIED;
+use crate::bridge::model::CARRIED;
+use crate::bridge::runtime::Key;
 use crate::source::linkerd::carried::Carried;
 use crate::source::linkerd::shape::{Shape, classify, services_named};
 use crate::source::linkerd::{LABEL_GATEWAY, LABEL_MIRRORED};
@@ -63,6 +63,7 @@ pub(super) fn ports(ports: &[k8s_openapi::api::core::v1::ServicePort]) -> BTreeS
             name: p.name.clone().unwrap_or_default(),
             protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
             port: p.port,
+            app_protocol: None,
         })
         .collect()
 }

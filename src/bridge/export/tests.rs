@@ -5,7 +5,7 @@ use crate::source::linkerd::carried::Carried;
 
 /// The judge of `shop/web` with no linked cluster read: peers only as given.
 fn web(annotation: Option<&str>, default: Mode, svc: Option<&Exported>, peers: &[Peer]) -> Verdict {
-    let seen = Seen::default();
+    let seen = Compared::default();
     judge("shop", "web", annotation, default, svc, peers, &seen)
 }
 
@@ -14,6 +14,7 @@ fn port(name: &str, port: i32) -> Port {
         name: name.into(),
         protocol: "TCP".into(),
         port,
+        app_protocol: None,
     }
 }
 
@@ -184,7 +185,7 @@ fn events_say_what_turned_bad_and_when_it_is_exported_once() {
     // No Service yet: one warning (not a second for Ready Pending).
     let missing = web(None, Mode::Federated, None, &[]);
     assert_eq!(said(&missing, &[]), [(true, "NoService".to_string())]);
-    // Said once: the same conditions again say nothing.
+    // Notice once: the same conditions again say nothing.
     assert!(said(&missing, &as_written(&missing)).is_empty());
     // The Service comes: Exported, as a normal Event.
     let ok = web(None, Mode::Federated, Some(&svc(false, &http)), &[]);
@@ -281,7 +282,7 @@ fn the_fields_a_peer_carried_are_compared_too() {
 fn what_was_read_decides_between_unknown_and_no_conflict() {
     let http = [port("http", 80)];
     let mine = svc(false, &http);
-    let with = |seen: Seen| {
+    let with = |seen: Compared| {
         super::judge(
             "shop",
             "web",
@@ -295,9 +296,9 @@ fn what_was_read_decides_between_unknown_and_no_conflict() {
             .clone()
     };
     // Nothing read: nothing can be said.
-    let c = with(Seen::default());
+    let c = with(Compared::default());
     assert_eq!((c.status, c.reason.as_str()), (Status::Unknown, "NoPeers"));
-    let c = with(Seen {
+    let c = with(Compared {
         read: vec![],
         unread: vec![("west".into(), "Secret x cannot be read: 403".into())],
     });
@@ -309,7 +310,7 @@ fn what_was_read_decides_between_unknown_and_no_conflict() {
         c.message
     );
     // Read, and nobody else exports it: no conflict, and which clusters were read.
-    let c = with(Seen {
+    let c = with(Compared {
         read: vec!["east".into(), "west".into()],
         unread: vec![("north".into(), "no key kubeconfig".into())],
     });
@@ -335,7 +336,7 @@ fn what_was_read_decides_between_unknown_and_no_conflict() {
         Mode::Federated,
         Some(&mine),
         &[peer("west", false, &[port("http", 8080)])],
-        &Seen {
+        &Compared {
             read: vec!["west".into()],
             unread: vec![("north".into(), "watching its exported Services: 401".into())],
         },
@@ -415,10 +416,10 @@ fn conditions_keep_their_transition_time_while_their_status_stays() {
 fn owned_labels_are_those_the_bridges_field_manager_applied() {
     let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "api", "managedFields": [
-            {"manager": crate::bridge::names::FIELD_MANAGER, "operation": "Apply",
+            {"manager": crate::bridge::model::FIELD_MANAGER, "operation": "Apply",
              "fieldsV1": {"f:metadata": {"f:labels": {"f:mirror.linkerd.io/federated": {}},
                                          "f:annotations": {"f:x": {}}}}},
-            {"manager": crate::bridge::names::FIELD_MANAGER, "operation": "Apply",
+            {"manager": crate::bridge::model::FIELD_MANAGER, "operation": "Apply",
              "subresource": "status",
              "fieldsV1": {"f:metadata": {"f:labels": {"f:not-this": {}}}}},
             {"manager": "kubectl", "operation": "Update",
@@ -436,7 +437,7 @@ fn owned_labels_are_those_the_bridges_field_manager_applied() {
 /// managers' records, of its own record's other fields, or kubectl's last applied copy.
 #[test]
 fn the_stores_keep_of_an_object_what_is_read_of_it() {
-    let own = crate::bridge::names::FIELD_MANAGER;
+    let own = crate::bridge::model::FIELD_MANAGER;
     let mut svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "api", "labels": {"app": "api"},
             "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"a\":1}", "team": "shop"},

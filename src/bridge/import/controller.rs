@@ -2,7 +2,7 @@
 //! and the ServiceImports and MCS EndpointSlices in the cluster, and brings each service to what
 //! [`super::judge`](fn@super::judge) says of it (with every cluster's exports of it, [`crate::bridge::clusters`]).
 //! It writes only objects it created (ServiceImports labelled `app.kubernetes.io/managed-by`,
-//! slices labelled `endpointslice.kubernetes.io/managed-by`, both [`MANAGER`]); one someone
+//! slices labelled `endpointslice.kubernetes.io/managed-by`, both [`MANAGER`](crate::bridge::model::MANAGER)); one someone
 //! else created is left as it is, said in the log and an Event, and counted.
 //!
 //! A service is judged alone: an index from each service to the Linkerd Services and slices
@@ -13,32 +13,34 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+mod write;
+
 use super::index::{
     Index, Indexes, Said, Told, hosts_of, key_of_local_slice, key_of_slice, keys_of_service,
-    problem_text,
 };
-use super::object::{covers, difference, owned_keys, same_spec};
 use super::watch::{Seen, names_of, watch_of};
-use super::{Host, Import, Naming, Problem};
+use super::{Import, Naming};
 use crate::bridge::clusters::Changed;
 use crate::bridge::metrics::BridgeMetrics;
-use crate::bridge::names::{FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, is_ours};
+use crate::bridge::model::{Host, Problem, Reason};
+use crate::bridge::model::{LABEL_MANAGER, LABEL_SLICE_MANAGER, is_ours};
+use crate::bridge::model::{LINK, SERVICE_IMPORT};
 use crate::bridge::runtime::events::{Recorder, Type as EventType};
 use crate::bridge::runtime::index::Written;
 use crate::bridge::runtime::runner::{self, Marks, Reconciler, Timing};
 use crate::bridge::runtime::store::{self, Store};
 use crate::bridge::runtime::{Key, api_error};
-use crate::bridge::{LINK, SERVICE_IMPORT, Shared};
+use crate::bridge::shared::Shared;
 use crate::source::linkerd::SELECTOR;
 use crate::source::mcs::LABEL_SERVICE_NAME;
 
@@ -87,7 +89,7 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         slices: writers.slices.reader(),
         hosts: writers.hosts.reader(),
         client: shared.client.clone(),
-        recorder: crate::bridge::recorder(&shared.client, &identity),
+        recorder: crate::bridge::shared::recorder(&shared.client, &identity),
         si,
         link,
         settings,
@@ -387,16 +389,17 @@ impl Importer {
         judged
             .problems
             .extend(unreadable.into_iter().map(|message| Problem {
+                kind: "Service",
                 namespace: key.0.clone(),
                 object: key.1.clone(),
-                reason: super::NOT_IMPORTED,
+                reason: Reason::NotImported,
                 message,
             }));
         let mut said = Said::default();
-        for p in &judged.problems {
-            said.messages.insert(problem_text(p));
+        for p in judged.problems {
             said.unusable
                 .insert((p.namespace.clone(), p.object.clone()));
+            said.messages.insert(p);
         }
         (judged.imports.remove(key), said)
     }
@@ -405,19 +408,10 @@ impl Importer {
     /// an Event on the object it is about.
     async fn tell(&self, key: &Key, said: Said) {
         let new = self.told.lock().expect("not poisoned").hold(key, said);
-        for text in new {
-            let Some((what, message)) = text.split_once('\n') else {
-                continue;
-            };
-            let mut parts = what.splitn(4, ' ');
-            let (kind, reason, ns, object) = (
-                parts.next().unwrap_or_default(),
-                parts.next().unwrap_or_default(),
-                parts.next().unwrap_or_default(),
-                parts.next().unwrap_or_default(),
-            );
-            warn!(namespace = %ns, object = %object, reason, "{message}");
-            let reference = match kind {
+        for p in new {
+            let (ns, object, reason) = (p.namespace.as_str(), p.object.as_str(), p.reason.word());
+            warn!(namespace = %ns, object = %object, reason, "{}", p.message);
+            let reference = match p.kind {
                 // On one of Linkerd's Services, or on this cluster's exported Service.
                 "Service" => self
                     .services
@@ -435,12 +429,12 @@ impl Importer {
             };
             if let Some(reference) = reference {
                 let warning = EventType::Warning;
-                crate::bridge::event(
+                crate::bridge::shared::event(
                     &self.recorder,
                     &reference,
                     warning,
                     reason,
-                    message,
+                    &p.message,
                     "Import",
                 )
                 .await;
@@ -482,238 +476,6 @@ impl Importer {
             .collect()
     }
 
-    /// Brings service `key` to `want`: its ServiceImport and slices written, or taken away.
-    async fn reconcile(
-        &self,
-        key: &Key,
-        want: Option<&Import>,
-        mine: &[Arc<EndpointSlice>],
-        said: &mut Said,
-    ) -> Result<(), kube::Error> {
-        let (ns, name) = (key.0.as_str(), key.1.as_str());
-        let in_store = self.imports.get(ns, name);
-        let existing = self.written_imports.read(ns, name, in_store);
-        let ours = existing
-            .as_ref()
-            .is_none_or(|o| is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER));
-        let si_api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &self.si);
-        let slice_api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), ns);
-        let Some(want) = want else {
-            for s in mine {
-                let slice = s.metadata.name.clone().unwrap_or_default();
-                absent_is_done(slice_api.delete(&slice, &DeleteParams::default()).await)?;
-                self.written_slices.forget(ns, &slice);
-            }
-            if let Some(o) = existing.filter(|_| ours) {
-                absent_is_done(si_api.delete(name, &DeleteParams::default()).await)?;
-                self.written_imports.forget(ns, name);
-                info!(
-                    namespace = ns,
-                    name, "ServiceImport deleted: no cluster exports the service now"
-                );
-                drop(o);
-            }
-            return Ok(());
-        };
-        if !ours {
-            let o = existing.expect("not ours: it exists");
-            self.not_taken_over(
-                said,
-                "ServiceImport",
-                &kube::Resource::object_ref(&*o, &self.si),
-            );
-            return Ok(());
-        }
-        // The ServiceImport: created if it is not there (an existing one is someone else's),
-        // then its spec, labels and annotations and its status written when they differ.
-        let mut object = json!({
-            "apiVersion": self.si.api_version,
-            "kind": "ServiceImport",
-            "metadata": want.metadata(),
-            "spec": want.spec(),
-        });
-        object["metadata"]["name"] = name.into();
-        object["metadata"]["namespace"] = ns.into();
-        let mut have = existing.map(|o| serde_json::to_value(&*o).unwrap_or_default());
-        if have.is_none() {
-            let new: DynamicObject = serde_json::from_value(object.clone()).expect("an object");
-            let pp = PostParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..PostParams::default()
-            };
-            match si_api.create(&pp, &new).await {
-                Ok(o) => {
-                    info!(namespace = ns, name, "ServiceImport created");
-                    have = Some(serde_json::to_value(&o).unwrap_or_default());
-                    self.written_imports.wrote(None, o);
-                }
-                Err(kube::Error::Api(e)) if e.code == 409 => {
-                    // Created since the store saw it: ours if it says so.
-                    let o = si_api.get(name).await?;
-                    if !is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER) {
-                        self.not_taken_over(
-                            said,
-                            "ServiceImport",
-                            &kube::Resource::object_ref(&o, &self.si),
-                        );
-                        return Ok(());
-                    }
-                    have = Some(serde_json::to_value(o).unwrap_or_default());
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        let have = have.unwrap_or_default();
-        // The version the next write goes over.
-        let mut version = have["metadata"]["resourceVersion"]
-            .as_str()
-            .map(str::to_string);
-        let apply = PatchParams::apply(FIELD_MANAGER).force();
-        // Labels and annotations the bridge wrote before (its field manager holds them) and
-        // wants no more: exported no longer.
-        let stale = |what: &str| -> Vec<String> {
-            owned_keys(&have, what)
-                .into_iter()
-                .filter(|k| object["metadata"][what].get(k).is_none())
-                .collect()
-        };
-        let (stale_labels, stale_annotations) = (stale("labels"), stale("annotations"));
-        if !covers(&have, &object)
-            || !same_spec(&have["spec"], &object["spec"])
-            || !stale_labels.is_empty()
-            || !stale_annotations.is_empty()
-        {
-            // Replaced whole, at the version read: a field the bridge no longer wants (`ips`
-            // once the federated Service is gone) goes too, and a change made since the read
-            // fails with a conflict and is tried again. Labels and annotations others put on
-            // stay.
-            let mut new = have.clone();
-            new["spec"] = object["spec"].clone();
-            for (what, stale) in [
-                ("labels", &stale_labels),
-                ("annotations", &stale_annotations),
-            ] {
-                if let Some(m) = new["metadata"][what].as_object_mut() {
-                    stale.iter().for_each(|k| drop(m.remove(k)));
-                }
-                for (k, v) in object["metadata"][what].as_object().into_iter().flatten() {
-                    new["metadata"][what][k] = v.clone();
-                }
-            }
-            if let Some(m) = new["metadata"].as_object_mut() {
-                m.remove("managedFields");
-            }
-            let new: DynamicObject = serde_json::from_value(new).expect("an object");
-            let pp = PostParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..PostParams::default()
-            };
-            let o = si_api.replace(name, &pp, &new).await?;
-            let over = std::mem::replace(&mut version, o.metadata.resource_version.clone());
-            self.written_imports.wrote(over, o);
-            let changed = difference(&have, &object)
-                .unwrap_or_else(|| "a field the bridge no longer sets".into());
-            info!(namespace = ns, name, changed, "ServiceImport updated");
-        }
-        let status = want.status();
-        if !covers(&have["status"], &status)
-            || have["status"]["clusters"].as_array().map(Vec::len)
-                != status["clusters"].as_array().map(Vec::len)
-        {
-            let patch = json!({
-                "apiVersion": self.si.api_version,
-                "kind": "ServiceImport",
-                "metadata": {"name": name, "namespace": ns},
-                "status": status,
-            });
-            let o = si_api
-                .patch_status(name, &apply, &Patch::Apply(&patch))
-                .await?;
-            self.written_imports.wrote(version, o);
-        }
-        // The slices: each written unless someone else's has its name; the bridge's others
-        // taken away.
-        let wanted = want.slice_objects();
-        for (slice, object) in &wanted {
-            let in_store = self.slices.get(ns, slice);
-            let have = self.written_slices.read(ns, slice, in_store);
-            match have {
-                Some(h) if !is_ours(h.metadata.labels.as_ref(), LABEL_SLICE_MANAGER) => {
-                    self.not_taken_over(
-                        said,
-                        "EndpointSlice",
-                        &kube::Resource::object_ref(&*h, &()),
-                    );
-                }
-                Some(h) if covers(&serde_json::to_value(&*h).unwrap_or_default(), object) => {}
-                Some(h) => {
-                    let o = slice_api
-                        .patch(slice, &apply, &Patch::Apply(object))
-                        .await?;
-                    self.written_slices
-                        .wrote(h.metadata.resource_version.clone(), o);
-                }
-                None => {
-                    let new: EndpointSlice =
-                        serde_json::from_value(object.clone()).expect("a slice");
-                    let pp = PostParams {
-                        field_manager: Some(FIELD_MANAGER.into()),
-                        ..PostParams::default()
-                    };
-                    match slice_api.create(&pp, &new).await {
-                        Ok(o) => self.written_slices.wrote(None, o),
-                        Err(kube::Error::Api(e)) if e.code == 409 => {
-                            let h = slice_api.get(slice).await?;
-                            if is_ours(h.metadata.labels.as_ref(), LABEL_SLICE_MANAGER) {
-                                let o = slice_api
-                                    .patch(slice, &apply, &Patch::Apply(object))
-                                    .await?;
-                                self.written_slices
-                                    .wrote(h.metadata.resource_version.clone(), o);
-                            } else {
-                                self.not_taken_over(
-                                    said,
-                                    "EndpointSlice",
-                                    &kube::Resource::object_ref(&h, &()),
-                                );
-                            }
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
-        }
-        for s in mine {
-            let slice = s.metadata.name.clone().unwrap_or_default();
-            if !wanted.contains_key(&slice) {
-                absent_is_done(slice_api.delete(&slice, &DeleteParams::default()).await)?;
-                self.written_slices.forget(ns, &slice);
-            }
-        }
-        Ok(())
-    }
-
-    /// Notes that `o` is someone else's and stays so: said once in the log and an Event on
-    /// it, and counted.
-    fn not_taken_over(&self, said: &mut Said, kind: &str, o: &ObjectReference) {
-        let (ns, name) = (
-            o.namespace.clone().unwrap_or_default(),
-            o.name.clone().unwrap_or_default(),
-        );
-        let label = if kind == "EndpointSlice" {
-            said.foreign.1 += 1;
-            LABEL_SLICE_MANAGER
-        } else {
-            said.foreign.0 += 1;
-            LABEL_MANAGER
-        };
-        let note = format!(
-            "{kind} {ns}/{name} was not created by the linkerd-bridge (no label {label}={MANAGER}): it is left as it is, and the service's import from Linkerd is not written"
-        );
-        said.messages
-            .insert(format!("{kind} NotTakenOver {ns} {name}\n{note}"));
-    }
-
     /// The gauges: what the bridge wrote, what it left to others, what it could not use.
     fn count(&self) {
         let si_mine = self.imports.count_marked();
@@ -727,14 +489,5 @@ impl Importer {
             told.by_key.values().flat_map(|s| &s.unusable).collect();
         self.metrics
             .imports([si_mine, sl_mine], [si_foreign, sl_foreign], unusable.len());
-    }
-}
-
-/// A delete of something already gone is done.
-fn absent_is_done<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
-    match r {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e),
     }
 }

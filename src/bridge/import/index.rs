@@ -8,8 +8,8 @@ use std::net::IpAddr;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use super::{Host, Problem};
-use crate::bridge::Key;
+use crate::bridge::model::{Host, Problem};
+use crate::bridge::runtime::Key;
 pub(super) use crate::bridge::runtime::index::Index;
 use crate::source::linkerd::shape::services_named;
 use crate::source::mcs::LABEL_SERVICE_NAME;
@@ -23,29 +23,47 @@ pub(super) struct Indexes {
 }
 
 /// What the import half says, by service: the problems in the log and an Event, the objects
-/// someone else holds. A message is said when the first service comes to hold it, and again
+/// someone else holds. A problem is said when the first service comes to hold it, and again
 /// only after no service held it for a while (it went, and came back); it is forgotten when no
 /// service holds it, so what is kept is bounded by what is wrong now.
-#[derive(Default)]
-pub(super) struct Told {
-    pub(super) by_key: HashMap<Key, Said>,
-    /// How many services hold each message.
-    held: HashMap<String, usize>,
+pub(super) struct Told<M = Problem> {
+    pub(super) by_key: HashMap<Key, Said<M>>,
+    /// How many services hold each problem.
+    held: HashMap<M, usize>,
+}
+
+impl<M> Default for Told<M> {
+    fn default() -> Self {
+        Told {
+            by_key: HashMap::new(),
+            held: HashMap::new(),
+        }
+    }
 }
 
 /// What one service's last reconcile found to say, and count.
-#[derive(Default, Clone, PartialEq, Eq)]
-pub(super) struct Said {
-    pub(super) messages: BTreeSet<String>,
+#[derive(Clone, PartialEq, Eq)]
+pub(super) struct Said<M = Problem> {
+    pub(super) messages: BTreeSet<M>,
     /// The objects that could not be used, by namespace and name.
     pub(super) unusable: BTreeSet<(String, String)>,
     /// Its ServiceImport and how many of its slices someone else holds.
     pub(super) foreign: (usize, usize),
 }
 
-impl Told {
-    /// Records what `key` holds now; the messages no service held before, to be said.
-    pub(super) fn hold(&mut self, key: &Key, now: Said) -> Vec<String> {
+impl<M> Default for Said<M> {
+    fn default() -> Self {
+        Said {
+            messages: BTreeSet::new(),
+            unusable: BTreeSet::new(),
+            foreign: (0, 0),
+        }
+    }
+}
+
+impl<M: Clone + Ord + std::hash::Hash> Told<M> {
+    /// Records what `key` holds now; the problems no service held before, to be said.
+    pub(super) fn hold(&mut self, key: &Key, now: Said<M>) -> Vec<M> {
         let before = self.by_key.remove(key).unwrap_or_default();
         for m in before.messages.difference(&now.messages) {
             if let Some(n) = self.held.get_mut(m) {
@@ -118,84 +136,5 @@ pub(super) fn hosts_of(s: &EndpointSlice) -> Vec<Host> {
         .collect()
 }
 
-/// A problem as [`Told`] holds it: `Service <reason> <namespace> <object>`, a line break, and
-/// the message.
-pub(super) fn problem_text(p: &Problem) -> String {
-    format!(
-        "Service {} {} {}\n{}",
-        p.reason, p.namespace, p.object, p.message
-    )
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::source::linkerd::ANNOTATION_FQ_NAME;
-
-    fn key(ns: &str, name: &str) -> Key {
-        (ns.into(), name.into())
-    }
-
-    fn svc(ns: &str, name: &str, annotations: &[(&str, &str)]) -> Service {
-        let mut s = Service::default();
-        s.metadata.namespace = Some(ns.into());
-        s.metadata.name = Some(name.into());
-        s.metadata.annotations = Some(
-            annotations
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
-        s
-    }
-
-    #[test]
-    fn a_linkerd_service_is_judged_under_the_services_it_names_or_its_own_name() {
-        let host = svc(
-            "shop",
-            "db-0-west",
-            &[(ANNOTATION_FQ_NAME, "db-0.db.shop.svc.cluster.local")],
-        );
-        assert_eq!(keys_of_service(&host), [key("shop", "db")]);
-        // One that names none is judged under its own name, so its problem is said.
-        let bare = svc("shop", "odd-federated", &[]);
-        assert_eq!(keys_of_service(&bare), [key("shop", "odd-federated")]);
-    }
-
-    fn said(messages: &[&str], unusable: &[(&str, &str)]) -> Said {
-        Said {
-            messages: messages.iter().map(|m| m.to_string()).collect(),
-            unusable: unusable
-                .iter()
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .collect(),
-            foreign: (0, 0),
-        }
-    }
-
-    #[test]
-    fn a_message_is_said_once_while_any_service_holds_it_and_forgotten_after() {
-        let mut t = Told::default();
-        let (a, b) = (key("shop", "a"), key("shop", "b"));
-        assert_eq!(t.hold(&a, said(&["m1"], &[("shop", "x")])), ["m1"]);
-        assert_eq!(
-            t.hold(&a, said(&["m1"], &[("shop", "x")])),
-            Vec::<String>::new()
-        );
-        // Another service finding the same problem does not say it again.
-        assert_eq!(t.hold(&b, said(&["m1", "m2"], &[])), ["m2"]);
-        assert_eq!(t.hold(&a, Said::default()), Vec::<String>::new());
-        assert!(
-            !t.by_key.contains_key(&a),
-            "nothing kept for a service with nothing to say"
-        );
-        assert_eq!(t.held.get("m1"), Some(&1));
-        assert_eq!(t.hold(&b, Said::default()), Vec::<String>::new());
-        assert!(
-            t.held.is_empty() && t.by_key.is_empty(),
-            "bounded by what is wrong now"
-        );
-        // Gone and back: said again.
-        assert_eq!(t.hold(&a, said(&["m1"], &[])), ["m1"]);
-    }
-}
+mod tests;

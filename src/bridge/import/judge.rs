@@ -8,11 +8,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::read::{Read, Shape, read};
-use super::{
-    CONFLICT, ClusterExport, Exports, Family, Import, ImportPort, NOT_IMPORTED, Naming, Problem,
-    SliceSpec, exported_metadata,
-};
+use super::read::{Piece, Read, read};
+use super::{Import, Naming, SliceSpec, exported_metadata};
+use crate::bridge::model::{ClusterExport, Exports, Family, Port, Problem, Reason};
 use crate::source::linkerd::carried::{Carried, export_order};
 use crate::wire::cluster_id;
 
@@ -44,7 +42,8 @@ pub fn judge(
             Err(message) => out.problems.push(Problem {
                 namespace: ns.clone(),
                 object: object.clone(),
-                reason: NOT_IMPORTED,
+                kind: "Service",
+                reason: Reason::NotImported,
                 message,
             }),
         }
@@ -64,7 +63,7 @@ pub fn judge(
         let mut hosts: BTreeMap<&str, Vec<&Read>> = BTreeMap::new();
         for r in &reads {
             match r.shape {
-                Shape::Host { ref parent, .. } => hosts.entry(parent).or_default().push(r),
+                Piece::Host { ref parent, .. } => hosts.entry(parent).or_default().push(r),
                 _ => by_service.entry(&r.service).or_default().push(r),
             }
         }
@@ -105,7 +104,7 @@ struct Member<'a> {
     /// What it is called in messages.
     shown: String,
     headless: bool,
-    ports: Vec<ImportPort>,
+    ports: Vec<Port>,
     carried: Option<Carried>,
     /// This cluster's addresses of the service: its mirror's ClusterIP, its headless
     /// mirror's hosts, or (this cluster's own export) its Service's ClusterIPs.
@@ -118,11 +117,11 @@ impl Member<'_> {
     }
 }
 
-fn carried_ports(c: &Carried) -> Vec<ImportPort> {
-    let mut out: Vec<ImportPort> = c
+fn carried_ports(c: &Carried) -> Vec<Port> {
+    let mut out: Vec<Port> = c
         .ports
         .iter()
-        .map(|p| ImportPort {
+        .map(|p| Port {
             name: p.name.clone(),
             protocol: p.protocol.clone(),
             port: p.port,
@@ -135,7 +134,7 @@ fn carried_ports(c: &Carried) -> Vec<ImportPort> {
 }
 
 /// What one service's judgement has found to say: problems with the objects it reads
-/// ([`NOT_IMPORTED`]), and conflicts between the exports ([`CONFLICT`]), said after.
+/// ([`Reason::NotImported`]), and conflicts between the exports ([`Reason::ExportConflict`]), said after.
 struct Judging<'a> {
     ns: &'a str,
     name: &'a str,
@@ -150,7 +149,8 @@ impl Judging<'_> {
         self.problems.push(Problem {
             namespace: self.ns.into(),
             object: object.into(),
-            reason: NOT_IMPORTED,
+            kind: "Service",
+            reason: Reason::NotImported,
             message,
         });
     }
@@ -159,7 +159,8 @@ impl Judging<'_> {
         self.conflicts.push(Problem {
             namespace: self.ns.into(),
             object: object.into(),
-            reason: CONFLICT,
+            kind: "Service",
+            reason: Reason::ExportConflict,
             message,
         });
     }
@@ -195,8 +196,8 @@ impl Judging<'_> {
 }
 
 /// `ports` with the `appProtocol` `carried` gives each (Linkerd's objects drop it), sorted.
-fn with_app(ports: &[ImportPort], carried: Option<&Carried>) -> Vec<ImportPort> {
-    let mut out: Vec<ImportPort> = ports
+fn with_app(ports: &[Port], carried: Option<&Carried>) -> Vec<Port> {
+    let mut out: Vec<Port> = ports
         .iter()
         .map(|p| {
             let app = carried
@@ -204,7 +205,7 @@ fn with_app(ports: &[ImportPort], carried: Option<&Carried>) -> Vec<ImportPort> 
                 .flat_map(|c| &c.ports)
                 .find(|c| c.port == p.port && c.protocol == p.protocol && c.name == p.name)
                 .and_then(|c| c.app_protocol.clone());
-            ImportPort {
+            Port {
                 app_protocol: app.or_else(|| p.app_protocol.clone()),
                 ..p.clone()
             }
@@ -339,17 +340,17 @@ fn from_linkerd<'a>(
     // bridge cannot read add no member (the federated Service stands for the service).
     let members: Vec<&Read> = members
         .iter()
-        .filter(|r| matches!(r.shape, Shape::Federated { .. }))
+        .filter(|r| matches!(r.shape, Piece::Federated { .. }))
         .chain(
             members
                 .iter()
-                .filter(|r| !matches!(r.shape, Shape::Federated { .. })),
+                .filter(|r| !matches!(r.shape, Piece::Federated { .. })),
         )
         .copied()
         .collect();
     for r in members {
         match &r.shape {
-            Shape::Federated {
+            Piece::Federated {
                 remote,
                 local,
                 ips,
@@ -401,14 +402,14 @@ fn from_linkerd<'a>(
                     }
                 }
             }
-            Shape::Mirror { cluster, .. } | Shape::HeadlessMirror { cluster } => {
-                let headless = matches!(r.shape, Shape::HeadlessMirror { .. });
+            Piece::Mirror { cluster, .. } | Piece::HeadlessMirror { cluster } => {
+                let headless = matches!(r.shape, Piece::HeadlessMirror { .. });
                 let mut endpoints = Vec::new();
                 match &r.shape {
-                    Shape::Mirror { ips, .. } => endpoints.extend(ips.iter().map(|ip| (None, *ip))),
+                    Piece::Mirror { ips, .. } => endpoints.extend(ips.iter().map(|ip| (None, *ip))),
                     _ => {
                         for h in hosts.get(r.object.as_str()).into_iter().flatten() {
-                            if let Shape::Host {
+                            if let Piece::Host {
                                 cluster: hc,
                                 hostname,
                                 ip: Some(ip),
@@ -454,7 +455,7 @@ fn from_linkerd<'a>(
                     endpoints,
                 });
             }
-            Shape::Host { .. } => {}
+            Piece::Host { .. } => {}
         }
     }
     federated
@@ -489,8 +490,8 @@ fn merge(j: &mut Judging, all: &[Member], federated: Option<FederatedRead>) -> O
     // export's port where a name clashes, KEP-1645 "Service Port"); each cluster's slices
     // have its own ports. A cluster exporting the other type is left out: its addresses
     // cannot be served as the oldest's type.
-    let mut ports: Vec<(ImportPort, &str)> = Vec::new();
-    let mut taken: Vec<(&Member, Vec<ImportPort>)> = Vec::new();
+    let mut ports: Vec<(Port, &str)> = Vec::new();
+    let mut taken: Vec<(&Member, Vec<Port>)> = Vec::new();
     let mut clusters = BTreeSet::new();
     let mut slices: BTreeMap<(String, Family), SliceSpec> = BTreeMap::new();
     for m in all {
@@ -529,7 +530,7 @@ fn merge(j: &mut Judging, all: &[Member], federated: Option<FederatedRead>) -> O
                 .push((hostname.clone(), *ip));
         }
     }
-    let mut union: Vec<ImportPort> = ports.iter().map(|(p, _)| p.clone()).collect();
+    let mut union: Vec<Port> = ports.iter().map(|(p, _)| p.clone()).collect();
     union.sort();
     port_conflicts(j, &taken, &ports, &union);
     if clusters.is_empty() {
@@ -578,12 +579,12 @@ fn merge(j: &mut Judging, all: &[Member], federated: Option<FederatedRead>) -> O
 /// the ServiceExports).
 fn port_conflicts(
     j: &mut Judging,
-    taken: &[(&Member, Vec<ImportPort>)],
-    ports: &[(ImportPort, &str)],
-    union: &[ImportPort],
+    taken: &[(&Member, Vec<Port>)],
+    ports: &[(Port, &str)],
+    union: &[Port],
 ) {
     let name = j.name;
-    let bare = |ports: &[ImportPort]| -> Vec<(String, String, i32)> {
+    let bare = |ports: &[Port]| -> Vec<(String, String, i32)> {
         ports
             .iter()
             .map(|p| (p.name.clone(), p.protocol.clone(), p.port))
@@ -592,10 +593,10 @@ fn port_conflicts(
     let differ = taken.iter().any(|(_, own)| bare(own) != bare(union));
     for (m, own) in taken.iter().filter(|_| differ) {
         let Some(object) = m.object else { continue };
-        let list = |ports: &[ImportPort]| {
+        let list = |ports: &[Port]| {
             ports
                 .iter()
-                .map(ImportPort::to_string)
+                .map(Port::to_string)
                 .collect::<Vec<_>>()
                 .join(", ")
         };

@@ -32,18 +32,16 @@ mod tests;
 mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::net::IpAddr;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::source::linkerd::carried::Carried;
+use crate::bridge::model::{Family, Host, Port};
 use crate::wire::cluster_id;
 pub use controller::Settings;
 pub(super) use controller::run;
 pub use judge::{Judged, judge};
 pub(super) use object::exported_metadata;
-pub use read::cluster_ips;
 
 /// How clusters are named.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,63 +59,6 @@ impl Naming {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Family {
-    V4,
-    V6,
-}
-
-impl Family {
-    pub fn of(ip: &IpAddr) -> Family {
-        if ip.is_ipv4() { Family::V4 } else { Family::V6 }
-    }
-
-    /// The word of `ipFamilies` and of an EndpointSlice's `addressType`.
-    pub fn word(self) -> &'static str {
-        match self {
-            Family::V4 => "IPv4",
-            Family::V6 => "IPv6",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ImportPort {
-    pub name: String,
-    pub protocol: String,
-    pub port: i32,
-    pub app_protocol: Option<String>,
-}
-
-impl fmt::Display for ImportPort {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !self.name.is_empty() {
-            write!(f, "{}:", self.name)?;
-        }
-        write!(f, "{}/{}", self.port, self.protocol)?;
-        if let Some(a) = &self.app_protocol {
-            write!(f, " ({a})")?;
-        }
-        Ok(())
-    }
-}
-
-impl ImportPort {
-    fn json(&self) -> Value {
-        let mut p = json!({"port": self.port, "protocol": self.protocol});
-        if !self.name.is_empty() {
-            p["name"] = self.name.clone().into();
-        }
-        if let Some(a) = &self.app_protocol {
-            p["appProtocol"] = a.clone().into();
-        }
-        p
-    }
-}
-
-/// A host of a service: its hostname (headless, if it has one) and address.
-pub type Host = (Option<String>, IpAddr);
-
 /// One EndpointSlice of an import: one cluster's addresses of one family.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SliceSpec {
@@ -125,7 +66,7 @@ pub struct SliceSpec {
     pub family: Family,
     /// Hostname (headless) and address, sorted.
     pub endpoints: Vec<Host>,
-    pub ports: Vec<ImportPort>,
+    pub ports: Vec<Port>,
 }
 
 /// The ServiceImport one exported service should have.
@@ -136,8 +77,8 @@ pub struct Import {
     pub headless: bool,
     pub ips: Vec<IpAddr>,
     pub families: Vec<Family>,
-    pub ports: Vec<ImportPort>,
-    /// What the export half carried (see [`super::names::CARRIED`]): the fields of the exported
+    pub ports: Vec<Port>,
+    /// What the export half carried (see [`super::model::CARRIED`]): the fields of the exported
     /// Service that Linkerd does not copy, by their ServiceImport names.
     pub carried: BTreeMap<String, Value>,
     /// The exported labels and annotations (`spec.exportedLabels` / `exportedAnnotations` of
@@ -146,49 +87,4 @@ pub struct Import {
     pub annotations: BTreeMap<String, String>,
     pub clusters: BTreeSet<String>,
     pub slices: Vec<SliceSpec>,
-}
-
-/// Something in Linkerd's objects the bridge could not use, to say in an Event on `object`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub namespace: String,
-    pub object: String,
-    /// The Event's reason: [`NOT_IMPORTED`] or [`CONFLICT`].
-    pub reason: &'static str,
-    pub message: String,
-}
-
-/// A Linkerd Service the import cannot use (or not all of).
-pub const NOT_IMPORTED: &str = "NotImported";
-/// Clusters export the service differently; the oldest export decides.
-pub const CONFLICT: &str = "ExportConflict";
-
-/// One cluster's export of a service, as the bridge reads it through the Link's credentials
-/// (or in this cluster): the exported Service and what its export half carried.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterExport {
-    /// The Link's target cluster name; None for this cluster's own export.
-    pub link: Option<String>,
-    /// The exported Service's ClusterIPs: this cluster's own export's addresses.
-    pub ips: Vec<IpAddr>,
-    pub headless: bool,
-    /// This cluster's own headless export's hosts, from its EndpointSlices: each ready
-    /// endpoint's hostname (if it has one) and addresses. Empty for every other export.
-    pub hosts: Vec<Host>,
-    pub carried: Carried,
-    /// Whether a bridge carried it; else it is what the Service's spec says.
-    pub bridge: bool,
-}
-
-/// The exports read: by namespace and name of the service, and whose.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Exports {
-    pub by_service: BTreeMap<(String, String), Vec<ClusterExport>>,
-    /// The Links (target cluster names) whose clusters' exports were listed: what Linkerd's
-    /// objects say of those clusters adds no member (a cluster not in `by_service` does not
-    /// export), they give only addresses.
-    pub read: BTreeSet<String>,
-    /// Whether this cluster's own exports were listed (then a federated Service's local
-    /// member adds none either).
-    pub own_read: bool,
 }

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{Import, ImportPort};
-use crate::bridge::names::{
+use super::Import;
+use crate::bridge::model::Port;
+use crate::bridge::model::{
     FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, slice_name,
 };
 use crate::source::linkerd::carried::Carried;
@@ -33,7 +34,7 @@ impl Import {
     pub fn spec(&self) -> Value {
         let mut spec = json!({
             "type": if self.headless { "Headless" } else { "ClusterSetIP" },
-            "ports": self.ports.iter().map(ImportPort::json).collect::<Vec<_>>(),
+            "ports": self.ports.iter().map(port_json).collect::<Vec<_>>(),
         });
         if !self.families.is_empty() {
             spec["ipFamilies"] = self.families.iter().map(|f| f.word()).collect();
@@ -87,7 +88,7 @@ impl Import {
                     },
                     "addressType": s.family.word(),
                     "endpoints": endpoints,
-                    "ports": s.ports.iter().map(ImportPort::json).collect::<Vec<_>>(),
+                    "ports": s.ports.iter().map(port_json).collect::<Vec<_>>(),
                 });
                 (name, o)
             })
@@ -205,3 +206,18 @@ pub(super) fn same_spec(have: &Value, want: &Value) -> bool {
         _ => false,
     }
 }
+
+/// A port as a ServiceImport's and an EndpointSlice's `ports` hold it.
+fn port_json(p: &Port) -> Value {
+    let mut j = json!({"port": p.port, "protocol": p.protocol});
+    if !p.name.is_empty() {
+        j["name"] = p.name.clone().into();
+    }
+    if let Some(a) = &p.app_protocol {
+        j["appProtocol"] = a.clone().into();
+    }
+    j
+}
+
+#[cfg(test)]
+mod tests;

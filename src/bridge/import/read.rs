@@ -6,14 +6,16 @@ use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::{Family, ImportPort};
-use crate::bridge::names::CARRIED;
+use crate::bridge::model::CARRIED;
+use crate::bridge::model::{Family, Port, cluster_ips};
 use crate::source::linkerd::carried::Carried;
 use crate::source::linkerd::shape as linkerd_shape;
 
-/// What one of Linkerd's Services is.
+/// What one of Linkerd's Services is of the exported service: its federated Service, a mirror,
+/// a headless mirror or one of its hosts (what [`linkerd_shape::Shape`] says, with the
+/// addresses the import needs).
 #[derive(Debug, Clone)]
-pub(super) enum Shape {
+pub(super) enum Piece {
     Federated {
         remote: Vec<String>,
         local: bool,
@@ -39,8 +41,8 @@ pub(super) struct Read {
     /// The exported service's name (for a host, its headless mirror's object name).
     pub(super) service: String,
     pub(super) object: String,
-    pub(super) shape: Shape,
-    pub(super) ports: Vec<ImportPort>,
+    pub(super) shape: Piece,
+    pub(super) ports: Vec<Port>,
     pub(super) carried: Option<Result<Carried, String>>,
 }
 
@@ -63,7 +65,7 @@ pub(super) fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
         .ports
         .unwrap_or_default()
         .iter()
-        .map(|p| ImportPort {
+        .map(|p| Port {
             name: p.name.clone().unwrap_or_default(),
             protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
             port: p.port,
@@ -91,7 +93,7 @@ pub(super) fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
                     .collect(),
                 _ => ips.iter().map(Family::of).collect(),
             };
-            let shape = Shape::Federated {
+            let shape = Piece::Federated {
                 remote,
                 local,
                 ips,
@@ -105,7 +107,7 @@ pub(super) fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
             parent,
             hostname,
         } => {
-            let shape = Shape::Host {
+            let shape = Piece::Host {
                 cluster: link,
                 parent,
                 hostname,
@@ -114,10 +116,10 @@ pub(super) fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
             (service, shape)
         }
         linkerd_shape::Shape::Mirror { link, service } if headless => {
-            (service, Shape::HeadlessMirror { cluster: link })
+            (service, Piece::HeadlessMirror { cluster: link })
         }
         linkerd_shape::Shape::Mirror { link, service } => {
-            (service, Shape::Mirror { cluster: link, ips })
+            (service, Piece::Mirror { cluster: link, ips })
         }
     };
     Ok(Some(Read {
@@ -127,26 +129,4 @@ pub(super) fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
         ports,
         carried,
     }))
-}
-
-/// The Service's ClusterIPs (none when headless or not yet given), one per family.
-pub fn cluster_ips(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Result<Vec<IpAddr>, String> {
-    let texts = match (&spec.cluster_ips, &spec.cluster_ip) {
-        (Some(v), _) if !v.is_empty() => v.clone(),
-        (_, Some(one)) => vec![one.clone()],
-        _ => Vec::new(),
-    };
-    let mut out: Vec<IpAddr> = Vec::new();
-    for t in texts.iter().filter(|t| !t.is_empty() && *t != "None") {
-        let ip: IpAddr = t
-            .parse()
-            .map_err(|_| format!("ClusterIP {t:?} is not an IP address"))?;
-        if out.iter().any(|o| Family::of(o) == Family::of(&ip)) {
-            return Err(format!(
-                "ClusterIPs {texts:?} hold more than one address of a family"
-            ));
-        }
-        out.push(ip);
-    }
-    Ok(out)
 }

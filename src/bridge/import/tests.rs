@@ -3,7 +3,10 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 
 use super::*;
-use crate::bridge::names::{LABEL_MANAGER, MANAGER, slice_name};
+use crate::bridge::model::{
+    Carried, ClusterExport, Exports, Family, LABEL_MANAGER, MANAGER, Port, Reason, slice_name,
+};
+use serde_json::json;
 
 /// The judge from Linkerd's objects alone: no linked cluster's exports read.
 fn judge(services: &[Arc<Service>], links: &BTreeSet<String>, naming: &Naming) -> Judged {
@@ -42,7 +45,7 @@ fn carried(cluster: &str, created: &str, ports: &[&str], headless: bool, team: &
             .map(|p| {
                 let (name, rest) = p.split_once(':').unwrap();
                 let (port, protocol) = rest.split_once('/').unwrap();
-                crate::source::linkerd::carried::CarriedPort {
+                crate::source::linkerd::carried::Port {
                     name: name.into(),
                     port: port.parse().unwrap(),
                     protocol: protocol.into(),
@@ -485,7 +488,7 @@ fn the_oldest_export_decides_type_and_port_clashes() {
     let conflicts: Vec<&str> = j
         .problems
         .iter()
-        .filter(|p| p.reason == CONFLICT)
+        .filter(|p| p.reason == Reason::ExportConflict)
         .map(|p| p.object.as_str())
         .collect();
     assert_eq!(conflicts, ["web-c", "web-a", "web-b"], "{:?}", j.problems);
@@ -529,10 +532,7 @@ fn the_oldest_export_decides_type_and_port_clashes() {
     );
     let i = &j.imports[&key("web")];
     assert_eq!(
-        i.ports
-            .iter()
-            .map(ImportPort::to_string)
-            .collect::<Vec<_>>(),
+        i.ports.iter().map(Port::to_string).collect::<Vec<_>>(),
         ["stcp:142/SCTP", "tcp:42/TCP", "udp:42/UDP"]
     );
     assert_eq!(i.clusters.len(), 3);
@@ -692,62 +692,4 @@ fn bad_objects_are_named_and_passed_over() {
             .contains("not a service in namespace shop")
     );
     assert!(j.problems[1].message.contains("not what a bridge writes"));
-}
-
-#[test]
-fn slice_names_differ_where_dashes_would_make_them_equal() {
-    assert_ne!(
-        slice_name("a-b", "c", Family::V4),
-        slice_name("a", "b-c", Family::V4)
-    );
-    assert_ne!(
-        slice_name("a", "b", Family::V4),
-        slice_name("a", "b", Family::V6)
-    );
-    assert!(slice_name("web", "east.eu", Family::V4).starts_with("web-east-eu-"));
-}
-
-#[test]
-fn covers_asks_every_key_wanted_and_every_element_in_order() {
-    use super::object::{covers, difference};
-    let have = json!({"a": 1, "b": {"c": [1, {"d": 2, "e": 3}]}, "extra": true});
-    assert!(covers(&have, &json!({"b": {"c": [1, {"d": 2}]}})));
-    assert_eq!(difference(&have, &json!({"b": {"c": [1, {"d": 2}]}})), None);
-    assert!(!covers(&have, &json!({"b": {"c": [1]}})), "a list is whole");
-    assert!(
-        !covers(&have, &json!({"b": {"c": [{"d": 2}, 1]}})),
-        "in order"
-    );
-    assert!(!covers(&have, &json!({"z": 1})));
-    assert_eq!(
-        difference(&have, &json!({"z": 1})).as_deref(),
-        Some("/z (missing)")
-    );
-    assert_eq!(
-        difference(&have, &json!({"b": {"c": [1, {"d": 5}]}})).as_deref(),
-        Some("/b/c/1/d (2 is now 5)")
-    );
-}
-
-#[test]
-fn owned_keys_are_the_bridges_own_and_same_spec_wants_no_other_field() {
-    use super::object::{owned_keys, same_spec};
-    let o = json!({"metadata": {"managedFields": [
-        {"manager": crate::bridge::names::FIELD_MANAGER,
-         "fieldsV1": {"f:metadata": {"f:labels": {"f:tier": {}, "f:app.kubernetes.io/managed-by": {}}}}},
-        {"manager": crate::bridge::names::FIELD_MANAGER, "subresource": "status",
-         "fieldsV1": {"f:metadata": {"f:labels": {"f:no": {}}}}},
-        {"manager": "someone", "fieldsV1": {"f:metadata": {"f:labels": {"f:theirs": {}}}}}
-    ]}});
-    let mut labels = owned_keys(&o, "labels");
-    labels.sort();
-    assert_eq!(labels, ["app.kubernetes.io/managed-by", "tier"]);
-    assert!(owned_keys(&o, "annotations").is_empty());
-    let want = json!({"type": "ClusterSetIP", "ports": []});
-    assert!(same_spec(&json!({"type": "Headless", "ports": [1]}), &want));
-    assert!(!same_spec(
-        &json!({"type": "ClusterSetIP", "ports": [], "ips": ["198.18.0.1"]}),
-        &want
-    ));
-    assert!(!same_spec(&json!(null), &want));
 }

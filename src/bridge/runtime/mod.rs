@@ -4,6 +4,7 @@
 //! that say which keys an object can change and which writes are still to be read back. The
 //! halves above use it; it uses nothing of theirs.
 
+pub mod crd;
 pub mod events;
 pub mod index;
 pub mod lease;

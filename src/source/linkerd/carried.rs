@@ -48,7 +48,7 @@ pub struct Carried {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip_families: Option<Vec<String>>,
     #[serde(default)]
-    pub ports: Vec<CarriedPort>,
+    pub ports: Vec<Port>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub exported_labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -59,10 +59,12 @@ fn version_one() -> u32 {
     1
 }
 
-/// A port of the exported Service, with the `appProtocol` Linkerd's mirrors drop.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+/// A port of an exported Service: the one port type of the bridge and of `--source linkerd`.
+/// Carried with the `appProtocol` Linkerd's mirrors drop; read from a mirror, or compared as a
+/// mirror shows it, without.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CarriedPort {
+pub struct Port {
     #[serde(default)]
     pub name: String,
     pub port: i32,
@@ -74,6 +76,48 @@ pub struct CarriedPort {
 
 fn tcp() -> String {
     "TCP".into()
+}
+
+/// Ports sort by name, protocol, number, then `appProtocol` (the order of a ServiceImport's
+/// ports); the fields keep the order the annotation has always been written in.
+impl Ord for Port {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (&self.name, &self.protocol, self.port, &self.app_protocol).cmp(&(
+            &other.name,
+            &other.protocol,
+            other.port,
+            &other.app_protocol,
+        ))
+    }
+}
+
+impl PartialOrd for Port {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::fmt::Display for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.name.is_empty() {
+            write!(f, "{}:", self.name)?;
+        }
+        write!(f, "{}/{}", self.port, self.protocol)?;
+        if let Some(a) = &self.app_protocol {
+            write!(f, " ({a})")?;
+        }
+        Ok(())
+    }
+}
+
+impl Port {
+    /// The same port as Linkerd's mirrors copy it: without `appProtocol`.
+    pub fn mirrored(&self) -> Port {
+        Port {
+            app_protocol: None,
+            ..self.clone()
+        }
+    }
 }
 
 /// What the MCS API compares between the exports of one service beyond ports and type: the
@@ -131,7 +175,7 @@ impl Carried {
                 .ports
                 .unwrap_or_default()
                 .iter()
-                .map(|p| CarriedPort {
+                .map(|p| Port {
                     name: p.name.clone().unwrap_or_default(),
                     port: p.port,
                     protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
@@ -215,7 +259,7 @@ mod tests {
         assert_eq!(c.exported_labels["team"], "demo");
         assert_eq!(
             c.ports,
-            [CarriedPort {
+            [Port {
                 name: "http".into(),
                 port: 80,
                 protocol: "TCP".into(),

@@ -39,7 +39,7 @@ pub const ANNOTATION_FQ_NAME: &str = "mirror.linkerd.io/remote-svc-fq-name";
 pub const ANNOTATION_REMOTE: &str = "multicluster.linkerd.io/remote-discovery";
 pub const ANNOTATION_LOCAL: &str = "multicluster.linkerd.io/local-discovery";
 /// What `clusterset-dns linkerd-bridge`'s export half carries on an exported Service, as JSON,
-/// for Linkerd to copy onto its mirrors (see [`crate::bridge::names::CARRIED`]); read here for the
+/// for Linkerd to copy onto its mirrors (see [`crate::bridge::model::CARRIED`]); read here for the
 /// export's creation time, which orders exports whose ports clash.
 pub const ANNOTATION_CARRIED: &str = carried::ANNOTATION;
 

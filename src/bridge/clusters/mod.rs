@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -35,102 +35,14 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::Key;
-use super::import::{ClusterExport, Exports};
-use super::runtime::store::{self, Store};
-use crate::source::linkerd::LABEL_MIRRORED;
-use crate::source::linkerd::carried::{ANNOTATION, Carried};
+mod read;
 
-/// The selectors of exported Services, in every cluster: what Linkerd's service mirror reads
-/// with a Link's default selectors (`federatedServiceSelector`, and `selector` with
-/// `remoteDiscoverySelector`), less Linkerd's own mirrors, which copy the exported Service's
-/// labels.
-pub fn selectors() -> [String; 2] {
-    [
-        format!("{LABEL_FEDERATED}=member,!{LABEL_MIRRORED}"),
-        format!("{LABEL_EXPORTED_BY_LINKERD} in (true,remote-discovery),!{LABEL_MIRRORED}"),
-    ]
-}
-
-const LABEL_FEDERATED: &str = "mirror.linkerd.io/federated";
-const LABEL_EXPORTED_BY_LINKERD: &str = "mirror.linkerd.io/exported";
-
-/// One cluster's exported Services: a store per selector of [`selectors`].
-#[derive(Clone)]
-struct Exported([Store<Service>; 2]);
-
-impl Exported {
-    fn get(&self, key: &Key) -> Option<Arc<Service>> {
-        self.0.iter().find_map(|s| s.get(&key.0, &key.1))
-    }
-
-    /// Every exported Service's key (one labelled both ways is in both stores).
-    fn keys(&self) -> impl Iterator<Item = Key> {
-        self.0.iter().flat_map(Store::keys)
-    }
-}
-
-/// What a cluster's watches of exported Services said.
-enum Seen {
-    /// This service's export changed.
-    Key(Key),
-    /// Both watches have listed (again).
-    Listed,
-}
-
-/// What feeds one cluster's stores of exported Services (one per selector of [`selectors`]):
-/// one watch after another, when a Link's credentials are replaced.
-type Feeds = [Arc<Mutex<store::Writer<Service>>>; 2];
-
-/// The watches of one cluster's exported Services into `feeds`: each event as the key it
-/// changes, and [`Seen::Listed`] once both have listed.
-fn watch_exported(
-    client: kube::Client,
-    feeds: &Feeds,
-) -> impl futures::Stream<Item = Result<Seen, watcher::Error>> + use<> {
-    let [a, b] = feeds.clone();
-    let [sa, sb] = selectors();
-    let one = move |w: Arc<Mutex<store::Writer<Service>>>, selector: String, index: usize| {
-        let api: Api<Service> = Api::all(client.clone());
-        super::runtime::watched(api, watcher::Config::default().labels(&selector))
-            .filter_map(move |ev| {
-                if let Ok(ev) = &ev {
-                    w.lock().expect("not poisoned").apply(ev);
-                }
-                futures::future::ready(match ev {
-                    Ok(watcher::Event::InitDone) => Some(Ok(Err(index))),
-                    Ok(ev) => super::runtime::object_of(ev)
-                        .and_then(|s| key_of(&s))
-                        .map(|k| Ok(Ok(k))),
-                    Err(e) => Some(Err(e)),
-                })
-            })
-            .boxed()
-    };
-    let mut listed = [false; 2];
-    futures::stream::select(one(a, sa, 0), one(b, sb, 1)).filter_map(move |ev| {
-        futures::future::ready(match ev {
-            Ok(Err(index)) => {
-                listed[index] = true;
-                (listed == [true; 2]).then_some(Ok(Seen::Listed))
-            }
-            Ok(Ok(key)) => Some(Ok(Seen::Key(key))),
-            Err(e) => Some(Err(e)),
-        })
-    })
-}
-
-/// The stores of one cluster's exported Services; this cluster's (`own`) share their texts
-/// with the halves' stores of its Services.
-fn writers(own: bool) -> (Feeds, Exported) {
-    let writer = || {
-        let w = store::Writer::new(store::unmarked, &store::SERVICE);
-        if own { w.shared() } else { w }
-    };
-    let (a, b) = (writer(), writer());
-    let readers = Exported([a.reader(), b.reader()]);
-    ([a, b].map(|w| Arc::new(Mutex::new(w))), readers)
-}
+use super::model::Exports;
+use super::model::LINK;
+use super::runtime::Key;
+use super::runtime::crd::{CRD_RECHECK, resource};
+use read::{ExportedStores, Heard, link_spec, remote_client, watch_exported, writers};
+pub use read::{cluster_export, selectors};
 
 /// How long a Link whose credentials cannot be used waits before they are read again.
 const CREDENTIALS_RETRY: Duration = Duration::from_secs(10);
@@ -163,7 +75,7 @@ struct Linked {
     reach: Reach,
     /// Whether its exports were listed once: the store then holds them all, if late.
     listed: bool,
-    exports: Option<Exported>,
+    exports: Option<ExportedStores>,
     stop: CancellationToken,
 }
 
@@ -175,7 +87,7 @@ struct State {
     own_id: Option<String>,
     /// Whether the id is known or was looked for once.
     own_id_read: bool,
-    own: Option<Exported>,
+    own: Option<ExportedStores>,
     own_listed: bool,
     /// By the Link's namespace and name.
     links: BTreeMap<Key, Linked>,
@@ -308,36 +220,8 @@ impl Clusters {
     }
 }
 
-/// One exported Service as the halves read it: what its bridge carried, or, for a Service
-/// labelled for Linkerd by hand (or by a bridge before the carried annotation), what its spec
-/// says, with no export time (it then sorts after every export that has one). A carried
-/// annotation, or ClusterIPs, that cannot be read are an error that says why (the import half's
-/// own reading of ClusterIPs, [`super::import::cluster_ips`]).
-pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport, String> {
-    let text = svc
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION));
-    let spec = svc.spec.clone().unwrap_or_default();
-    let headless = spec.cluster_ip.as_deref() == Some("None");
-    let (carried, bridge) = match text {
-        Some(text) => (Carried::parse(text)?, true),
-        None => (Carried::of_service(&spec), false),
-    };
-    let ips = super::import::cluster_ips(&spec)?;
-    Ok(ClusterExport {
-        link: link.map(str::to_string),
-        ips,
-        headless,
-        hosts: Vec::new(),
-        carried,
-        bridge,
-    })
-}
-
 /// Starts reading: this cluster's exports now, the Links' once the API server serves Linkerd's
-/// Link (until then there are none, and it is looked for again every [`super::CRD_RECHECK`]);
+/// Link (until then there are none, and it is looked for again every [`CRD_RECHECK`]);
 /// runs until `shutdown`.
 pub fn start(
     client: kube::Client,
@@ -368,11 +252,11 @@ pub fn start(
             tokio::select! {
                 _ = stop.cancelled() => return,
                 ev = events.next() => match ev {
-                    Some(Ok(Seen::Listed)) => {
+                    Some(Ok(Heard::Listed)) => {
                         c.lock().own_listed = true;
                         c.tell(Changed::All);
                     }
-                    Some(Ok(Seen::Key(k))) => c.tell(Changed::Keys(vec![k])),
+                    Some(Ok(Heard::Key(k))) => c.tell(Changed::Keys(vec![k])),
                     Some(Err(e)) => warn!(error = %e, "watching this cluster's exported Services"),
                     None => return,
                 }
@@ -382,7 +266,7 @@ pub fn start(
     let c = clusters.clone();
     tokio::spawn(async move {
         let link = loop {
-            match super::resource(&client, &super::LINK).await {
+            match resource(&client, &LINK).await {
                 Ok(link) => break link,
                 Err(_) => {
                     // No Links: nothing linked to read (yet).
@@ -392,7 +276,7 @@ pub fn start(
                     }
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(super::CRD_RECHECK) => {}
+                        _ = tokio::time::sleep(CRD_RECHECK) => {}
                     }
                 }
             }
@@ -402,29 +286,9 @@ pub fn start(
     clusters
 }
 
-fn key_of(svc: &Service) -> Option<Key> {
-    Some((svc.metadata.namespace.clone()?, svc.metadata.name.clone()?))
-}
-
-/// A Link's target cluster name and its credentials Secret (namespace, name).
-fn link_spec(l: &DynamicObject) -> Option<(Key, String, (String, String))> {
-    let (ns, name) = (l.metadata.namespace.clone()?, l.metadata.name.clone()?);
-    let target = l
-        .data
-        .pointer("/spec/targetClusterName")
-        .and_then(Value::as_str)
-        .map_or_else(|| name.clone(), str::to_string);
-    let secret = l
-        .data
-        .pointer("/spec/clusterCredentialsSecret")
-        .and_then(Value::as_str)
-        .map_or_else(|| format!("cluster-credentials-{target}"), str::to_string);
-    Some(((ns.clone(), name), target, (ns, secret)))
-}
-
 impl Clusters {
     /// Reads this cluster's id from the ClusterProperty `cluster.clusterset.k8s.io` (KEP-2149)
-    /// now and every [`super::CRD_RECHECK`], as the DNS server reads it; a change is said and
+    /// now and every [`CRD_RECHECK`], as the DNS server reads it; a change is said and
     /// judged again everywhere.
     async fn follow_cluster_id(self, client: kube::Client, shutdown: CancellationToken) {
         let resource = ApiResource {
@@ -478,7 +342,7 @@ impl Clusters {
             }
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(super::CRD_RECHECK) => {}
+                _ = tokio::time::sleep(CRD_RECHECK) => {}
             }
         }
     }
@@ -640,14 +504,14 @@ impl Clusters {
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     ev = events.next() => match ev {
-                        Some(Ok(Seen::Listed)) => {
+                        Some(Ok(Heard::Listed)) => {
                             if let Some(l) = self.lock().links.get_mut(&key) {
                                 l.listed = true;
                             }
                             self.reach(&key, Reach::Read);
                             self.tell(Changed::All);
                         }
-                        Some(Ok(Seen::Key(k))) => self.tell(Changed::Keys(vec![k])),
+                        Some(Ok(Heard::Key(k))) => self.tell(Changed::Keys(vec![k])),
                         Some(Err(e)) => {
                             let why = format!("watching its exported Services: {e}");
                             warn!(link = %link, "{why}");
@@ -670,37 +534,4 @@ impl Clusters {
             }
         }
     }
-}
-
-/// A client of the cluster whose credentials are in `secret` (key `kubeconfig`), and that
-/// kubeconfig.
-async fn remote_client(
-    client: &kube::Client,
-    (ns, name): &(String, String),
-) -> Result<(kube::Client, String), String> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let secret = api.get(name).await.map_err(|e| {
-        format!(
-            "the Link's credentials Secret {ns}/{name} cannot be read: {}",
-            super::runtime::api_error(&e)
-        )
-    })?;
-    let bytes = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get("kubeconfig"))
-        .ok_or_else(|| format!("Secret {ns}/{name} has no key kubeconfig"))?;
-    let text = std::str::from_utf8(&bytes.0)
-        .map_err(|_| format!("Secret {ns}/{name}'s kubeconfig is not UTF-8"))?;
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(text)
-        .map_err(|e| format!("Secret {ns}/{name}'s kubeconfig cannot be read: {e}"))?;
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|e| format!("Secret {ns}/{name}'s kubeconfig cannot be used: {e}"))?;
-    let remote = kube::Client::try_from(config)
-        .map_err(|e| format!("Secret {ns}/{name}'s kubeconfig gives no client: {e}"))?;
-    Ok((remote, text.to_string()))
 }

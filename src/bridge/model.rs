@@ -1,0 +1,235 @@
+//! The bridge's shared words, on the floor above [`super::runtime`] and below everything that
+//! reads or writes MCS and Linkerd objects: the names the bridge writes by (its field manager,
+//! the labels that say an object is its own, the annotation it carries an export's spec in, its
+//! EndpointSlices' names), the CRDs it uses, one cluster's export of a service
+//! ([`ClusterExport`] around [`Carried`]) with its [`Port`]s, an address [`Family`], an
+//! export's [`Condition`], and a [`Problem`] to say.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+pub use super::runtime::FIELD_MANAGER;
+use super::runtime::crd::Crd;
+pub use crate::source::linkerd::carried::{Carried, Port};
+
+/// The value of `endpointslice.kubernetes.io/managed-by` on the bridge's EndpointSlices, and of
+/// `app.kubernetes.io/managed-by` on its ServiceImports: what carries it is the bridge's to
+/// change and delete; nothing else is. Also the controller its Events are reported by.
+pub const MANAGER: &str = "linkerd-bridge.clusterset-dns.io";
+pub const LABEL_SLICE_MANAGER: &str = "endpointslice.kubernetes.io/managed-by";
+pub const LABEL_MANAGER: &str = "app.kubernetes.io/managed-by";
+
+/// The Service annotation in which the export half carries, through Linkerd's service mirror
+/// (which copies every annotation onto its mirrors and federated Services), what the import
+/// half needs and Linkerd does not copy: the export's creation time, the Service's
+/// `sessionAffinity`, `sessionAffinityConfig`, `internalTrafficPolicy`, `trafficDistribution`,
+/// `ipFamilies` and its ports with their `appProtocol`, as JSON
+/// ([`crate::source::linkerd::carried::Carried`]).
+pub const CARRIED: &str = crate::source::linkerd::ANNOTATION_CARRIED;
+
+/// Whether an object's `labels` say it is the bridge's: `label` ([`LABEL_MANAGER`] or
+/// [`LABEL_SLICE_MANAGER`]) is [`MANAGER`].
+pub fn is_ours(labels: Option<&std::collections::BTreeMap<String, String>>, label: &str) -> bool {
+    labels.and_then(|l| l.get(label)).map(String::as_str) == Some(MANAGER)
+}
+
+/// The object name of the slice of `service`'s addresses of `family` from `cluster`:
+/// readable, and unique in the namespace through a hash of all three (`a-b` of cluster `c` and
+/// `a` of cluster `b-c` differ).
+pub fn slice_name(service: &str, cluster: &str, family: Family) -> String {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in service
+        .bytes()
+        .chain([0])
+        .chain(cluster.bytes())
+        .chain([0])
+        .chain(family.word().bytes())
+    {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    format!("{service}-{}-{h:08x}", cluster.replace('.', "-"))
+}
+
+/// The ServiceExport and ServiceImport CRDs: mcs-api v0.5.2 stores v1beta1 and still serves
+/// v1alpha1.
+/// One of the MCS API's.
+const fn mcs(kind: &'static str, plural: &'static str, install: &'static str) -> Crd {
+    Crd {
+        group: "multicluster.x-k8s.io",
+        versions: &["v1beta1", "v1alpha1"],
+        kind,
+        plural,
+        install,
+    }
+}
+
+pub const SERVICE_EXPORT: Crd = mcs(
+    "ServiceExport",
+    "serviceexports",
+    "install the CRDs of sigs.k8s.io/mcs-api v0.5.2 (kubectl apply -f deploy/crds/multicluster.x-k8s.io_serviceexports.yaml)",
+);
+pub const SERVICE_IMPORT: Crd = mcs(
+    "ServiceImport",
+    "serviceimports",
+    "install the CRDs of sigs.k8s.io/mcs-api v0.5.2 (kubectl apply -f deploy/crds/multicluster.x-k8s.io_serviceimports.yaml)",
+);
+
+/// Linkerd's Link (linkerd2 `version-2.20` serves v1alpha3 and still v1alpha1, v1alpha2).
+pub const LINK: Crd = Crd {
+    group: "multicluster.linkerd.io",
+    versions: &["v1alpha3", "v1alpha2", "v1alpha1"],
+    kind: "Link",
+    plural: "links",
+    install: "install Linkerd's multicluster extension (linkerd multicluster install), which defines Links",
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    pub fn of(ip: &IpAddr) -> Family {
+        if ip.is_ipv4() { Family::V4 } else { Family::V6 }
+    }
+
+    /// The word of `ipFamilies` and of an EndpointSlice's `addressType`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+        }
+    }
+}
+
+/// The Service's ClusterIPs (none when headless or not yet given), one per family.
+pub fn cluster_ips(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Result<Vec<IpAddr>, String> {
+    let texts = match (&spec.cluster_ips, &spec.cluster_ip) {
+        (Some(v), _) if !v.is_empty() => v.clone(),
+        (_, Some(one)) => vec![one.clone()],
+        _ => Vec::new(),
+    };
+    let mut out: Vec<IpAddr> = Vec::new();
+    for t in texts.iter().filter(|t| !t.is_empty() && *t != "None") {
+        let ip: IpAddr = t
+            .parse()
+            .map_err(|_| format!("ClusterIP {t:?} is not an IP address"))?;
+        if out.iter().any(|o| Family::of(o) == Family::of(&ip)) {
+            return Err(format!(
+                "ClusterIPs {texts:?} hold more than one address of a family"
+            ));
+        }
+        out.push(ip);
+    }
+    Ok(out)
+}
+
+/// A host of a service: its hostname (headless, if it has one) and address.
+pub type Host = (Option<String>, IpAddr);
+
+/// One cluster's export of a service, as the bridge reads it through the Link's credentials
+/// (or in this cluster): the exported Service and what its export half carried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterExport {
+    /// The Link's target cluster name; None for this cluster's own export.
+    pub link: Option<String>,
+    /// The exported Service's ClusterIPs: this cluster's own export's addresses.
+    pub ips: Vec<IpAddr>,
+    pub headless: bool,
+    /// This cluster's own headless export's hosts, from its EndpointSlices: each ready
+    /// endpoint's hostname (if it has one) and addresses. Empty for every other export.
+    pub hosts: Vec<Host>,
+    pub carried: Carried,
+    /// Whether a bridge carried it; else it is what the Service's spec says.
+    pub bridge: bool,
+}
+
+/// The exports read: by namespace and name of the service, and whose.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exports {
+    pub by_service: BTreeMap<(String, String), Vec<ClusterExport>>,
+    /// The Links (target cluster names) whose clusters' exports were listed: what Linkerd's
+    /// objects say of those clusters adds no member (a cluster not in `by_service` does not
+    /// export), they give only addresses.
+    pub read: BTreeSet<String>,
+    /// Whether this cluster's own exports were listed (then a federated Service's local
+    /// member adds none either).
+    pub own_read: bool,
+}
+
+/// Something the import half could not use, or found wrong, to say once in the log and in an
+/// Event on the object it is about.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Problem {
+    /// The kind of the object: `Service` (one of Linkerd's, or this cluster's exported one),
+    /// `ServiceImport` or `EndpointSlice`.
+    pub kind: &'static str,
+    pub namespace: String,
+    pub object: String,
+    pub reason: Reason,
+    pub message: String,
+}
+
+/// Why a [`Problem`] is said: its Event's reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// One of Linkerd's Services the import cannot use (or not all of).
+    NotImported,
+    /// Clusters export the service differently; the oldest export decides.
+    ExportConflict,
+    /// An object of the import's name that the bridge did not create: it is left as it is.
+    NotTakenOver,
+}
+
+impl Reason {
+    pub fn word(self) -> &'static str {
+        match self {
+            Reason::NotImported => "NotImported",
+            Reason::ExportConflict => "ExportConflict",
+            Reason::NotTakenOver => "NotTakenOver",
+        }
+    }
+}
+
+/// A condition's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    True,
+    False,
+    Unknown,
+}
+
+impl Status {
+    pub fn word(self) -> &'static str {
+        match self {
+            Status::True => "True",
+            Status::False => "False",
+            Status::Unknown => "Unknown",
+        }
+    }
+}
+
+/// One condition of the ServiceExport, without its times (the writer keeps those right).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub kind: &'static str,
+    pub status: Status,
+    pub reason: String,
+    pub message: String,
+}
+
+impl Condition {
+    pub fn new(kind: &'static str, status: Status, reason: &str, message: String) -> Self {
+        Condition {
+            kind,
+            status,
+            reason: reason.into(),
+            message,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,80 @@
+use super::*;
+
+fn key(ns: &str, name: &str) -> Key {
+    (ns.into(), name.into())
+}
+
+fn names(i: &Index, k: &Key) -> Vec<String> {
+    let mut n = i.names(k);
+    n.sort();
+    n
+}
+
+#[test]
+fn an_object_renamed_to_another_service_leaves_the_first() {
+    let mut i = Index::default();
+    i.set("shop", "api-federated", vec![key("shop", "api")]);
+    i.set("shop", "api-west", vec![key("shop", "api")]);
+    assert_eq!(
+        names(&i, &key("shop", "api")),
+        ["api-federated", "api-west"]
+    );
+    let before = i.set("shop", "api-west", vec![key("shop", "web")]);
+    assert_eq!(
+        before,
+        [key("shop", "api")],
+        "what it named before, to mark too"
+    );
+    assert_eq!(names(&i, &key("shop", "api")), ["api-federated"]);
+    assert_eq!(names(&i, &key("shop", "web")), ["api-west"]);
+    i.remove(&("shop".into(), "api-federated".into()));
+    assert!(i.names(&key("shop", "api")).is_empty());
+    assert!(
+        !i.keys().any(|k| k == key("shop", "api")),
+        "no empty entry kept"
+    );
+    assert_eq!(i.keys().collect::<Vec<_>>(), [key("shop", "web")]);
+    i.prune(|_, name| name != "api-west");
+    assert!(i.spaces.is_empty(), "no empty namespace kept");
+}
+
+fn slice(name: &str, rv: &str) -> k8s_openapi::api::discovery::v1::EndpointSlice {
+    let mut s = k8s_openapi::api::discovery::v1::EndpointSlice::default();
+    s.metadata.namespace = Some("shop".into());
+    s.metadata.name = Some(name.into());
+    s.metadata.resource_version = Some(rv.into());
+    s
+}
+
+#[test]
+fn what_was_written_is_read_until_the_store_shows_another_version() {
+    use std::sync::Arc;
+    let w = Written::default();
+    let rv = |o: Option<Arc<k8s_openapi::api::discovery::v1::EndpointSlice>>| {
+        o.and_then(|o| o.metadata.resource_version.clone())
+    };
+    // Created: while the store has none, the created one is read.
+    w.wrote(None, slice("a", "5"));
+    assert_eq!(rv(w.read("shop", "a", None)).as_deref(), Some("5"));
+    // Written again over it: the store may show none or 5 meanwhile.
+    w.wrote(Some("5".into()), slice("a", "7"));
+    assert_eq!(rv(w.read("shop", "a", None)).as_deref(), Some("7"));
+    let five = Some(Arc::new(slice("a", "5")));
+    assert_eq!(rv(w.read("shop", "a", five)).as_deref(), Some("7"));
+    // The store caught up (or someone else wrote): the store from now on.
+    let seven = Some(Arc::new(slice("a", "7")));
+    assert_eq!(rv(w.read("shop", "a", seven)).as_deref(), Some("7"));
+    assert_eq!(
+        rv(w.read("shop", "a", None)),
+        None,
+        "forgotten once caught up"
+    );
+    // The watch shows the write: nothing is held for it any more.
+    w.wrote(None, slice("c", "11"));
+    w.seen(&slice("c", "11"));
+    assert_eq!(w.len(), 0);
+    // Deleted after the bridge created it: the store is believed.
+    w.wrote(None, slice("b", "9"));
+    w.forget("shop", "b");
+    assert_eq!(rv(w.read("shop", "b", None)), None);
+}
