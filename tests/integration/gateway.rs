@@ -6,7 +6,7 @@
 //! an xDS client in an Envoy's place (tests/gateway/infra/xdsclient: go-control-plane's ADS
 //! client, mutual TLS, node cluster `<namespace>/<gateway>`) reads the route's cluster with
 //! exactly the addresses and port the import stands for. Then what goes wrong: a port the import
-//! lacks, a member cluster leaving, the import deleted. The README's route is applied as written.
+//! lacks, a member cluster leaving, the import deleted. docs/linkerd-bridge.md's route is applied as written.
 //! No Envoy runs (none can be built here): this is the control plane, not traffic.
 
 use crate::common;
@@ -245,10 +245,10 @@ fn route(ns: &str, name: &str, gateway: &str, import: &str, port: u16) -> String
     )
 }
 
-/// The YAML the README's bridge walk applies last: its route to the import.
+/// The YAML docs/linkerd-bridge.md's route to an import applies: its Gateway, policy and route.
 fn readme_route() -> String {
-    let readme = std::fs::read_to_string(common::node::repo().join("README.md")).unwrap();
-    let walk = &readme[readme.find("## MCS API for Linkerd").unwrap()..];
+    let doc = std::fs::read_to_string(common::node::repo().join("docs/linkerd-bridge.md")).unwrap();
+    let walk = &doc[doc.find("## Gateway API routes to ServiceImports").unwrap()..];
     let walk = &walk[..walk.find("\n## ").unwrap()];
     let start = walk.rfind("<<'YAML'\n").expect("the walk applies YAML") + "<<'YAML'\n".len();
     let len = walk[start..].find("\nYAML\n").unwrap();
@@ -320,7 +320,7 @@ fn an_httproute_to_each_serviceimport_shape_resolves_in_envoy_gateway() {
          spec: {gatewayClassName: eg, listeners: [{name: http, protocol: HTTP, port: 80}]}\n",
     );
 
-    // 1. Envoy Gateway's defaults (the README's route without its BackendTrafficPolicy): an
+    // 1. Envoy Gateway's defaults (the documented route without its BackendTrafficPolicy): an
     // import with slices routes to them; a federated import has none, so no endpoints.
     let readme = readme_route();
     let without_policy: String = readme
@@ -330,7 +330,7 @@ fn an_httproute_to_each_serviceimport_shape_resolves_in_envoy_gateway() {
         .join("---\n");
     assert_ne!(
         without_policy, readme,
-        "the README's route sets routingType"
+        "the documented route sets routingType"
     );
     k.apply(&without_policy);
     k.apply(&(route("shop", "api", "front", "api", 80) + &route("data", "db", "back", "db", 80)));
@@ -359,7 +359,7 @@ fn an_httproute_to_each_serviceimport_shape_resolves_in_envoy_gateway() {
         back.addresses("httproute/data/db/rule/0")
     );
 
-    // 2. The README's route as written: routingType Service sends the federated import to its
+    // 2. The documented route as written: routingType Service sends the federated import to its
     // ClusterSetIP, and leaves imports without ips on their slices.
     k.apply(&readme);
     route_settles(&k, &eg, "shop", "web", &[ACCEPTED, RESOLVED]);
