@@ -249,7 +249,7 @@ fn route(ns: &str, name: &str, gateway: &str, import: &str, port: u16) -> String
 fn readme_route() -> String {
     let doc = std::fs::read_to_string(common::node::repo().join("docs/linkerd-bridge.md")).unwrap();
     let walk = &doc[doc.find("## Gateway API routes to ServiceImports").unwrap()..];
-    let walk = &walk[..walk.find("\n## ").unwrap()];
+    let walk = &walk[..walk.find("\n## ").unwrap_or(walk.len())];
     let start = walk.rfind("<<'YAML'\n").expect("the walk applies YAML") + "<<'YAML'\n".len();
     let len = walk[start..].find("\nYAML\n").unwrap();
     walk[start..start + len + 1].to_string()
