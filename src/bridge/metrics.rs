@@ -17,8 +17,7 @@ use super::runtime::runner::Timing;
 
 /// `clusterset_dns_bridge_export_condition`: written straight as text at each scrape (one
 /// line a condition), not built as a family of the `prometheus` crate, whose series are each
-/// their own objects (at 1,000 exports, 2.4 MB held as gauges and 2 MB more for every scrape
-/// built as a family; heaptrack).
+/// their own objects (docs/performance.md has what those held).
 const CONDITION: &str = "clusterset_dns_bridge_export_condition";
 const CONDITION_HELP: &str = "1 for each condition the bridge wrote on a ServiceExport, at its status (an export that is not ready: condition=\"Ready\", status!=\"True\").";
 

@@ -578,6 +578,67 @@ fn an_ipv6_only_cluster_imports_ipv6() {
     );
 }
 
+/// A ServiceImport a bridge wrote before it applied them (created, then replaced, under its
+/// field manager) is taken up as applied: what the bridge no longer wants goes (its `ips`, a
+/// label no longer exported), and a label someone else put on stays.
+#[test]
+fn an_import_an_earlier_bridge_wrote_loses_what_is_no_longer_wanted() {
+    let _module = common::module(module_path!());
+    let k = import_cluster("198.19.224.0/19");
+    linkerd_objects(&k);
+    let (api_east, api_west) = (
+        cluster_ip(&k, "shop", "api-east"),
+        cluster_ip(&k, "shop", "api-west"),
+    );
+    k.kubectl_input(
+        &["create", "--field-manager", "clusterset-dns-linkerd-bridge", "-f", "-"],
+        "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\n\
+         metadata: {name: api, namespace: shop, labels: {app.kubernetes.io/managed-by: linkerd-bridge.clusterset-dns.io, team: gone}}\n\
+         spec: {type: ClusterSetIP, ips: [198.19.0.99], ports: [{name: http, port: 80, protocol: TCP}]}\n",
+    )
+    .unwrap();
+    assert!(k.kubectl_ok(&["label", "serviceimport", "-n", "shop", "api", "theirs=kept"]));
+    let bridge = Bridge::start(&k, &IMPORT_ARGS);
+    settles(
+        &k,
+        &bridge,
+        "shop",
+        "api",
+        &format!(
+            "ClusterSetIP ips= families=IPv4 clusters=east,west.eu slices=Present east/IPv4[{api_east}] west.eu/IPv4[{api_west}]"
+        ),
+    );
+    let si: Value = serde_json::from_str(&k.kubectl_out(&[
+        "get",
+        "serviceimport",
+        "-n",
+        "shop",
+        "api",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]))
+    .unwrap();
+    let labels = &si["metadata"]["labels"];
+    assert!(labels.get("team").is_none(), "{labels}");
+    assert_eq!(labels["theirs"], "kept", "{labels}");
+    let records = si["metadata"]["managedFields"].as_array().unwrap();
+    assert!(
+        records
+            .iter()
+            .any(|m| m["manager"] == "clusterset-dns-linkerd-bridge"
+                && m["operation"] == "Apply"
+                && m["subresource"].is_null()),
+        "{records:?}"
+    );
+    assert!(
+        !records
+            .iter()
+            .any(|m| m["manager"] == "clusterset-dns-linkerd-bridge" && m["operation"] == "Update"),
+        "{records:?}"
+    );
+}
+
 /// A headless Service this cluster exports (gateway mode: Linkerd's label
 /// `mirror.linkerd.io/exported=true`) is in its own import with its own hosts, from its
 /// EndpointSlices as Kubernetes' endpointslice controller writes them (the Service's labels

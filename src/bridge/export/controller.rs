@@ -2,7 +2,7 @@
 //! to what [`super::judge`](fn@super::judge) says: Linkerd's label on its Service (server-side applied under
 //! the bridge's field manager, taken back when the export goes) and the export's conditions.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ use crate::bridge::model::Port;
 use crate::bridge::model::SERVICE_EXPORT;
 use crate::bridge::model::{CARRIED, FIELD_MANAGER};
 use crate::bridge::runtime::events::{Recorder, Type as EventType};
-use crate::bridge::runtime::index::Index;
+use crate::bridge::runtime::index::{Index, Pending};
 use crate::bridge::runtime::runner::{self, Marks, Reconciler, Timing};
 use crate::bridge::runtime::store::{self, Store};
 use crate::bridge::runtime::{Key, api_error, object_of};
@@ -461,46 +461,4 @@ impl Exporter {
         }
         Ok(())
     }
-}
-
-/// Writes the bridge made over a version of an object that its store may still show: each as
-/// the resourceVersion written over and a digest of what was written. The same write over the
-/// same version would be a second write for one change (the key is marked again by other
-/// events before the store sees the first). An entry goes once the store shows a newer version,
-/// so the map holds only writes in flight.
-#[derive(Default)]
-struct Pending(std::sync::Mutex<HashMap<Key, (String, u64)>>);
-
-impl Pending {
-    /// Whether `what` was written over version `rv`, which the store still shows.
-    fn holds(&self, key: &Key, rv: &Option<String>, what: &str) -> bool {
-        let mut m = self.0.lock().expect("not poisoned");
-        match (m.get(key), rv) {
-            (Some((over, d)), Some(rv)) if over == rv => *d == digest(what),
-            (Some(_), _) => {
-                m.remove(key);
-                false
-            }
-            (None, _) => false,
-        }
-    }
-
-    fn wrote(&self, key: &Key, rv: &Option<String>, what: &str) {
-        let mut m = self.0.lock().expect("not poisoned");
-        match rv {
-            Some(rv) => m.insert(key.clone(), (rv.clone(), digest(what))),
-            None => m.remove(key),
-        };
-    }
-
-    fn forget(&self, key: &Key) {
-        self.0.lock().expect("not poisoned").remove(key);
-    }
-}
-
-fn digest(what: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    what.hash(&mut h);
-    h.finish()
 }

@@ -385,7 +385,7 @@ impl Importer {
                 e.hosts = self.own_hosts(key);
             }
         }
-        let mut judged = super::judge(&services, &links, &naming, &exports);
+        let mut judged = super::judge(key, &services, &links, &naming, &exports);
         judged
             .problems
             .extend(unreadable.into_iter().map(|message| Problem {
@@ -401,7 +401,7 @@ impl Importer {
                 .insert((p.namespace.clone(), p.object.clone()));
             said.messages.insert(p);
         }
-        (judged.imports.remove(key), said)
+        (judged.import, said)
     }
 
     /// Records what `key`'s reconcile found; says what no service said before, in the log and

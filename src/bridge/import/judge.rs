@@ -11,36 +11,43 @@ use k8s_openapi::api::core::v1::Service;
 use super::read::{Piece, Read, read};
 use super::{Import, Naming, SliceSpec, exported_metadata};
 use crate::bridge::model::{ClusterExport, Exports, Family, Port, Problem, Reason};
+use crate::bridge::runtime::Key;
 use crate::source::linkerd::carried::{Carried, export_order};
 use crate::wire::cluster_id;
 
-/// What the judge found: the imports by namespace and name, and the problems it stepped over.
+/// What the judge found for one service: its import, if it has one, and the problems it
+/// stepped over.
 #[derive(Debug, Default)]
 pub struct Judged {
-    pub imports: BTreeMap<(String, String), Import>,
+    pub import: Option<Import>,
     pub problems: Vec<Problem>,
 }
 
-/// The imports `services` (Linkerd's, and any other: those are passed over) give while Links
-/// to the clusters in `links` (their target cluster names) exist.
+/// The import of service `key` that `services` (the Linkerd Services naming it, see
+/// [`super::index::keys_of_service`]; any other is passed over) and every cluster's exports of
+/// it give while Links to the clusters in `links` (their target cluster names) exist.
 pub fn judge(
+    key: &Key,
     services: &[Arc<Service>],
     links: &BTreeSet<String>,
     naming: &Naming,
     exports: &Exports,
 ) -> Judged {
+    let (ns, name) = (key.0.as_str(), key.1.as_str());
     let mut out = Judged::default();
-    // By namespace: the Services read, and the headless mirrors' hosts by parent object name.
-    let mut by_ns: BTreeMap<String, Vec<Read>> = BTreeMap::new();
+    let mut reads = Vec::new();
     for s in services {
-        let (Some(ns), Some(object)) = (&s.metadata.namespace, &s.metadata.name) else {
+        let Some(object) = &s.metadata.name else {
             continue;
         };
+        if s.metadata.namespace.as_deref() != Some(ns) {
+            continue;
+        }
         match read(ns, s) {
-            Ok(Some(r)) => by_ns.entry(ns.clone()).or_default().push(r),
+            Ok(Some(r)) => reads.push(r),
             Ok(None) => {}
             Err(message) => out.problems.push(Problem {
-                namespace: ns.clone(),
+                namespace: ns.into(),
                 object: object.clone(),
                 kind: "Service",
                 reason: Reason::NotImported,
@@ -48,47 +55,35 @@ pub fn judge(
             }),
         }
     }
-    for (ns, _) in exports.by_service.keys() {
-        by_ns.entry(ns.clone()).or_default();
-    }
-    for (ns, reads) in by_ns {
-        let mut by_service: BTreeMap<&str, Vec<&Read>> = BTreeMap::new();
-        for ((_, name), _) in exports
-            .by_service
-            .range((ns.clone(), String::new())..)
-            .take_while(|((n, _), _)| *n == ns)
-        {
-            by_service.entry(name).or_default();
-        }
-        let mut hosts: BTreeMap<&str, Vec<&Read>> = BTreeMap::new();
-        for r in &reads {
-            match r.shape {
-                Piece::Host { ref parent, .. } => hosts.entry(parent).or_default().push(r),
-                _ => by_service.entry(&r.service).or_default().push(r),
-            }
-        }
-        for (name, members) in by_service {
-            let mut problems = Vec::new();
-            let theirs = exports
-                .by_service
-                .get(&(ns.clone(), name.to_string()))
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            if let Some(i) = import(
-                &ns,
-                name,
-                &members,
-                &hosts,
-                links,
-                naming,
-                (theirs, &exports.read, exports.own_read),
-                &mut problems,
-            ) {
-                out.imports.insert((ns.clone(), name.to_string()), i);
-            }
-            out.problems.extend(problems);
+    // The service's own objects, and the headless mirrors' hosts by parent object name.
+    let mut members: Vec<&Read> = Vec::new();
+    let mut hosts: BTreeMap<&str, Vec<&Read>> = BTreeMap::new();
+    for r in &reads {
+        match r.shape {
+            Piece::Host { ref parent, .. } => hosts.entry(parent).or_default().push(r),
+            _ if r.service == name => members.push(r),
+            _ => {}
         }
     }
+    let theirs = exports.by_service.get(key).map(Vec::as_slice);
+    let mut j = Judging {
+        ns,
+        name,
+        links,
+        naming,
+        problems: Vec::new(),
+        conflicts: Vec::new(),
+    };
+    if !members.is_empty() || theirs.is_some() {
+        out.import = import(
+            &mut j,
+            &members,
+            &hosts,
+            (theirs.unwrap_or_default(), &exports.read, exports.own_read),
+        );
+    }
+    out.problems.append(&mut j.problems);
+    out.problems.append(&mut j.conflicts);
     out
 }
 
@@ -118,16 +113,7 @@ impl Member<'_> {
 }
 
 fn carried_ports(c: &Carried) -> Vec<Port> {
-    let mut out: Vec<Port> = c
-        .ports
-        .iter()
-        .map(|p| Port {
-            name: p.name.clone(),
-            protocol: p.protocol.clone(),
-            port: p.port,
-            app_protocol: p.app_protocol.clone(),
-        })
-        .collect();
+    let mut out = c.ports.clone();
     out.sort();
     out.dedup();
     out
@@ -219,27 +205,16 @@ fn with_app(ports: &[Port], carried: Option<&Carried>) -> Vec<Port> {
 /// Linkerd's federated Service of a service: the object, its ClusterIPs and families.
 type FederatedRead<'a> = (&'a Read, &'a Vec<IpAddr>, &'a Vec<Family>);
 
-#[allow(clippy::too_many_arguments)]
+/// The import one service's members give, from its exports (as read, with which Links' and
+/// whether this cluster's were read) and Linkerd's objects.
 fn import(
-    ns: &str,
-    name: &str,
+    j: &mut Judging,
     members: &[&Read],
     hosts: &BTreeMap<&str, Vec<&Read>>,
-    links: &BTreeSet<String>,
-    naming: &Naming,
     (exports, read, own_read): (&[ClusterExport], &BTreeSet<String>, bool),
-    problems: &mut Vec<Problem>,
 ) -> Option<Import> {
-    let mut j = Judging {
-        ns,
-        name,
-        links,
-        naming,
-        problems: Vec::new(),
-        conflicts: Vec::new(),
-    };
-    let mut all = from_exports(&mut j, exports);
-    let federated = from_linkerd(&mut j, &mut all, members, hosts, read, own_read);
+    let mut all = from_exports(j, exports);
+    let federated = from_linkerd(j, &mut all, members, hosts, read, own_read);
     // Oldest export first, as the MCS API resolves conflicts (exports without a carried
     // creation time after, by cluster).
     all.sort_by(|a, b| {
@@ -251,10 +226,7 @@ fn import(
     for m in all.iter_mut().filter(|m| m.carried.is_none()) {
         m.ports = with_app(&m.ports, oldest_carried.as_ref());
     }
-    let import = merge(&mut j, &all, federated);
-    problems.append(&mut j.problems);
-    problems.append(&mut j.conflicts);
-    import
+    merge(j, &all, federated)
 }
 
 /// The members the exports read give: through the Links' credentials, and this cluster's own.

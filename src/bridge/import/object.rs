@@ -187,11 +187,7 @@ pub(super) fn difference(have: &Value, want: &Value) -> Option<String> {
 /// The keys of `metadata.<what>` (labels or annotations) of `object` that the bridge's field
 /// manager holds: those it wrote and nobody changed since.
 pub(super) fn owned_keys(object: &Value, what: &str) -> Vec<String> {
-    object["metadata"]["managedFields"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["manager"] == FIELD_MANAGER && m["subresource"].is_null())
+    ours(object)
         .filter_map(|m| m["fieldsV1"]["f:metadata"][format!("f:{what}")].as_object())
         .flat_map(|fields| fields.keys())
         .filter_map(|k| k.strip_prefix("f:").map(str::to_string))
@@ -204,6 +200,63 @@ pub(super) fn same_spec(have: &Value, want: &Value) -> bool {
     match (have.as_object(), want.as_object()) {
         (Some(h), Some(w)) => h.keys().all(|k| w.contains_key(k)),
         _ => false,
+    }
+}
+
+/// The bridge's field manager's records of the object itself (not of its status).
+fn ours(object: &Value) -> impl Iterator<Item = &Value> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["manager"] == FIELD_MANAGER && m["subresource"].is_null())
+}
+
+/// Whether a bridge wrote the object before ServiceImports were applied (created and replaced:
+/// its field manager's record is an `Update`), so that what it holds must become applied.
+fn written_before_apply(object: &Value) -> bool {
+    ours(object).any(|m| m["operation"] == "Update")
+}
+
+/// For an object a bridge wrote before ServiceImports were applied (read whole, with every
+/// manager's record: as a write answers it): the JSON patch that makes the bridge's records one `Apply` record holding the same fields, as
+/// `kubectl apply --server-side` upgrades a client-side-applied object (k8s.io/client-go
+/// `util/csaupgrade`), at the version read. Then the next apply takes away what the bridge
+/// wrote before and wants no more.
+pub(super) fn legacy_upgrade(object: &Value) -> Option<Value> {
+    if !written_before_apply(object) {
+        return None;
+    }
+    let records = object["metadata"]["managedFields"].as_array()?;
+    let mine = |m: &&Value| m["manager"] == FIELD_MANAGER && m["subresource"].is_null();
+    let mut fields = json!({});
+    let mut last = &Value::Null;
+    for m in records.iter().filter(mine) {
+        union(&mut fields, &m["fieldsV1"]);
+        last = m;
+    }
+    let mut kept: Vec<Value> = records.iter().filter(|m| !mine(m)).cloned().collect();
+    kept.push(json!({
+        "manager": FIELD_MANAGER,
+        "operation": "Apply",
+        "apiVersion": last["apiVersion"],
+        "time": last["time"],
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+    }));
+    Some(json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": object["metadata"]["resourceVersion"]},
+        {"op": "replace", "path": "/metadata/managedFields", "value": kept},
+    ]))
+}
+
+/// Adds the fields `more` holds to `into` (both a field manager's `fieldsV1` set).
+fn union(into: &mut Value, more: &Value) {
+    let (Some(into), Some(more)) = (into.as_object_mut(), more.as_object()) else {
+        return;
+    };
+    for (k, v) in more {
+        union(into.entry(k.clone()).or_insert_with(|| json!({})), v);
     }
 }
 

@@ -3,14 +3,59 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 
 use super::*;
+use crate::bridge::model::Problem;
 use crate::bridge::model::{
     Carried, ClusterExport, Exports, Family, LABEL_MANAGER, MANAGER, Port, Reason, slice_name,
 };
+use crate::bridge::runtime::Key;
 use serde_json::json;
 
+/// What the judge says of every service: each one that a Service names (as the controller
+/// finds them, [`super::index::keys_of_service`]) or that an export names, judged alone with
+/// the Services that name it.
+struct World {
+    imports: BTreeMap<(String, String), Import>,
+    problems: Vec<Problem>,
+}
+
+fn judge_all(
+    services: &[Arc<Service>],
+    links: &BTreeSet<String>,
+    naming: &Naming,
+    exports: &Exports,
+) -> World {
+    let mut keys: BTreeSet<Key> = exports.by_service.keys().cloned().collect();
+    keys.extend(
+        services
+            .iter()
+            .flat_map(|s| super::index::keys_of_service(s)),
+    );
+    let mut world = World {
+        imports: BTreeMap::new(),
+        problems: Vec::new(),
+    };
+    for key in keys {
+        let naming_it: Vec<Arc<Service>> = services
+            .iter()
+            .filter(|s| super::index::keys_of_service(s).contains(&key))
+            .cloned()
+            .collect();
+        let j = super::judge(&key, &naming_it, links, naming, exports);
+        world.imports.extend(j.import.map(|i| (key, i)));
+        // One problem of an object that names several services is said once (as the
+        // controller's record of what is said holds it).
+        for p in j.problems {
+            if !world.problems.contains(&p) {
+                world.problems.push(p);
+            }
+        }
+    }
+    world
+}
+
 /// The judge from Linkerd's objects alone: no linked cluster's exports read.
-fn judge(services: &[Arc<Service>], links: &BTreeSet<String>, naming: &Naming) -> Judged {
-    super::judge(services, links, naming, &Exports::default())
+fn judge(services: &[Arc<Service>], links: &BTreeSet<String>, naming: &Naming) -> World {
+    judge_all(services, links, naming, &Exports::default())
 }
 
 fn svc(yaml: &str) -> Arc<Service> {
@@ -131,7 +176,7 @@ fn every_exporting_cluster_imports_the_same_spec() {
                 own: own.cluster.clone(),
                 ..Naming::default()
             };
-            let j = super::judge(
+            let j = judge_all(
                 &[federated_here(other_name, ip, own)],
                 &links(&[other_name]),
                 &naming,
@@ -189,7 +234,7 @@ fn what_linkerd_still_says_of_a_cluster_that_was_read_adds_nothing() {
         ..Naming::default()
     };
     let clusters = |exports: &Exports| {
-        super::judge(
+        judge_all(
             std::slice::from_ref(&fed),
             &links(&["west"]),
             &naming,
@@ -232,7 +277,7 @@ fn an_exporting_cluster_imports_its_own_export_without_a_mirror() {
             own: own.map(str::to_string),
             ..Naming::default()
         };
-        super::judge(&[], &links(&[]), &naming, &exports)
+        judge_all(&[], &links(&[]), &naming, &exports)
     };
     let j = with(Some("east"));
     let i = &j.imports[&key("web")];
@@ -249,10 +294,10 @@ fn an_exporting_cluster_imports_its_own_export_without_a_mirror() {
     anonymous.by_service.get_mut(&key("web")).unwrap()[0]
         .carried
         .cluster = None;
-    let j = super::judge(&[], &links(&[]), &Naming::default(), &anonymous);
+    let j = judge_all(&[], &links(&[]), &Naming::default(), &anonymous);
     assert!(j.imports.is_empty());
     assert!(j.problems.is_empty(), "{:?}", j.problems);
-    let named = super::judge(&[], &links(&[]), &Naming::default(), &exports);
+    let named = judge_all(&[], &links(&[]), &Naming::default(), &exports);
     assert_eq!(
         named.imports[&key("web")].clusters,
         BTreeSet::from(["east".into()]),
@@ -289,7 +334,7 @@ fn an_exporting_cluster_imports_its_own_headless_hosts() {
         own: Some("east".into()),
         ..Naming::default()
     };
-    let j = super::judge(&[], &links(&[]), &naming, &exports);
+    let j = judge_all(&[], &links(&[]), &naming, &exports);
     let i = &j.imports[&key("db")];
     assert!(i.headless);
     assert_eq!(i.clusters, BTreeSet::from(["east".into()]));
@@ -314,7 +359,7 @@ fn an_exporting_cluster_imports_its_own_headless_hosts() {
     let mut theirs = exports.clone();
     theirs.by_service.get_mut(&key("db")).unwrap()[0].link = Some("west".into());
     theirs.read.insert("west".into());
-    let j = super::judge(&[], &links(&["west"]), &naming, &theirs);
+    let j = judge_all(&[], &links(&["west"]), &naming, &theirs);
     assert!(
         j.imports
             .get(&key("db"))

@@ -3,7 +3,7 @@
 //! action, reason, reporter and object) adds to the first one's `series` instead of making a
 //! new Event. What is remembered of each Event is only what a repeat needs (its object's name
 //! and namespace, its count and time), not the whole Event as kube-runtime's `Recorder` keeps
-//! it: at 10,000 exports converging, those were 30 MB held for six minutes.
+//! it (docs/performance.md has what that held).
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};

@@ -8,8 +8,7 @@ use super::Key;
 /// The objects of one kind that name each service, by object name (a superset: an entry is
 /// checked against the store when used). An object names services of its own namespace only
 /// (a Linkerd Service's annotations, a slice's label), so both sides are kept by namespace,
-/// by name: at 10,000 exports the indexes hold 35,000 objects, and a `(String, String)` key
-/// on each side, with a list of them, was 500 bytes an object.
+/// by name, not as a `(String, String)` key on each side (docs/performance.md has the cost).
 #[derive(Default)]
 pub(in crate::bridge) struct Index {
     spaces: HashMap<Box<str>, Space>,
@@ -253,6 +252,48 @@ impl<K: kube::Resource> Written<K> {
         let at = (ns.to_string(), name.to_string());
         self.map.lock().expect("not poisoned").remove(&at);
     }
+}
+
+/// Writes the bridge made over a version of an object that its store may still show: each as
+/// the resourceVersion written over and a digest of what was written. The same write over the
+/// same version would be a second write for one change (the key is marked again by other
+/// events before the store sees the first). An entry goes once the store shows a newer version,
+/// so the map holds only writes in flight.
+#[derive(Default)]
+pub(in crate::bridge) struct Pending(std::sync::Mutex<HashMap<Key, (String, u64)>>);
+
+impl Pending {
+    /// Whether `what` was written over version `rv`, which the store still shows.
+    pub(in crate::bridge) fn holds(&self, key: &Key, rv: &Option<String>, what: &str) -> bool {
+        let mut m = self.0.lock().expect("not poisoned");
+        match (m.get(key), rv) {
+            (Some((over, d)), Some(rv)) if over == rv => *d == digest(what),
+            (Some(_), _) => {
+                m.remove(key);
+                false
+            }
+            (None, _) => false,
+        }
+    }
+
+    pub(in crate::bridge) fn wrote(&self, key: &Key, rv: &Option<String>, what: &str) {
+        let mut m = self.0.lock().expect("not poisoned");
+        match rv {
+            Some(rv) => m.insert(key.clone(), (rv.clone(), digest(what))),
+            None => m.remove(key),
+        };
+    }
+
+    pub(in crate::bridge) fn forget(&self, key: &Key) {
+        self.0.lock().expect("not poisoned").remove(key);
+    }
+}
+
+fn digest(what: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    what.hash(&mut h);
+    h.finish()
 }
 
 #[cfg(test)]

@@ -328,7 +328,7 @@ pub async fn run<R: Reconciler>(
         }
         // The gauges walk every object: once when the queue drains, but at most once an
         // IDLE_EVERY (a change and the watch events of its own writes drain it three times
-        // over, and at 10,000 exports each walk took milliseconds from every change).
+        // over, and a walk is not free at scale: docs/performance.md).
         let idle = queue.idle();
         gauges_due |= idle && !was_idle;
         was_idle = idle;

@@ -1,9 +1,7 @@
 //! The bridge's stores of the objects it watches, packed: each object is kept as the compact
-//! JSON of what [`super::slim`] leaves of it, and decoded when a reconcile reads it. A decoded
-//! k8s-openapi object is 0.8 KB before its strings, maps and vectors, and a `serde_json` tree
-//! (the MCS kinds) spends a B-tree node of eleven slots on every map; the text of the same
-//! object is a few hundred bytes. At 10,000 exports the stores hold about 100,000 objects, and
-//! kube-runtime's reflector stores of decoded objects were most of 640 MB (docs/performance.md).
+//! JSON of what [`super::slim`] leaves of it, and decoded when a reconcile reads it: a decoded
+//! object costs several times its text (docs/performance.md, "What the bridge's runtime is
+//! shaped by", has the figures).
 //!
 //! Each kind is kept as far as the bridge reads it ([`Trim`]): a Service's status, selector and
 //! target ports, an object's creation time and the parts of its field managers' records the
@@ -17,8 +15,7 @@
 //! Each text is kept compressed (zstd) against a dictionary of its kind ([`Kind`]): the texts
 //! of the first objects of that kind the process met, and of later ones if those stop packing
 //! well. Objects of one kind repeat each other's keys, label and annotation names, managers
-//! and condition messages, which is most of their text: at 10,000 exports a text of 480-1,300
-//! bytes packs into 80-100 (docs/performance.md).
+//! and condition messages, which is most of their text (docs/performance.md has how well).
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -455,7 +452,7 @@ pub(crate) static SLICE: Kind = Kind::new("EndpointSlice", slice);
 /// (the conditions' `observedGeneration`) too.
 pub(crate) static EXPORT: Kind = Kind::new("ServiceExport", export);
 /// ServiceImports: all but their creation time and generation; they keep their `apiVersion`
-/// and `kind`: the bridge replaces them whole from what it read.
+/// and `kind`, which a `DynamicObject` says what it is by.
 pub(crate) static IMPORT: Kind = Kind::new("ServiceImport", custom);
 /// Links: as ServiceImports.
 pub(crate) static LINK: Kind = Kind::new("Link", custom);

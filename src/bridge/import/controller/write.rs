@@ -11,7 +11,7 @@ use tracing::info;
 
 use super::super::Import;
 use super::super::index::Said;
-use super::super::object::{covers, difference, owned_keys, same_spec};
+use super::super::object::{covers, difference, legacy_upgrade, owned_keys, same_spec};
 use super::Importer;
 use crate::bridge::model::{FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, Problem};
 use crate::bridge::model::{Reason, is_ours};
@@ -60,8 +60,9 @@ impl Importer {
             );
             return Ok(());
         }
-        // The ServiceImport: created if it is not there (an existing one is someone else's),
-        // then its spec, labels and annotations and its status written when they differ.
+        // The ServiceImport, applied server-side under the bridge's field manager: what it no
+        // longer applies (a label no longer exported, `ips` once the federated Service went)
+        // goes with the next apply, and labels and annotations others put on stay.
         let mut object = json!({
             "apiVersion": self.si.api_version,
             "kind": "ServiceImport",
@@ -70,81 +71,64 @@ impl Importer {
         });
         object["metadata"]["name"] = name.into();
         object["metadata"]["namespace"] = ns.into();
-        let mut have = existing.map(|o| serde_json::to_value(&*o).unwrap_or_default());
-        if have.is_none() {
-            let new: DynamicObject = serde_json::from_value(object.clone()).expect("an object");
-            let pp = PostParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..PostParams::default()
-            };
-            match si_api.create(&pp, &new).await {
-                Ok(o) => {
-                    info!(namespace = ns, name, "ServiceImport created");
-                    have = Some(serde_json::to_value(&o).unwrap_or_default());
-                    self.written_imports.wrote(None, o);
-                }
-                Err(kube::Error::Api(e)) if e.code == 409 => {
-                    // Created since the store saw it: ours if it says so.
-                    let o = si_api.get(name).await?;
-                    if !is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER) {
-                        self.not_taken_over(
-                            said,
-                            "ServiceImport",
-                            &kube::Resource::object_ref(&o, &self.si),
-                        );
-                        return Ok(());
+        let apply = PatchParams::apply(FIELD_MANAGER).force();
+        let have = match existing {
+            Some(o) => serde_json::to_value(&*o).unwrap_or_default(),
+            None => {
+                // Not there as far as the store knows: applied without force, so one someone
+                // else created since (with other values) is a conflict, not taken over.
+                let create = PatchParams::apply(FIELD_MANAGER);
+                match si_api.patch(name, &create, &Patch::Apply(&object)).await {
+                    Ok(o) => {
+                        info!(namespace = ns, name, "ServiceImport created");
+                        let have = serde_json::to_value(&o).unwrap_or_default();
+                        self.written_imports.wrote(None, o);
+                        have
                     }
-                    have = Some(serde_json::to_value(o).unwrap_or_default());
+                    Err(kube::Error::Api(e)) if e.code == 409 => {
+                        let o = si_api.get(name).await?;
+                        if !is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER) {
+                            let reference = kube::Resource::object_ref(&o, &self.si);
+                            self.not_taken_over(said, "ServiceImport", &reference);
+                            return Ok(());
+                        }
+                        serde_json::to_value(o).unwrap_or_default()
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
             }
-        }
-        let have = have.unwrap_or_default();
+        };
         // The version the next write goes over.
         let mut version = have["metadata"]["resourceVersion"]
             .as_str()
             .map(str::to_string);
-        let apply = PatchParams::apply(FIELD_MANAGER).force();
-        // Labels and annotations the bridge wrote before (its field manager holds them) and
-        // wants no more: exported no longer.
-        let stale = |what: &str| -> Vec<String> {
+        // Labels and annotations the bridge applied before and wants no more: exported no
+        // longer.
+        let stale = |what: &str| {
             owned_keys(&have, what)
                 .into_iter()
-                .filter(|k| object["metadata"][what].get(k).is_none())
-                .collect()
+                .any(|k| object["metadata"][what].get(&k).is_none())
         };
-        let (stale_labels, stale_annotations) = (stale("labels"), stale("annotations"));
         if !covers(&have, &object)
             || !same_spec(&have["spec"], &object["spec"])
-            || !stale_labels.is_empty()
-            || !stale_annotations.is_empty()
+            || stale("labels")
+            || stale("annotations")
         {
-            // Replaced whole, at the version read: a field the bridge no longer wants (`ips`
-            // once the federated Service is gone) goes too, and a change made since the read
-            // fails with a conflict and is tried again. Labels and annotations others put on
-            // stay.
-            let mut new = have.clone();
-            new["spec"] = object["spec"].clone();
-            for (what, stale) in [
-                ("labels", &stale_labels),
-                ("annotations", &stale_annotations),
-            ] {
-                if let Some(m) = new["metadata"][what].as_object_mut() {
-                    stale.iter().for_each(|k| drop(m.remove(k)));
-                }
-                for (k, v) in object["metadata"][what].as_object().into_iter().flatten() {
-                    new["metadata"][what][k] = v.clone();
-                }
+            let mut o = si_api.patch(name, &apply, &Patch::Apply(&object)).await?;
+            // One a bridge wrote before it applied ServiceImports (its write answers with every
+            // manager's record): what that bridge wrote becomes applied, and the apply made
+            // again takes away what is no longer wanted.
+            if let Some(patch) = legacy_upgrade(&serde_json::to_value(&o).unwrap_or_default()) {
+                let patch = serde_json::from_value(patch).expect("a JSON patch");
+                si_api
+                    .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+                    .await?;
+                o = si_api.patch(name, &apply, &Patch::Apply(&object)).await?;
+                info!(
+                    namespace = ns,
+                    name, "ServiceImport an earlier bridge wrote taken up as applied"
+                );
             }
-            if let Some(m) = new["metadata"].as_object_mut() {
-                m.remove("managedFields");
-            }
-            let new: DynamicObject = serde_json::from_value(new).expect("an object");
-            let pp = PostParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..PostParams::default()
-            };
-            let o = si_api.replace(name, &pp, &new).await?;
             let over = std::mem::replace(&mut version, o.metadata.resource_version.clone());
             self.written_imports.wrote(over, o);
             let changed = difference(&have, &object)
