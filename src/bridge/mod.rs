@@ -100,14 +100,27 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
         leading_tx,
         shutdown.clone(),
     ));
+    let services = runtime::feed::Feed::new(runtime::store::Writer::new(
+        shared::service_marks,
+        runtime::store::Codec::services(),
+    ));
+    let api = kube::Api::all(client.clone());
+    let config_all = kube::runtime::watcher::Config::default();
+    tokio::spawn(
+        services
+            .clone()
+            .run(api, config_all, "Services", shutdown.clone()),
+    );
     let clusters = clusters::start(
         client.clone(),
         config.cluster_id.clone(),
         metrics.clone(),
+        &services,
         shutdown.clone(),
     );
     let shared = Shared {
         client,
+        services,
         clusters,
         metrics,
         leading,

@@ -27,6 +27,37 @@ pub const LABEL_MANAGER: &str = "app.kubernetes.io/managed-by";
 /// ([`crate::source::linkerd::carried::Carried`]).
 pub const CARRIED: &str = crate::source::linkerd::ANNOTATION_CARRIED;
 
+/// The marks of this cluster's Services in the one store of them all (what each reader
+/// selects by): exported with Linkerd's labels ([`crate::bridge::clusters::is_exported`]),
+/// labelled by the bridge ([`owned_labels`]), written by Linkerd's service mirror
+/// ([`crate::source::linkerd::SELECTOR`]).
+pub const EXPORTED: u8 = 1;
+pub const LABELLED: u8 = 2;
+pub const LINKERDS: u8 = 4;
+/// The mark of the bridge's own ServiceImports and EndpointSlices in their stores.
+pub const OURS: u8 = 1;
+
+/// The labels of `svc` that the bridge's field manager holds.
+pub fn owned_labels(svc: &k8s_openapi::api::core::v1::Service) -> BTreeSet<String> {
+    let entries = svc.metadata.managed_fields.iter().flatten();
+    entries
+        .filter(|m| m.manager.as_deref() == Some(FIELD_MANAGER) && m.subresource.is_none())
+        .filter_map(|m| {
+            m.fields_v1
+                .as_ref()?
+                .0
+                .pointer("/f:metadata/f:labels")?
+                .as_object()
+                .cloned()
+        })
+        .flat_map(|labels| {
+            labels
+                .into_iter()
+                .filter_map(|(k, _)| k.strip_prefix("f:").map(str::to_string))
+        })
+        .collect()
+}
+
 /// Whether an object's `labels` say it is the bridge's: `label` ([`LABEL_MANAGER`] or
 /// [`LABEL_SLICE_MANAGER`]) is [`MANAGER`].
 pub fn is_ours(labels: Option<&std::collections::BTreeMap<String, String>>, label: &str) -> bool {

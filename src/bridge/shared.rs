@@ -5,14 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Service;
 use kube::discovery::ApiResource;
 use tokio_util::sync::CancellationToken;
 use tracing::error;
 
 use super::clusters;
 use super::metrics::BridgeMetrics;
-use super::model::MANAGER;
+use super::model::{EXPORTED, LABELLED, LINKERDS, MANAGER, owned_labels};
 use super::runtime::crd::{CRD_RECHECK, Crd, resource};
+use super::runtime::feed::Feed;
 use super::runtime::{Key, api_error, events, runner};
 
 /// How many keys each half brings up to date at once.
@@ -43,10 +45,20 @@ pub(super) async fn event(
     }
 }
 
+/// The marks of one of this cluster's Services (see [`EXPORTED`]).
+pub(super) fn service_marks(svc: &Service) -> u8 {
+    let linkerds = crate::source::linkerd::selected(svc.metadata.labels.as_ref());
+    (u8::from(clusters::is_exported(svc)) * EXPORTED)
+        | (u8::from(!owned_labels(svc).is_empty()) * LABELLED)
+        | (u8::from(linkerds) * LINKERDS)
+}
+
 /// What both halves share.
 #[derive(Clone)]
 pub(super) struct Shared {
     pub(super) client: kube::Client,
+    /// Every Service of this cluster, watched once for every reader.
+    pub(super) services: Feed<Service>,
     /// The exports of this cluster and every linked one.
     pub(super) clusters: clusters::Clusters,
     pub(super) metrics: Arc<BridgeMetrics>,

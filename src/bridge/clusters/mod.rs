@@ -37,12 +37,15 @@ use tracing::{info, warn};
 
 mod read;
 
-use super::model::Exports;
-use super::model::LINK;
+use super::model::{EXPORTED, Exports, LINK};
 use super::runtime::Key;
 use super::runtime::crd::{CRD_RECHECK, resource};
-use read::{ExportedStores, Heard, link_spec, remote_client, watch_exported, writers};
-pub use read::{cluster_export, selectors};
+use super::runtime::feed::Feed;
+use super::runtime::store::{Codec, Heard};
+use crate::source::about::{CLUSTER_ID, ClusterProperties};
+use crate::source::object::Kind as _;
+use read::{ExportedStores, link_spec, remote_client, watch_exported, writers};
+pub use read::{cluster_export, is_exported, selectors};
 
 /// How long a Link whose credentials cannot be used waits before they are read again.
 const CREDENTIALS_RETRY: Duration = Duration::from_secs(10);
@@ -89,6 +92,8 @@ struct State {
     own_id_read: bool,
     own: Option<ExportedStores>,
     own_listed: bool,
+    /// What packs the linked clusters' exported Services.
+    codec: Option<Arc<Codec>>,
     /// By the Link's namespace and name.
     links: BTreeMap<Key, Linked>,
     links_listed: bool,
@@ -205,6 +210,12 @@ impl Clusters {
         out
     }
 
+    /// The target cluster names of the Links.
+    pub fn links(&self) -> BTreeSet<String> {
+        let s = self.lock();
+        s.links.values().map(|l| l.target.clone()).collect()
+    }
+
     /// Every service some cluster exports.
     pub fn keys(&self) -> Vec<Key> {
         let s = self.lock();
@@ -220,17 +231,24 @@ impl Clusters {
     }
 }
 
-/// Starts reading: this cluster's exports now, the Links' once the API server serves Linkerd's
+/// Starts reading: this cluster's exports now (from `services`, the feed of all its Services,
+/// [`EXPORTED`] marking the exported ones), the Links' once the API server serves Linkerd's
 /// Link (until then there are none, and it is looked for again every [`CRD_RECHECK`]);
 /// runs until `shutdown`.
-pub fn start(
+pub(crate) fn start(
     client: kube::Client,
     cluster_id: Option<String>,
     metrics: Arc<super::metrics::BridgeMetrics>,
+    services: &Feed<Service>,
     shutdown: CancellationToken,
 ) -> Clusters {
     let clusters = Clusters::default();
-    clusters.lock().metrics = Some(metrics);
+    {
+        let mut s = clusters.lock();
+        s.metrics = Some(metrics);
+        s.own = Some(ExportedStores::Own(services.store().clone()));
+        s.codec = Some(Codec::services());
+    }
     match cluster_id {
         Some(id) => {
             let mut s = clusters.lock();
@@ -242,22 +260,20 @@ pub fn start(
             tokio::spawn(async move { c.follow_cluster_id(client, stop).await });
         }
     }
-    let c = clusters.clone();
-    let (client2, stop) = (client.clone(), shutdown.clone());
+    let (c, mut heard, stop) = (clusters.clone(), services.subscribe(), shutdown.clone());
     tokio::spawn(async move {
-        let (w, readers) = writers(true);
-        c.lock().own = Some(readers);
-        let mut events = std::pin::pin!(watch_exported(client2, &w));
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
-                ev = events.next() => match ev {
-                    Some(Ok(Heard::Listed)) => {
+                h = heard.recv() => match h {
+                    Some(Heard::Listed) => {
                         c.lock().own_listed = true;
                         c.tell(Changed::All);
                     }
-                    Some(Ok(Heard::Key(k))) => c.tell(Changed::Keys(vec![k])),
-                    Some(Err(e)) => warn!(error = %e, "watching this cluster's exported Services"),
+                    Some(Heard::Key { key, was, now }) if (was | now) & EXPORTED != 0 => {
+                        c.tell(Changed::Keys(vec![key]));
+                    }
+                    Some(Heard::Key { .. }) => {}
                     None => return,
                 }
             }
@@ -291,17 +307,12 @@ impl Clusters {
     /// now and every [`CRD_RECHECK`], as the DNS server reads it; a change is said and
     /// judged again everywhere.
     async fn follow_cluster_id(self, client: kube::Client, shutdown: CancellationToken) {
-        let resource = ApiResource {
-            group: "about.k8s.io".into(),
-            version: "v1alpha1".into(),
-            api_version: "about.k8s.io/v1alpha1".into(),
-            kind: "ClusterProperty".into(),
-            plural: "clusterproperties".into(),
-        };
+        let r = &ClusterProperties::RESOURCE;
+        let resource = crate::source::kube::api_resource(ClusterProperties::KIND, r, r.versions[0]);
         let api: Api<DynamicObject> = Api::all_with(client, &resource);
         let mut said = None;
         loop {
-            let (id, why) = match api.get_opt(crate::source::about::CLUSTER_ID).await {
+            let (id, why) = match api.get_opt(CLUSTER_ID).await {
                 Ok(Some(o)) => {
                     let value = o.data.pointer("/spec/value").and_then(Value::as_str);
                     match value.and_then(crate::wire::cluster_id) {
@@ -309,8 +320,7 @@ impl Clusters {
                         None => (
                             None,
                             Some(format!(
-                                "ClusterProperty {} has value {value:?}, not a cluster id (one or two DNS labels)",
-                                crate::source::about::CLUSTER_ID
+                                "ClusterProperty {CLUSTER_ID} has value {value:?}, not a cluster id (one or two DNS labels)"
                             )),
                         ),
                     }
@@ -319,8 +329,7 @@ impl Clusters {
                 Err(e) => (
                     self.own_id(),
                     Some(format!(
-                        "ClusterProperty {} cannot be read: {}",
-                        crate::source::about::CLUSTER_ID,
+                        "ClusterProperty {CLUSTER_ID} cannot be read: {}",
                         super::runtime::api_error(&e)
                     )),
                 ),
@@ -473,7 +482,8 @@ impl Clusters {
         stop: CancellationToken,
     ) {
         let link = format!("{}/{}", key.0, key.1);
-        let (feeds, readers) = writers(false);
+        let codec = self.lock().codec.clone().expect("set at start");
+        let (feeds, readers) = writers(&codec);
         let mut said: Option<String> = None;
         // Credentials read and not yet used: their client, and the kubeconfig it is made of.
         let mut next: Option<(kube::Client, String)> = None;
@@ -511,7 +521,7 @@ impl Clusters {
                             self.reach(&key, Reach::Read);
                             self.tell(Changed::All);
                         }
-                        Some(Ok(Heard::Key(k))) => self.tell(Changed::Keys(vec![k])),
+                        Some(Ok(Heard::Key { key, .. })) => self.tell(Changed::Keys(vec![key])),
                         Some(Err(e)) => {
                             let why = format!("watching its exported Services: {e}");
                             warn!(link = %link, "{why}");

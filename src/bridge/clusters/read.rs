@@ -10,9 +10,9 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use serde_json::Value;
 
-use crate::bridge::model::ClusterExport;
+use crate::bridge::model::{ClusterExport, EXPORTED};
 use crate::bridge::runtime::Key;
-use crate::bridge::runtime::store::{self, Store};
+use crate::bridge::runtime::store::{self, Codec, Heard, Store};
 use crate::source::linkerd::LABEL_MIRRORED;
 use crate::source::linkerd::carried::{ANNOTATION, Carried};
 
@@ -30,35 +30,49 @@ pub fn selectors() -> [String; 2] {
 pub(super) const LABEL_FEDERATED: &str = "mirror.linkerd.io/federated";
 pub(super) const LABEL_EXPORTED_BY_LINKERD: &str = "mirror.linkerd.io/exported";
 
-/// One cluster's exported Services: a store per selector of [`selectors`].
+/// Whether `svc` is one of [`selectors`]' exported Services: what marks this cluster's with
+/// [`EXPORTED`] in the one store of its Services.
+pub fn is_exported(svc: &Service) -> bool {
+    let Some(labels) = &svc.metadata.labels else {
+        return false;
+    };
+    let is = |k: &str, values: &[&str]| labels.get(k).is_some_and(|v| values.contains(&v.as_str()));
+    !labels.contains_key(LABEL_MIRRORED)
+        && (is(LABEL_FEDERATED, &["member"])
+            || is(LABEL_EXPORTED_BY_LINKERD, &["true", "remote-discovery"]))
+}
+
+/// One cluster's exported Services: this cluster's, marked in the store of all its Services;
+/// a linked cluster's, a store per selector of [`selectors`].
 #[derive(Clone)]
-pub(super) struct ExportedStores([Store<Service>; 2]);
+pub(super) enum ExportedStores {
+    Own(Store<Service>),
+    Linked([Store<Service>; 2]),
+}
 
 impl ExportedStores {
     pub(super) fn get(&self, key: &Key) -> Option<Arc<Service>> {
-        self.0.iter().find_map(|s| s.get(&key.0, &key.1))
+        match self {
+            ExportedStores::Own(s) => s.get_marked(key, EXPORTED),
+            ExportedStores::Linked(s) => s.iter().find_map(|s| s.get(&key.0, &key.1)),
+        }
     }
 
     /// Every exported Service's key (one labelled both ways is in both stores).
-    pub(super) fn keys(&self) -> impl Iterator<Item = Key> {
-        self.0.iter().flat_map(Store::keys)
+    pub(super) fn keys(&self) -> Vec<Key> {
+        match self {
+            ExportedStores::Own(s) => s.marked(EXPORTED),
+            ExportedStores::Linked(s) => s.iter().flat_map(Store::keys).collect(),
+        }
     }
-}
-
-/// What a cluster's watches of exported Services said.
-pub(super) enum Heard {
-    /// This service's export changed.
-    Key(Key),
-    /// Both watches have listed (again).
-    Listed,
 }
 
 /// What feeds one cluster's stores of exported Services (one per selector of [`selectors`]):
 /// one watch after another, when a Link's credentials are replaced.
 pub(super) type Feeds = [Arc<Mutex<store::Writer<Service>>>; 2];
 
-/// The watches of one cluster's exported Services into `feeds`: each event as the key it
-/// changes, and [`Heard::Listed`] once both have listed.
+/// The watches of one linked cluster's exported Services into `feeds`: each service whose
+/// export changed, and [`Heard::Listed`] once both have listed.
 pub(super) fn watch_exported(
     client: kube::Client,
     feeds: &Feeds,
@@ -68,42 +82,39 @@ pub(super) fn watch_exported(
     let one = move |w: Arc<Mutex<store::Writer<Service>>>, selector: String, index: usize| {
         let api: Api<Service> = Api::all(client.clone());
         crate::bridge::runtime::watched(api, watcher::Config::default().labels(&selector))
-            .filter_map(move |ev| {
-                if let Ok(ev) = &ev {
-                    w.lock().expect("not poisoned").apply(ev);
-                }
-                futures::future::ready(match ev {
-                    Ok(watcher::Event::InitDone) => Some(Ok(Err(index))),
-                    Ok(ev) => crate::bridge::runtime::object_of(ev)
-                        .and_then(|s| key_of(&s))
-                        .map(|k| Ok(Ok(k))),
-                    Err(e) => Some(Err(e)),
-                })
+            .flat_map(move |ev| {
+                let heard = match ev {
+                    Ok(ev) => w.lock().expect("not poisoned").apply(&ev),
+                    Err(e) => return futures::stream::iter(vec![Err(e)]),
+                };
+                futures::stream::iter(
+                    heard
+                        .into_iter()
+                        .map(move |h| Ok((index, h)))
+                        .collect::<Vec<_>>(),
+                )
             })
             .boxed()
     };
     let mut listed = [false; 2];
     futures::stream::select(one(a, sa, 0), one(b, sb, 1)).filter_map(move |ev| {
         futures::future::ready(match ev {
-            Ok(Err(index)) => {
+            Ok((index, Heard::Listed)) => {
                 listed[index] = true;
                 (listed == [true; 2]).then_some(Ok(Heard::Listed))
             }
-            Ok(Ok(key)) => Some(Ok(Heard::Key(key))),
+            Ok((_, key)) => Some(Ok(key)),
             Err(e) => Some(Err(e)),
         })
     })
 }
 
-/// The stores of one cluster's exported Services; this cluster's (`own`) share their texts
-/// with the halves' stores of its Services.
-pub(super) fn writers(own: bool) -> (Feeds, ExportedStores) {
-    let writer = || {
-        let w = store::Writer::new(store::unmarked, &store::SERVICE);
-        if own { w.shared() } else { w }
-    };
+/// The stores of one linked cluster's exported Services, packed by `codec` (one for every
+/// linked cluster: their exported Services look alike).
+pub(super) fn writers(codec: &Arc<Codec>) -> (Feeds, ExportedStores) {
+    let writer = || store::Writer::new(store::unmarked, codec.clone());
     let (a, b) = (writer(), writer());
-    let readers = ExportedStores([a.reader(), b.reader()]);
+    let readers = ExportedStores::Linked([a.reader(), b.reader()]);
     ([a, b].map(|w| Arc::new(Mutex::new(w))), readers)
 }
 
@@ -133,10 +144,6 @@ pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport
         carried,
         bridge,
     })
-}
-
-pub(super) fn key_of(svc: &Service) -> Option<Key> {
-    Some((svc.metadata.namespace.clone()?, svc.metadata.name.clone()?))
 }
 
 /// A Link's target cluster name and its credentials Secret (namespace, name).

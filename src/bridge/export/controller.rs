@@ -6,13 +6,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
-use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -22,14 +21,13 @@ use super::judge::{conditions, owned_labels};
 use super::read::{carried, exported, keys_of_service, linkerd_wrote, mirror_peers};
 use crate::bridge::clusters::{Changed, Clusters};
 use crate::bridge::metrics::BridgeMetrics;
-use crate::bridge::model::Port;
-use crate::bridge::model::SERVICE_EXPORT;
-use crate::bridge::model::{CARRIED, FIELD_MANAGER};
+use crate::bridge::model::{CARRIED, FIELD_MANAGER, LABELLED, LINKERDS, Port, SERVICE_EXPORT};
 use crate::bridge::runtime::events::{Recorder, Type as EventType};
+use crate::bridge::runtime::feed::Feed;
 use crate::bridge::runtime::index::{Index, Pending};
 use crate::bridge::runtime::runner::{self, Marks, Reconciler, Timing};
-use crate::bridge::runtime::store::{self, Store};
-use crate::bridge::runtime::{Key, api_error, object_of};
+use crate::bridge::runtime::store::{self, Codec, Heard, Store};
+use crate::bridge::runtime::{Key, api_error};
 use crate::bridge::shared::Shared;
 
 /// Runs the export half until shutdown, once the ServiceExport CRD is served: its watches, and
@@ -43,13 +41,20 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         Some("the first full list of ServiceExports and Services has not come yet".into()),
     );
     info!(version = %resource.version, default_mode = %settings.default_mode, "linkerd-bridge: export half starting");
-    let exports_w = store::Writer::new(store::unmarked, &store::EXPORT);
-    // The Services the bridge labelled are marked: every key, and the gauge.
-    let services_w =
-        store::Writer::new(|s: &Service| !owned_labels(s).is_empty(), &store::SERVICE).shared();
+    let exports = Feed::new(store::Writer::new(store::unmarked, Codec::exports()));
+    let api = Api::all_with(shared.client.clone(), &resource);
+    let what = "ServiceExports";
+    let run = exports.clone().run(
+        api,
+        watcher::Config::default(),
+        what,
+        shared.shutdown.clone(),
+    );
+    tokio::spawn(run);
     let exporter = Exporter {
-        exports: exports_w.reader(),
-        services: services_w.reader(),
+        exports: exports.store().clone(),
+        // The Services the bridge labelled are marked: every key, and the gauge.
+        services: shared.services.store().clone(),
         client: shared.client.clone(),
         recorder: crate::bridge::shared::recorder(&shared.client, &identity),
         resource,
@@ -60,12 +65,13 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         statused: Pending::default(),
         linkerds: Default::default(),
     };
+    let heard = (exports.subscribe(), shared.services.subscribe());
     let changes = shared.clusters.subscribe();
     let resync = exporter.config.resync;
     let shutdown = shared.shutdown.clone();
     shared
         .drive(&exporter, resync, |marks, ready| {
-            exporter.watch((exports_w, services_w), changes, marks, ready, shutdown)
+            exporter.watch(heard, changes, marks, ready, shutdown)
         })
         .await;
 }
@@ -125,84 +131,56 @@ impl Reconciler for Exporter {
     }
 
     fn idle(&self) {
-        let labelled = self.services.count_marked();
+        let labelled = self.services.count_marked(LABELLED);
         self.metrics.managed(self.exports.len(), labelled);
     }
 }
 
 impl Exporter {
-    /// Feeds the stores from the watches and marks what each change can affect; says when
-    /// everything was listed once (the runner waits for it).
+    /// Marks what each change the feeds tell of can affect, keeping the index of Linkerd's
+    /// Services; says when everything was listed once (the runner waits for it).
     async fn watch(
         &self,
-        (exports_w, services_w): (store::Writer<DynamicObject>, store::Writer<Service>),
-        mut changes: tokio::sync::mpsc::UnboundedReceiver<Changed>,
+        (mut exports, mut services): (UnboundedReceiver<Heard>, UnboundedReceiver<Heard>),
+        mut changes: UnboundedReceiver<Changed>,
         marks: Marks<Key>,
         ready: watch::Sender<bool>,
         shutdown: CancellationToken,
     ) {
-        let se_api: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.resource);
-        let svc_api: Api<Service> = Api::all(self.client.clone());
-        let mut se_events = std::pin::pin!(crate::bridge::runtime::watch(
-            exports_w,
-            se_api,
-            watcher::Config::default()
-        ));
-        let mut svc_events = std::pin::pin!(crate::bridge::runtime::watch(
-            services_w,
-            svc_api,
-            watcher::Config::default()
-        ));
         let (mut exports_listed, mut services_listed) = (false, false);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                ev = se_events.next() => match ev {
-                    Some(Ok(ev)) => {
-                        if matches!(ev, watcher::Event::InitDone) {
-                            exports_listed = true;
-                            marks.all();
-                        }
-                        if let Some(o) = object_of(ev)
-                            && let (Some(ns), Some(name)) = (o.metadata.namespace, o.metadata.name)
-                        {
-                            marks.keys([(ns, name)]);
-                        }
+                heard = exports.recv() => match heard {
+                    Some(Heard::Listed) => {
+                        exports_listed = true;
+                        marks.all();
                     }
-                    Some(Err(e)) => warn!(error = %e, "watching ServiceExports"),
+                    Some(Heard::Key { key, .. }) => marks.keys([key]),
                     None => return,
                 },
-                ev = svc_events.next() => match ev {
-                    Some(Ok(ev)) => {
-                        let mut linkerds = self.linkerds.lock().expect("not poisoned");
-                        match &ev {
-                            watcher::Event::InitDone => {
-                                services_listed = true;
-                                // A relist does not say what went meanwhile.
-                                let store = &self.services;
-                                linkerds.prune(|ns, name| store.contains(ns, name));
-                                marks.all();
-                            }
-                            // What a changed or deleted mirror stood for before changes
-                            // too.
-                            watcher::Event::Delete(s) => {
-                                marks.keys(linkerds.remove(&(s.namespace().unwrap_or_default(), s.name_any())));
-                            }
-                            watcher::Event::Apply(s) | watcher::Event::InitApply(s) => {
-                                let at = (s.namespace().unwrap_or_default(), s.name_any());
-                                marks.keys(match linkerd_wrote(s) {
-                                    true => linkerds.set(&at.0, &at.1, keys_of_service(s)),
-                                    false => linkerds.remove(&at),
-                                });
-                            }
-                            watcher::Event::Init => {}
-                        }
-                        drop(linkerds);
-                        if let Some(s) = object_of(ev) {
-                            marks.keys(keys_of_service(&s));
-                        }
+                heard = services.recv() => match heard {
+                    Some(Heard::Listed) => {
+                        services_listed = true;
+                        marks.all();
                     }
-                    Some(Err(e)) => warn!(error = %e, "watching Services"),
+                    Some(Heard::Key { key, was, now }) => {
+                        // One of Linkerd's Services: what it stands for now and stood for
+                        // before changes too.
+                        if (was | now) & LINKERDS != 0 {
+                            let mut linkerds = self.linkerds.lock().expect("not poisoned");
+                            let svc = self.services.get(&key.0, &key.1).filter(|s| linkerd_wrote(s));
+                            marks.keys(match svc {
+                                Some(s) => {
+                                    let named = keys_of_service(&s);
+                                    let before = linkerds.set(&key.0, &key.1, named.clone());
+                                    named.into_iter().chain(before).collect()
+                                }
+                                None => linkerds.remove(&key),
+                            });
+                        }
+                        marks.keys([key]);
+                    }
                     None => return,
                 },
                 change = changes.recv() => match change {
@@ -228,7 +206,7 @@ impl Exporter {
     /// Every export, and every Service the bridge has labelled (whose export may be gone).
     fn every_key(&self) -> Vec<Key> {
         let mut keys = self.exports.keys();
-        keys.extend(self.services.marked());
+        keys.extend(self.services.marked(LABELLED));
         keys
     }
 
@@ -360,9 +338,9 @@ impl Exporter {
             .iter()
             .filter_map(|n| self.services.get(&key.0, n))
             .collect();
-        for p in mirror_peers(&key.0, &key.1, &linkerds) {
-            if !read.contains(p.via_link.as_str()) {
-                peers.push(p.peer);
+        for (link, peer) in mirror_peers(&key.0, &key.1, &linkerds) {
+            if !read.contains(link.as_str()) {
+                peers.push(peer);
             }
         }
         let seen = Compared {

@@ -12,11 +12,9 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::Service;
 use serde_json::{Value, json};
 
-use crate::bridge::model::FIELD_MANAGER;
-pub use crate::bridge::model::{Condition, Port, Status};
+pub use crate::bridge::model::{Condition, Port, Status, owned_labels};
 use crate::source::linkerd::carried::Carried;
 
 /// The ServiceExport annotation that chooses how Linkerd exports the Service.
@@ -458,25 +456,4 @@ pub fn conditions(
         })
         .collect();
     (out, changed)
-}
-
-/// The labels of `svc` that the bridge's field manager holds.
-pub fn owned_labels(svc: &Service) -> BTreeSet<String> {
-    let entries = svc.metadata.managed_fields.iter().flatten();
-    entries
-        .filter(|m| m.manager.as_deref() == Some(FIELD_MANAGER) && m.subresource.is_none())
-        .filter_map(|m| {
-            m.fields_v1
-                .as_ref()?
-                .0
-                .pointer("/f:metadata/f:labels")?
-                .as_object()
-                .cloned()
-        })
-        .flat_map(|labels| {
-            labels
-                .into_iter()
-                .filter_map(|(k, _)| k.strip_prefix("f:").map(str::to_string))
-        })
-        .collect()
 }

@@ -2,7 +2,7 @@
 //! what the judge compares, and the peers Linkerd's mirrors show for clusters that cannot be
 //! read.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
@@ -12,9 +12,9 @@ use serde_json::Value;
 use super::judge::{Exported, Peer, Port};
 use crate::bridge::model::CARRIED;
 use crate::bridge::runtime::Key;
+use crate::source::linkerd::LABEL_GATEWAY;
 use crate::source::linkerd::carried::Carried;
 use crate::source::linkerd::shape::{Shape, classify, services_named};
-use crate::source::linkerd::{LABEL_GATEWAY, LABEL_MIRRORED};
 
 /// What `svc` exported by `export` carries for other clusters (see [`Carried`]): the exporting
 /// cluster's id `cluster`, the export's creation time (the MCS API resolves conflicts by the
@@ -51,45 +51,30 @@ pub(super) fn exported(svc: &Service) -> Exported {
     Exported {
         kind: spec.type_.unwrap_or_else(|| "ClusterIP".into()),
         headless: spec.cluster_ip.as_deref() == Some("None"),
-        ports: ports(&spec.ports.unwrap_or_default()),
+        ports: spec
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| Port::of(p).mirrored())
+            .collect(),
         carried: Carried::default(),
     }
-}
-
-pub(super) fn ports(ports: &[k8s_openapi::api::core::v1::ServicePort]) -> BTreeSet<Port> {
-    ports
-        .iter()
-        .map(|p| Port {
-            name: p.name.clone().unwrap_or_default(),
-            protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-            port: p.port,
-            app_protocol: None,
-        })
-        .collect()
 }
 
 /// Whether `svc` is a Service Linkerd's service mirror wrote (not a gateway's mirror).
 pub(super) fn linkerd_wrote(svc: &Service) -> bool {
     let labels = svc.metadata.labels.as_ref();
-    labels
-        .and_then(|l| l.get(LABEL_MIRRORED))
-        .map(String::as_str)
-        == Some("true")
+    crate::source::linkerd::selected(labels)
         && !labels.is_some_and(|l| l.contains_key(LABEL_GATEWAY))
-}
-
-/// A peer seen through a mirror, with the Link it came through.
-pub(super) struct MirrorPeer {
-    pub(super) via_link: String,
-    pub(super) peer: Peer,
 }
 
 /// The other clusters' exports of `ns/name` that Linkerd's service mirror shows here as mirrors
 /// (`mirror.linkerd.io/cluster-name`, `remote-svc-fq-name` of `<name>.<ns>.svc.…`), for the
-/// clusters whose exports cannot be read through their Links' credentials. A federated Service
+/// clusters whose exports cannot be read through their Links' credentials, each with the Link
+/// it came through. A federated Service
 /// shows no peer: Linkerd writes it from its local member, so it would compare the export with
 /// itself.
-pub(super) fn mirror_peers(ns: &str, name: &str, services: &[Arc<Service>]) -> Vec<MirrorPeer> {
+pub(super) fn mirror_peers(ns: &str, name: &str, services: &[Arc<Service>]) -> Vec<(String, Peer)> {
     let mut out = Vec::new();
     for s in services
         .iter()
@@ -110,19 +95,17 @@ pub(super) fn mirror_peers(ns: &str, name: &str, services: &[Arc<Service>]) -> V
         let carried = annotations
             .get(CARRIED)
             .and_then(|text| Carried::parse(text).ok());
-        out.push(MirrorPeer {
-            peer: Peer {
-                cluster: carried
-                    .as_ref()
-                    .and_then(|c| c.cluster.clone())
-                    .unwrap_or_else(|| link.clone()),
-                via: format!("mirror {}", s.metadata.name.clone().unwrap_or_default()),
-                headless: e.headless,
-                ports: e.ports,
-                carried,
-            },
-            via_link: link,
-        });
+        let peer = Peer {
+            cluster: carried
+                .as_ref()
+                .and_then(|c| c.cluster.clone())
+                .unwrap_or_else(|| link.clone()),
+            via: format!("mirror {}", s.metadata.name.clone().unwrap_or_default()),
+            headless: e.headless,
+            ports: e.ports,
+            carried,
+        };
+        out.push((link, peer));
     }
     out
 }

@@ -12,13 +12,12 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher;
-use serde_json::Value;
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -28,20 +27,20 @@ mod write;
 use super::index::{
     Index, Indexes, Said, Told, hosts_of, key_of_local_slice, key_of_slice, keys_of_service,
 };
-use super::watch::{Seen, names_of, watch_of};
 use super::{Import, Naming};
 use crate::bridge::clusters::Changed;
 use crate::bridge::metrics::BridgeMetrics;
-use crate::bridge::model::{Host, Problem, Reason};
+use crate::bridge::model::{Host, LINKERDS, OURS, Problem, Reason};
 use crate::bridge::model::{LABEL_MANAGER, LABEL_SLICE_MANAGER, is_ours};
 use crate::bridge::model::{LINK, SERVICE_IMPORT};
 use crate::bridge::runtime::events::{Recorder, Type as EventType};
+use crate::bridge::runtime::feed::Feed;
 use crate::bridge::runtime::index::Written;
 use crate::bridge::runtime::runner::{self, Marks, Reconciler, Timing};
-use crate::bridge::runtime::store::{self, Store};
+use crate::bridge::runtime::store::{self, Codec, Heard, Store};
 use crate::bridge::runtime::{Key, api_error};
 use crate::bridge::shared::Shared;
-use crate::source::linkerd::SELECTOR;
+use crate::source::linkerd::selected;
 use crate::source::mcs::LABEL_SERVICE_NAME;
 
 /// What the import half is run with.
@@ -64,34 +63,49 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
     };
     shared.metrics.waiting("import", Some(NOT_LISTED.into()));
     info!(serviceimport = %si.version, link = %link.version, "linkerd-bridge: import half starting");
-    let services_w = store::Writer::new(store::unmarked, &store::SERVICE).shared();
-    let links_w = store::Writer::new(store::unmarked, &store::LINK);
     // The bridge's own ServiceImports and slices are marked: every key, and the gauges.
-    let imports_w = store::Writer::new(
-        |o: &DynamicObject| is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER),
-        &store::IMPORT,
+    let imports = Feed::new(store::Writer::new(
+        |o: &DynamicObject| OURS * u8::from(is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER)),
+        Codec::imports(),
+    ));
+    let codec = Codec::slices();
+    let slices = Feed::new(store::Writer::new(
+        |s: &EndpointSlice| {
+            OURS * u8::from(is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER))
+        },
+        codec.clone(),
+    ));
+    let hosts = Feed::new(store::Writer::new(store::unmarked, codec));
+    let (c, config, stop) = (&shared.client, watcher::Config::default, &shared.shutdown);
+    let api = Api::all_with(c.clone(), &si);
+    tokio::spawn(
+        imports
+            .clone()
+            .run(api, config(), "ServiceImports", stop.clone()),
     );
-    let slices_w = store::Writer::new(
-        |s: &EndpointSlice| is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER),
-        &store::SLICE,
+    let (api, config_slices) = (Api::all(c.clone()), config().labels(LABEL_SERVICE_NAME));
+    tokio::spawn(
+        slices
+            .clone()
+            .run(api, config_slices, "EndpointSlices", stop.clone()),
     );
-    let writers = Writers {
-        services: services_w,
-        links: links_w,
-        imports: imports_w,
-        slices: slices_w,
-        hosts: store::Writer::new(store::unmarked, &store::SLICE),
+    let (api, config_hosts) = (Api::all(c.clone()), config().labels(HOSTS_SELECTOR));
+    let what = "the EndpointSlices of this cluster's headless exports";
+    tokio::spawn(hosts.clone().run(api, config_hosts, what, stop.clone()));
+    let heard = Heards {
+        services: shared.services.subscribe(),
+        imports: imports.subscribe(),
+        slices: slices.subscribe(),
+        hosts: hosts.subscribe(),
     };
     let importer = Importer {
-        services: writers.services.reader(),
-        links: writers.links.reader(),
-        imports: writers.imports.reader(),
-        slices: writers.slices.reader(),
-        hosts: writers.hosts.reader(),
+        services: shared.services.store().clone(),
+        imports: imports.store().clone(),
+        slices: slices.store().clone(),
+        hosts: hosts.store().clone(),
         client: shared.client.clone(),
         recorder: crate::bridge::shared::recorder(&shared.client, &identity),
         si,
-        link,
         settings,
         metrics: shared.metrics.clone(),
         clusters: shared.clusters.clone(),
@@ -104,22 +118,21 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
     let shutdown = shared.shutdown.clone();
     shared
         .drive(&importer, resync, |marks, ready| {
-            importer.watch(writers, marks, ready, shutdown)
+            importer.watch(heard, marks, ready, shutdown)
         })
         .await;
 }
 
-/// What feeds the import half's stores, from its watches.
-struct Writers {
-    services: store::Writer<Service>,
-    links: store::Writer<DynamicObject>,
-    imports: store::Writer<DynamicObject>,
-    slices: store::Writer<EndpointSlice>,
-    hosts: store::Writer<EndpointSlice>,
+/// What the import half's feeds tell it.
+struct Heards {
+    services: UnboundedReceiver<Heard>,
+    imports: UnboundedReceiver<Heard>,
+    slices: UnboundedReceiver<Heard>,
+    hosts: UnboundedReceiver<Heard>,
 }
 
 const NOT_LISTED: &str =
-    "the first full list of Services, Links, ServiceImports and EndpointSlices has not come yet";
+    "the first full list of Services, ServiceImports and EndpointSlices has not come yet";
 
 /// The EndpointSlices of this cluster's headless exported Services, whose hosts are this
 /// cluster's in their imports: the endpointslice controller copies a Service's labels onto its
@@ -131,10 +144,9 @@ const HOSTS_SELECTOR: &str = "service.kubernetes.io/headless,mirror.linkerd.io/e
 struct Importer {
     client: kube::Client,
     si: ApiResource,
-    link: ApiResource,
     settings: Settings,
+    /// Every Service of this cluster; Linkerd's marked [`LINKERDS`].
     services: Store<Service>,
-    links: Store<DynamicObject>,
     imports: Store<DynamicObject>,
     slices: Store<EndpointSlice>,
     /// This cluster's slices of its headless exported Services ([`HOSTS_SELECTOR`]).
@@ -164,7 +176,7 @@ impl Reconciler for Importer {
         keys.extend(index.slices.keys());
         keys.extend(index.hosts.keys());
         drop(index);
-        keys.extend(self.imports.marked());
+        keys.extend(self.imports.marked(OURS));
         keys.into_iter().collect()
     }
 
@@ -195,105 +207,67 @@ impl Reconciler for Importer {
 }
 
 impl Importer {
-    /// Feeds the stores from the watches and the index, and marks what each change can affect;
-    /// says when everything was listed once (the runner waits for it).
+    /// Keeps the indexes up to date with what the feeds tell, and marks what each change can
+    /// affect; says when everything was listed once (the runner waits for it).
     async fn watch(
         &self,
-        writers: Writers,
+        mut heard: Heards,
         marks: Marks<Key>,
         ready: watch::Sender<bool>,
         shutdown: CancellationToken,
     ) {
-        let c = self.client.clone();
-        let config = watcher::Config::default;
-        let mut services = std::pin::pin!(watch_of(
-            writers.services,
-            Api::all(c.clone()),
-            config().labels(SELECTOR)
-        ));
-        let mut links = std::pin::pin!(watch_of(
-            writers.links,
-            Api::all_with(c.clone(), &self.link),
-            config()
-        ));
-        let mut imports = std::pin::pin!(watch_of(
-            writers.imports,
-            Api::all_with(c.clone(), &self.si),
-            config()
-        ));
-        let mut slices = std::pin::pin!(watch_of(
-            writers.slices,
-            Api::all(c.clone()),
-            config().labels(LABEL_SERVICE_NAME)
-        ));
-        let mut hosts = std::pin::pin!(watch_of(
-            writers.hosts,
-            Api::all(c.clone()),
-            config().labels(HOSTS_SELECTOR)
-        ));
         let mut changes = self.clusters.subscribe();
-        let mut listed = [false; 5];
+        let mut listed = [false; 4];
         loop {
-            tokio::select! {
+            let got = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                ev = services.next() => match ev {
-                    Some(Ok(seen)) => {
-                        let index: fn(&mut Indexes) -> &mut Index = |i| &mut i.services;
-                        listed[0] |= self.indexed(seen, index, &self.services, keys_of_service, None, &marks);
+                h = heard.services.recv() => Some((0, h)),
+                h = heard.imports.recv() => Some((1, h)),
+                h = heard.slices.recv() => Some((2, h)),
+                h = heard.hosts.recv() => Some((3, h)),
+                change = changes.recv() => {
+                    match change {
+                        Some(Changed::Keys(keys)) => marks.keys(keys),
+                        Some(Changed::All) => marks.all(),
+                        None => return,
                     }
-                    Some(Err(e)) => warn!(error = %e, "import half: watching Linkerd's Services"),
-                    None => return,
-                },
-                ev = links.next() => match ev {
-                    // A Link added, changed or removed can change every import.
-                    Some(Ok(Seen::Listed)) => {
-                        listed[1] = true;
-                        marks.all();
+                    None
+                }
+            };
+            match got {
+                None => {}
+                Some((_, None)) => return,
+                Some((feed, Some(Heard::Listed))) => {
+                    listed[feed] = true;
+                    marks.all();
+                }
+                Some((feed, Some(Heard::Key { key, was, now }))) => match feed {
+                    // One of Linkerd's Services, now or before.
+                    0 if (was | now) & LINKERDS != 0 => {
+                        let keys = |s: &Service| match selected(s.metadata.labels.as_ref()) {
+                            true => keys_of_service(s),
+                            false => Vec::new(),
+                        };
+                        self.indexed(key, &self.services, |i| &mut i.services, keys, None, &marks);
                     }
-                    Some(Ok(_)) => marks.all(),
-                    Some(Err(e)) => warn!(error = %e, "import half: watching Links"),
-                    None => return,
-                },
-                ev = imports.next() => match ev {
-                    Some(Ok(Seen::Applied(o))) => {
-                        self.written_imports.seen(&o);
-                        marks.keys([names_of(&o.metadata)]);
+                    0 => {}
+                    1 => {
+                        match self.imports.get(&key.0, &key.1) {
+                            Some(o) => self.written_imports.seen(&o),
+                            // Deleted: the store is right about it from now on.
+                            None => self.written_imports.forget(&key.0, &key.1),
+                        }
+                        marks.keys([key]);
                     }
-                    Some(Ok(Seen::Deleted(o))) => {
-                        let (ns, name) = names_of(&o.metadata);
-                        // Deleted: the store is right about it from now on.
-                        self.written_imports.forget(&ns, &name);
-                        marks.keys([(ns, name)]);
-                    }
-                    Some(Ok(Seen::Listed)) => {
-                        listed[2] = true;
-                        marks.all();
-                    }
-                    Some(Err(e)) => warn!(error = %e, "import half: watching ServiceImports"),
-                    None => return,
-                },
-                ev = slices.next() => match ev {
-                    Some(Ok(seen)) => {
-                        let index: fn(&mut Indexes) -> &mut Index = |i| &mut i.slices;
+                    2 => {
                         let keys = |s: &EndpointSlice| key_of_slice(s).into_iter().collect();
-                        listed[3] |= self.indexed(seen, index, &self.slices, keys, Some(&self.written_slices), &marks);
+                        let written = Some(&self.written_slices);
+                        self.indexed(key, &self.slices, |i| &mut i.slices, keys, written, &marks);
                     }
-                    Some(Err(e)) => warn!(error = %e, "import half: watching EndpointSlices"),
-                    None => return,
-                },
-                ev = hosts.next() => match ev {
-                    Some(Ok(seen)) => {
-                        let index: fn(&mut Indexes) -> &mut Index = |i| &mut i.hosts;
+                    _ => {
                         let keys = |s: &EndpointSlice| key_of_local_slice(s).into_iter().collect();
-                        listed[4] |= self.indexed(seen, index, &self.hosts, keys, None, &marks);
+                        self.indexed(key, &self.hosts, |i| &mut i.hosts, keys, None, &marks);
                     }
-                    Some(Err(e)) => warn!(error = %e, "import half: watching the EndpointSlices of this cluster's headless exports"),
-                    None => return,
-                },
-                change = changes.recv() => match change {
-                    Some(Changed::Keys(keys)) => marks.keys(keys),
-                    Some(Changed::All) => marks.all(),
-                    None => return,
                 },
             }
             let why = if listed.contains(&false) {
@@ -309,67 +283,36 @@ impl Importer {
         }
     }
 
-    /// Keeps `index` (one of [`Indexes`]) up to date with what a watch saw, and marks the
-    /// services it names; whether it was the end of a full list.
+    /// Keeps `index` (one of [`Indexes`]) up to date with the object `key` of `store` (gone,
+    /// if it is not there), and marks the services it names and named.
     fn indexed<K>(
         &self,
-        seen: Seen<K>,
-        index: fn(&mut Indexes) -> &mut Index,
+        key: Key,
         store: &Store<K>,
+        index: fn(&mut Indexes) -> &mut Index,
         keys: impl Fn(&K) -> Vec<Key>,
         written: Option<&Written<K>>,
         marks: &Marks<Key>,
-    ) -> bool
-    where
-        K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned + Clone + 'static,
+    ) where
+        K: kube::Resource + serde::de::DeserializeOwned,
     {
-        let mut indexes = self.index.lock().expect("not poisoned");
-        match seen {
-            Seen::Applied(o) => {
-                if let Some(written) = written {
-                    written.seen(&o);
-                }
-                let (ns, name) = names_of(o.meta());
-                let k = keys(&o);
-                let before = index(&mut indexes).set(&ns, &name, k.clone());
-                marks.keys(k.into_iter().chain(before));
-                false
-            }
-            Seen::Deleted(o) => {
-                let (ns, name) = names_of(o.meta());
-                if let Some(written) = written {
-                    written.forget(&ns, &name);
-                }
-                let before = index(&mut indexes).remove(&(ns, name));
-                marks.keys(keys(&o).into_iter().chain(before));
-                false
-            }
-            Seen::Listed => {
-                // A relist does not say what went meanwhile.
-                index(&mut indexes).prune(|ns, name| store.contains(ns, name));
-                marks.all();
-                true
+        let o = store.get(&key.0, &key.1);
+        if let Some(written) = written {
+            match &o {
+                Some(o) => written.seen(o),
+                None => written.forget(&key.0, &key.1),
             }
         }
+        let named = o.map(|o| keys(&o)).unwrap_or_default();
+        let before =
+            index(&mut self.index.lock().expect("not poisoned")).set(&key.0, &key.1, named.clone());
+        marks.keys(named.into_iter().chain(before));
     }
 
     /// The import service `key` should have, from the Services and Links in the stores and
     /// every cluster's exports of it, and what there is to say about it.
     fn judge(&self, key: &Key) -> (Option<Import>, Said) {
-        let links: BTreeSet<String> = self
-            .links
-            .state()
-            .iter()
-            .filter_map(|l| {
-                let target = l
-                    .data
-                    .pointer("/spec/targetClusterName")
-                    .and_then(Value::as_str);
-                target
-                    .map(str::to_string)
-                    .or_else(|| l.metadata.name.clone())
-            })
-            .collect();
+        let links = self.clusters.links();
         let names = self.index.lock().expect("not poisoned").services.names(key);
         let services: Vec<Arc<Service>> = names
             .iter()
@@ -416,7 +359,6 @@ impl Importer {
                 "Service" => self
                     .services
                     .get(ns, object)
-                    .or_else(|| self.clusters.own(&(ns.to_string(), object.to_string())))
                     .map(|svc| kube::Resource::object_ref(&*svc, &())),
                 "ServiceImport" => self
                     .imports
@@ -478,8 +420,8 @@ impl Importer {
 
     /// The gauges: what the bridge wrote, what it left to others, what it could not use.
     fn count(&self) {
-        let si_mine = self.imports.count_marked();
-        let sl_mine = self.slices.count_marked();
+        let si_mine = self.imports.count_marked(OURS);
+        let sl_mine = self.slices.count_marked(OURS);
         let told = self.told.lock().expect("not poisoned");
         let (si_foreign, sl_foreign) = told
             .by_key

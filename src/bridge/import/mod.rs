@@ -29,7 +29,6 @@ mod object;
 mod read;
 #[cfg(test)]
 mod tests;
-mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;

@@ -146,20 +146,6 @@ impl Index {
                 .map(move |s| (ns.to_string(), s.to_string()))
         })
     }
-
-    /// Drops the objects `exists` says are gone (a relist does not say what went meanwhile).
-    pub(in crate::bridge) fn prune(&mut self, exists: impl Fn(&str, &str) -> bool) {
-        let gone: Vec<(String, String)> = self
-            .spaces
-            .iter()
-            .flat_map(|(ns, space)| space.of.keys().map(move |name| (ns, name)))
-            .filter(|(ns, name)| !exists(ns, name))
-            .map(|(ns, name)| (ns.to_string(), name.to_string()))
-            .collect();
-        for at in &gone {
-            self.remove(at);
-        }
-    }
 }
 
 /// What the bridge last wrote of each object of one kind, until the store shows a version it

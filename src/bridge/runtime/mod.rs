@@ -6,6 +6,7 @@
 
 pub mod crd;
 pub mod events;
+pub(crate) mod feed;
 pub mod index;
 pub mod lease;
 pub mod runner;
@@ -53,21 +54,6 @@ impl<K> Watched for K where
 {
 }
 
-/// A watch of `api` that feeds the store `w`: [`watched`] applied to it.
-pub(crate) fn watch<K: Watched + serde::Serialize>(
-    mut w: store::Writer<K>,
-    api: kube::Api<K>,
-    config: watcher::Config,
-) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
-    use futures::StreamExt;
-    watched(api, config).map(move |ev| {
-        if let Ok(ev) = &ev {
-            w.apply(ev);
-        }
-        ev
-    })
-}
-
 /// The events of a watch of `api`, its objects kept as [`slim`] makes them (the stores are
 /// most of the bridge's memory), retried with kube-runtime's default backoff.
 pub(crate) fn watched<K: Watched>(
@@ -108,16 +94,6 @@ pub(crate) fn slim<K: kube::Resource>(o: &mut K) {
 }
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// The object a watch event is about: one added, changed, listed or deleted.
-pub(crate) fn object_of<K>(ev: watcher::Event<K>) -> Option<K> {
-    match ev {
-        watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
-            Some(o)
-        }
-        watcher::Event::Init | watcher::Event::InitDone => None,
-    }
-}
 
 /// Sleeps until `at`, or for ever.
 pub(crate) async fn sleep_until(at: Option<Instant>) {

@@ -7,20 +7,20 @@
 //! target ports, an object's creation time and the parts of its field managers' records the
 //! bridge does not read are left out before it is encoded.
 //!
-//! What is read of every object at once (the keys, the bridge's own objects for its gauges and
-//! relists) is kept beside the text, so that no walk decodes the store. A store is fed as
-//! kube-runtime's reflector feeds its own: a relist (`Init` … `InitDone`) is gathered aside
-//! and replaces the store when it is done, so a reader never sees half a list.
+//! What is read of every object at once (the keys, and the marks the walks select by: the
+//! bridge's own objects, this cluster's exported Services, Linkerd's) is kept beside the text,
+//! so that no walk decodes the store. A store is fed as kube-runtime's reflector feeds its own:
+//! a relist (`Init` … `InitDone`) is gathered aside and replaces the store when it is done, so
+//! a reader never sees half a list; what the relist changed is told key by key ([`Heard`]).
 //!
-//! Each text is kept compressed (zstd) against a dictionary of its kind ([`Kind`]): the texts
-//! of the first objects of that kind the process met, and of later ones if those stop packing
-//! well. Objects of one kind repeat each other's keys, label and annotation names, managers
+//! Each text is kept compressed (zstd) against a dictionary of its [`Codec`], which the store's
+//! maker owns and passes in: the texts of the first objects the kind met, and of later ones if
+//! those stop packing well. Objects of one kind repeat each other's keys, label and annotation names, managers
 //! and condition messages, which is most of their text (docs/performance.md has how well).
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
-use std::sync::{Arc, LazyLock, Mutex, OnceLock, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use kube::runtime::watcher;
 use serde::Serialize;
@@ -29,17 +29,30 @@ use serde_json::Value;
 
 use super::Key;
 
-/// One object: whether the writer's mark holds for it, and its JSON, packed ([`Kind::pack`]).
+/// One object: the marks the writer's [`Marks`] gave it, and its JSON, packed
+/// ([`Codec::pack`]).
 struct Entry {
-    marked: bool,
+    marks: u8,
     text: Arc<[u8]>,
+}
+
+/// What a store's writer marks each object with, as bits: the walks select by them.
+pub(crate) type Marks<K> = fn(&K) -> u8;
+
+/// What one event of a watch changed in its store, for the readers: an object added, changed
+/// or removed (its marks before and after: 0 where it was not, or is no more), or a full list
+/// done (after each object it changed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Heard {
+    Key { key: Key, was: u8, now: u8 },
+    Listed,
 }
 
 /// The objects of one watch, by namespace and name. Cheap to clone; every clone reads the
 /// same objects.
 pub(crate) struct Store<K> {
     map: Arc<RwLock<HashMap<Key, Entry>>>,
-    kind: &'static Kind,
+    codec: Arc<Codec>,
     of: PhantomData<fn() -> K>,
 }
 
@@ -47,7 +60,7 @@ impl<K> Clone for Store<K> {
     fn clone(&self) -> Self {
         Store {
             map: self.map.clone(),
-            kind: self.kind,
+            codec: self.codec.clone(),
             of: PhantomData,
         }
     }
@@ -58,12 +71,14 @@ impl<K: kube::Resource + DeserializeOwned> Store<K> {
     pub(crate) fn get(&self, ns: &str, name: &str) -> Option<Arc<K>> {
         let map = self.map.read().expect("not poisoned");
         let e = map.get(&(ns.to_string(), name.to_string()))?;
-        Some(Arc::new(self.kind.unpack(&e.text)))
+        Some(Arc::new(self.codec.unpack(&e.text)))
     }
 
-    pub(crate) fn contains(&self, ns: &str, name: &str) -> bool {
+    /// The object `key`, decoded, if it has the mark `bit`.
+    pub(crate) fn get_marked(&self, key: &Key, bit: u8) -> Option<Arc<K>> {
         let map = self.map.read().expect("not poisoned");
-        map.contains_key(&(ns.to_string(), name.to_string()))
+        let e = map.get(key).filter(|e| e.marks & bit != 0)?;
+        Some(Arc::new(self.codec.unpack(&e.text)))
     }
 
     /// The namespace and name of every object.
@@ -76,40 +91,46 @@ impl<K: kube::Resource + DeserializeOwned> Store<K> {
             .collect()
     }
 
-    /// The namespace and name of every object the writer's mark holds for.
-    pub(crate) fn marked(&self) -> Vec<Key> {
+    /// The namespace and name of every object with the mark `bit`.
+    pub(crate) fn marked(&self, bit: u8) -> Vec<Key> {
         let map = self.map.read().expect("not poisoned");
         map.iter()
-            .filter(|(_, e)| e.marked)
+            .filter(|(_, e)| e.marks & bit != 0)
             .map(|(k, _)| k.clone())
             .collect()
     }
 
-    /// How many objects the writer's mark holds for.
-    pub(crate) fn count_marked(&self) -> usize {
+    /// How many objects have the mark `bit`.
+    pub(crate) fn count_marked(&self, bit: u8) -> usize {
         let map = self.map.read().expect("not poisoned");
-        map.values().filter(|e| e.marked).count()
+        map.values().filter(|e| e.marks & bit != 0).count()
     }
 
     pub(crate) fn len(&self) -> usize {
         self.map.read().expect("not poisoned").len()
     }
 
-    /// Every object, decoded: for a store of a few objects (the Links), never of the many.
-    pub(crate) fn state(&self) -> Vec<Arc<K>> {
+    /// Every object as a [`Heard::Key`] that adds it: what a reader that comes late has
+    /// missed.
+    pub(crate) fn replay(&self) -> Vec<Heard> {
         let map = self.map.read().expect("not poisoned");
-        map.values()
-            .map(|e| Arc::new(self.kind.unpack(&e.text)))
+        map.iter()
+            .map(|(key, e)| Heard::Key {
+                key: key.clone(),
+                was: 0,
+                now: e.marks,
+            })
             .collect()
     }
 }
 
-/// A kind of object the stores keep: what of it is kept ([`Trim`]), and the dictionaries its
-/// texts are packed against. The first is made from the texts of the first objects of the
-/// kind; another from the latest ones when the texts packed since stop packing well (a first
+/// How a store keeps a kind of object: what of it is kept ([`Trim`]), and the dictionaries its
+/// texts are packed against. Owned by the stores it is given to (one, or those of one kind
+/// whose objects look alike: the linked clusters' exported Services). The first dictionary is
+/// made from the texts of the first objects it met; another from the latest ones when the texts packed since stop packing well (a first
 /// start, when no export has conditions yet and the bridge is about to write them on every
 /// one), up to [`GENERATIONS`]. A packed text's first byte names its dictionary.
-pub(crate) struct Kind {
+pub(crate) struct Codec {
     name: &'static str,
     trim: Trim,
     packing: Mutex<Packing>,
@@ -147,9 +168,9 @@ const WELL_PACKED: f64 = 1.0 / 3.0;
 /// zstd's level.
 const LEVEL: i32 = 3;
 
-impl Kind {
-    const fn new(name: &'static str, trim: Trim) -> Kind {
-        Kind {
+impl Codec {
+    pub(crate) fn new(name: &'static str, trim: Trim) -> Arc<Codec> {
+        Arc::new(Codec {
             name,
             trim,
             packing: Mutex::new(Packing {
@@ -161,7 +182,7 @@ impl Kind {
                 packed: 0,
             }),
             unpack: [const { OnceLock::new() }; GENERATIONS],
-        }
+        })
     }
 
     /// `text`, packed: its dictionary's number and the zstd frame of it compressed against
@@ -220,7 +241,7 @@ impl Kind {
         (p.texts, p.bytes, p.packed) = (0, 0, 0);
     }
 
-    /// The object a text packed by [`Kind::pack`] holds. The text was encoded from a `K` by
+    /// The object a text packed by [`Codec::pack`] holds. The text was encoded from a `K` by
     /// [`Writer::apply`]: every kind the bridge stores reads back what it wrote (the tests of
     /// this module hold each one to it), so a failure is a bug in that pairing, not bad input.
     fn unpack<K: DeserializeOwned>(&self, packed: &[u8]) -> K {
@@ -254,62 +275,60 @@ impl Kind {
 /// Feeds a [`Store`] from a watch's events.
 pub(crate) struct Writer<K> {
     store: Store<K>,
-    /// What [`Store::marked`] selects, judged once as each object arrives.
-    mark: fn(&K) -> bool,
-    /// Whether its texts are [`shared`] with the other stores of this cluster's Services.
-    shared: bool,
+    /// What [`Store::marked`] selects by, judged once as each object arrives.
+    marks: Marks<K>,
     /// A relist under way: the objects listed so far.
     listing: Option<HashMap<Key, Entry>>,
+    /// Whether a list was done: what a reader that comes late is told it missed.
+    pub(crate) listed: bool,
 }
 
 impl<K: kube::Resource + Serialize> Writer<K> {
-    pub(crate) fn new(mark: fn(&K) -> bool, kind: &'static Kind) -> Self {
+    pub(crate) fn new(marks: Marks<K>, codec: Arc<Codec>) -> Self {
         Writer {
-            shared: false,
             store: Store {
                 map: Default::default(),
-                kind,
+                codec,
                 of: PhantomData,
             },
-            mark,
+            marks,
             listing: None,
+            listed: false,
         }
-    }
-
-    /// The texts of this store are shared with every other store of this cluster's Services
-    /// that holds the same version of an object: the export half watches every Service, the
-    /// import half Linkerd's, and the exports are read from this cluster's exported ones, so
-    /// most Services are in two of those stores.
-    pub(crate) fn shared(mut self) -> Self {
-        self.shared = true;
-        self
     }
 
     pub(crate) fn reader(&self) -> Store<K> {
         self.store.clone()
     }
 
-    /// Brings the store up to date with one event of its watch.
-    pub(crate) fn apply(&mut self, ev: &watcher::Event<K>) {
-        match ev {
-            watcher::Event::Init => self.listing = Some(HashMap::new()),
+    /// Brings the store up to date with one event of its watch; what it changed.
+    pub(crate) fn apply(&mut self, ev: &watcher::Event<K>) -> Vec<Heard> {
+        let told = |key: Key, was: Option<Entry>, now: Option<&Entry>| Heard::Key {
+            key,
+            was: was.map_or(0, |e| e.marks),
+            now: now.map_or(0, |e| e.marks),
+        };
+        let mut map = match ev {
+            watcher::Event::Init => {
+                self.listing = Some(HashMap::new());
+                return Vec::new();
+            }
             watcher::Event::InitApply(o) => {
                 if let Some((key, entry)) = self.entry(o) {
                     self.listing.get_or_insert_default().insert(key, entry);
                 }
+                return Vec::new();
             }
-            watcher::Event::InitDone => {
-                let listed = self.listing.take().unwrap_or_default();
-                *self.store.map.write().expect("not poisoned") = listed;
-            }
+            _ => self.store.map.write().expect("not poisoned"),
+        };
+        match ev {
             watcher::Event::Apply(o) => {
-                if let Some((key, entry)) = self.entry(o) {
-                    self.store
-                        .map
-                        .write()
-                        .expect("not poisoned")
-                        .insert(key, entry);
-                }
+                let Some((key, entry)) = self.entry(o) else {
+                    return Vec::new();
+                };
+                let now = entry.marks;
+                let was = map.insert(key.clone(), entry).map_or(0, |e| e.marks);
+                vec![Heard::Key { key, was, now }]
             }
             watcher::Event::Delete(o) => {
                 let m = o.meta();
@@ -317,7 +336,26 @@ impl<K: kube::Resource + Serialize> Writer<K> {
                     m.namespace.clone().unwrap_or_default(),
                     m.name.clone().unwrap_or_default(),
                 );
-                self.store.map.write().expect("not poisoned").remove(&key);
+                match map.remove(&key) {
+                    Some(was) => vec![told(key, Some(was), None)],
+                    None => Vec::new(),
+                }
+            }
+            _ => {
+                // A relist done: it replaces the store, and each object it added, changed or
+                // took away is told (one whose text is the same is not).
+                let mut old = std::mem::replace(&mut *map, self.listing.take().unwrap_or_default());
+                let mut out: Vec<Heard> = map
+                    .iter()
+                    .filter_map(|(key, e)| match old.remove(key) {
+                        Some(was) if was.text == e.text && was.marks == e.marks => None,
+                        was => Some(told(key.clone(), was, Some(e))),
+                    })
+                    .collect();
+                out.extend(old.into_iter().map(|(key, was)| told(key, Some(was), None)));
+                out.push(Heard::Listed);
+                self.listed = true;
+                out
             }
         }
     }
@@ -325,79 +363,18 @@ impl<K: kube::Resource + Serialize> Writer<K> {
     fn entry(&self, o: &K) -> Option<(Key, Entry)> {
         let m = o.meta();
         let key = (m.namespace.clone().unwrap_or_default(), m.name.clone()?);
-        let marked = (self.mark)(o);
-        let version = m.resource_version.as_deref().filter(|_| self.shared);
-        // The version another shared store holds already: its text, not encoded and packed
-        // again (each of this cluster's Services comes through two to four watches).
-        if let Some(text) = version.and_then(|v| held(&key, v)) {
-            return Some((key, Entry { marked, text }));
-        }
+        let marks = (self.marks)(o);
         // The kinds stored are plain data: they encode.
         let mut v = serde_json::to_value(o).ok()?;
-        (self.store.kind.trim)(&mut v);
-        let packed = self.store.kind.pack(v.to_string());
-        let text = match self.shared {
-            true => shared(&key, version, packed),
-            false => packed,
-        };
-        Some((key, Entry { marked, text }))
+        (self.store.codec.trim)(&mut v);
+        let text = self.store.codec.pack(v.to_string());
+        Some((key, Entry { marks, text }))
     }
 }
 
-/// The latest text of each of this cluster's Services that some shared store holds, and its
-/// version, by a hash of its namespace and name: weak, so that it lives as long as a store
-/// holds it. The shared stores all keep Services as [`SERVICE`] trims them, so one version
-/// of one Service is one text.
-struct Texts {
-    by_key: HashMap<u64, (Box<str>, Weak<[u8]>)>,
-    /// Inserts since the entries of deleted objects were last let go.
-    inserts: usize,
-}
-
-static TEXTS: LazyLock<Mutex<Texts>> = LazyLock::new(|| {
-    Mutex::new(Texts {
-        by_key: HashMap::new(),
-        inserts: 0,
-    })
-});
-
-fn hash_of(key: &Key) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    key.hash(&mut h);
-    h.finish()
-}
-
-/// The text a shared store holds of version `version` of the object `key`, if one does.
-fn held(key: &Key, version: &str) -> Option<Arc<[u8]>> {
-    let texts = TEXTS.lock().expect("not poisoned");
-    let (held, text) = texts.by_key.get(&hash_of(key))?;
-    (**held == *version).then(|| text.upgrade()).flatten()
-}
-
-/// `text` of version `version` of the object `key`, as the allocation another store already
-/// holds for it if the text is the same.
-fn shared(key: &Key, version: Option<&str>, text: Arc<[u8]>) -> Arc<[u8]> {
-    let h = hash_of(key);
-    let mut texts = TEXTS.lock().expect("not poisoned");
-    if let Some(held) = texts.by_key.get(&h).and_then(|(_, w)| w.upgrade())
-        && *held == *text
-    {
-        return held;
-    }
-    let version = version.unwrap_or_default().into();
-    texts.by_key.insert(h, (version, Arc::downgrade(&text)));
-    texts.inserts += 1;
-    // A weak entry keeps its text's memory: those of objects no store holds go now and then.
-    if texts.inserts >= 1024 {
-        texts.by_key.retain(|_, (_, w)| w.strong_count() > 0);
-        texts.inserts = 0;
-    }
-    text
-}
-
-/// A mark that holds for nothing, for stores no walk selects from.
-pub(crate) fn unmarked<K>(_: &K) -> bool {
-    false
+/// No mark, for stores no walk selects from.
+pub(crate) fn unmarked<K>(_: &K) -> u8 {
+    0
 }
 
 /// What of an object's JSON a store keeps: a kind's trim, applied before it is encoded.
@@ -443,19 +420,30 @@ fn typed(v: &mut Value) {
     }
 }
 
-/// Services: what the export half judges and carries, and the import half reads of
-/// Linkerd's (type, ClusterIPs, ports, session affinity, traffic policies, IP families).
-pub(crate) static SERVICE: Kind = Kind::new("Service", service);
-/// EndpointSlices: all but their creation time.
-pub(crate) static SLICE: Kind = Kind::new("EndpointSlice", slice);
-/// ServiceExports: their creation time (the oldest export wins a conflict) and generation
-/// (the conditions' `observedGeneration`) too.
-pub(crate) static EXPORT: Kind = Kind::new("ServiceExport", export);
-/// ServiceImports: all but their creation time and generation; they keep their `apiVersion`
-/// and `kind`, which a `DynamicObject` says what it is by.
-pub(crate) static IMPORT: Kind = Kind::new("ServiceImport", custom);
-/// Links: as ServiceImports.
-pub(crate) static LINK: Kind = Kind::new("Link", custom);
+impl Codec {
+    /// Services: what the export half judges and carries, and the import half reads of
+    /// Linkerd's (type, ClusterIPs, ports, session affinity, traffic policies, IP families).
+    pub(crate) fn services() -> Arc<Codec> {
+        Codec::new("Service", service)
+    }
+
+    /// EndpointSlices: all but their creation time.
+    pub(crate) fn slices() -> Arc<Codec> {
+        Codec::new("EndpointSlice", slice)
+    }
+
+    /// ServiceExports: their creation time (the oldest export wins a conflict) and generation
+    /// (the conditions' `observedGeneration`) too.
+    pub(crate) fn exports() -> Arc<Codec> {
+        Codec::new("ServiceExport", export)
+    }
+
+    /// ServiceImports: all but their creation time and generation; they keep their
+    /// `apiVersion` and `kind`, which a `DynamicObject` says what it is by.
+    pub(crate) fn imports() -> Arc<Codec> {
+        Codec::new("ServiceImport", custom)
+    }
+}
 
 fn service(v: &mut Value) {
     const SPEC: [&str; 9] = [

@@ -111,6 +111,16 @@ impl std::fmt::Display for Port {
 }
 
 impl Port {
+    /// A Service's port (`protocol` TCP when unset, as the API server defaults it).
+    pub fn of(p: &k8s_openapi::api::core::v1::ServicePort) -> Port {
+        Port {
+            name: p.name.clone().unwrap_or_default(),
+            port: p.port,
+            protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+            app_protocol: p.app_protocol.clone(),
+        }
+    }
+
     /// The same port as Linkerd's mirrors copy it: without `appProtocol`.
     pub fn mirrored(&self) -> Port {
         Port {
@@ -171,17 +181,7 @@ impl Carried {
             internal_traffic_policy: spec.internal_traffic_policy,
             traffic_distribution: spec.traffic_distribution,
             ip_families: spec.ip_families,
-            ports: spec
-                .ports
-                .unwrap_or_default()
-                .iter()
-                .map(|p| Port {
-                    name: p.name.clone().unwrap_or_default(),
-                    port: p.port,
-                    protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-                    app_protocol: p.app_protocol.clone(),
-                })
-                .collect(),
+            ports: spec.ports.iter().flatten().map(Port::of).collect(),
             ..Carried::default()
         }
     }

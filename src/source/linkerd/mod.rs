@@ -46,6 +46,15 @@ pub const ANNOTATION_CARRIED: &str = carried::ANNOTATION;
 /// The label selector the Kubernetes source watches Services with.
 pub const SELECTOR: &str = "mirror.linkerd.io/mirrored-service=true";
 
+/// Whether `labels` are those [`SELECTOR`] selects: the object is one Linkerd's service mirror
+/// wrote.
+pub fn selected(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    labels
+        .and_then(|l| l.get(LABEL_MIRRORED))
+        .map(String::as_str)
+        == Some("true")
+}
+
 /// How Linkerd's objects are read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Config {

@@ -34,7 +34,7 @@ fn an_object_renamed_to_another_service_leaves_the_first() {
         "no empty entry kept"
     );
     assert_eq!(i.keys().collect::<Vec<_>>(), [key("shop", "web")]);
-    i.prune(|_, name| name != "api-west");
+    i.set("shop", "api-west", Vec::new());
     assert!(i.spaces.is_empty(), "no empty namespace kept");
 }
 

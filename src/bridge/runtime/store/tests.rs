@@ -43,14 +43,17 @@ fn kept(mut svc: Service) -> Service {
     svc
 }
 
-fn labelled(s: &Service) -> bool {
-    s.metadata.labels.as_ref().is_some_and(|l| !l.is_empty())
+/// The mark of a Service with labels.
+const LABELLED: u8 = 1;
+
+fn labelled(s: &Service) -> u8 {
+    u8::from(s.metadata.labels.as_ref().is_some_and(|l| !l.is_empty()))
 }
 
 #[test]
 fn each_kind_reads_back_what_was_stored() {
     let svc = service("a", "web", "1");
-    let mut w = Writer::new(unmarked::<Service>, &SERVICE);
+    let mut w = Writer::new(unmarked::<Service>, Codec::services());
     w.apply(&watcher::Event::Apply(svc.clone()));
     let back = w.reader().get("a", "web").expect("stored");
     // What the halves read is all there; what they do not read is not.
@@ -70,7 +73,7 @@ fn each_kind_reads_back_what_was_stored() {
         "ports": [{"name": "http", "port": 80, "protocol": "TCP", "appProtocol": "http"}]
     }))
     .expect("a slice");
-    let mut w = Writer::new(unmarked::<EndpointSlice>, &SLICE);
+    let mut w = Writer::new(unmarked::<EndpointSlice>, Codec::slices());
     w.apply(&watcher::Event::Apply(slice.clone()));
     assert_eq!(*w.reader().get("a", "web-east").expect("stored"), slice);
 
@@ -81,7 +84,7 @@ fn each_kind_reads_back_what_was_stored() {
         "status": {"clusters": [{"cluster": "east"}]}
     }))
     .expect("an import");
-    let mut w = Writer::new(unmarked::<DynamicObject>, &IMPORT);
+    let mut w = Writer::new(unmarked::<DynamicObject>, Codec::imports());
     w.apply(&watcher::Event::Apply(import.clone()));
     let back = w.reader().get("a", "web").expect("stored");
     let mut want = serde_json::to_value(&import).unwrap();
@@ -93,7 +96,7 @@ fn each_kind_reads_back_what_was_stored() {
     assert_eq!(serde_json::to_value(&*back).unwrap(), want);
     assert_eq!(back.types.as_ref().unwrap().kind, "ServiceImport");
 
-    let mut w = Writer::new(unmarked::<DynamicObject>, &EXPORT);
+    let mut w = Writer::new(unmarked::<DynamicObject>, Codec::exports());
     w.apply(&watcher::Event::Apply(import.clone()));
     let back = w.reader().get("a", "web").expect("stored");
     assert_eq!(
@@ -104,73 +107,82 @@ fn each_kind_reads_back_what_was_stored() {
 }
 
 #[test]
-fn shared_stores_hold_one_text_of_one_version() {
-    let mut a = Writer::new(unmarked::<Service>, &SERVICE).shared();
-    let mut b = Writer::new(labelled, &SERVICE).shared();
-    let mut own = Writer::new(unmarked::<Service>, &SERVICE);
-    let svc = service("shared-test", "web", "1");
-    for w in [&mut a, &mut b, &mut own] {
-        w.apply(&watcher::Event::Apply(svc.clone()));
-    }
-    let text = |w: &Writer<Service>| {
-        let map = w.store.map.read().unwrap();
-        map.values().next().unwrap().text.clone()
-    };
-    assert!(Arc::ptr_eq(&text(&a), &text(&b)), "one allocation for both");
-    assert!(!Arc::ptr_eq(&text(&a), &text(&own)), "not shared: its own");
-    // A newer version in one store is its own text until the other has it too.
-    a.apply(&watcher::Event::Apply(service("shared-test", "web", "2")));
-    assert!(!Arc::ptr_eq(&text(&a), &text(&b)));
-    assert_eq!(
-        b.reader()
-            .get("shared-test", "web")
-            .unwrap()
-            .metadata
-            .resource_version
-            .as_deref(),
-        Some("1")
-    );
-    b.apply(&watcher::Event::Apply(service("shared-test", "web", "2")));
-    assert!(Arc::ptr_eq(&text(&a), &text(&b)));
-}
-
-#[test]
 fn a_relist_replaces_the_store_when_it_is_done_and_not_before() {
-    let mut w = Writer::new(labelled, &SERVICE);
+    let mut w = Writer::new(labelled, Codec::services());
     let store = w.reader();
+    let key = |name: &str| ("a".to_string(), name.to_string());
     w.apply(&watcher::Event::Apply(service("a", "old", "1")));
-    w.apply(&watcher::Event::Init);
-    w.apply(&watcher::Event::InitApply(service("a", "new", "2")));
+    w.apply(&watcher::Event::Apply(service("a", "same", "1")));
+    assert!(w.apply(&watcher::Event::Init).is_empty());
+    let heard = w.apply(&watcher::Event::InitApply(service("a", "new", "2")));
+    assert!(heard.is_empty(), "nothing is told of half a list");
+    w.apply(&watcher::Event::InitApply(service("a", "same", "1")));
     // Half a list is not shown: the store is as it was.
-    assert_eq!(store.keys(), vec![("a".to_string(), "old".to_string())]);
-    w.apply(&watcher::Event::InitDone);
-    assert_eq!(store.keys(), vec![("a".to_string(), "new".to_string())]);
-    assert!(!store.contains("a", "old"));
-    assert_eq!(store.marked(), vec![("a".to_string(), "new".to_string())]);
-    assert_eq!(store.count_marked(), 1);
+    let mut keys = store.keys();
+    keys.sort();
+    assert_eq!(keys, vec![key("old"), key("same")]);
+    let mut heard = w.apply(&watcher::Event::InitDone);
+    let mut keys = store.keys();
+    keys.sort();
+    assert_eq!(keys, vec![key("new"), key("same")]);
+    assert!(store.get("a", "old").is_none());
+    // Told: what the list added and took away (not what it holds as it was), then the list.
+    assert_eq!(heard.pop(), Some(Heard::Listed));
+    heard.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    let told = |name: &str, was, now| Heard::Key {
+        key: key(name),
+        was,
+        now,
+    };
+    assert_eq!(
+        heard,
+        vec![told("new", 0, LABELLED), told("old", LABELLED, 0)]
+    );
+    let mut marked = store.marked(LABELLED);
+    marked.sort();
+    assert_eq!(marked, vec![key("new"), key("same")]);
+    assert_eq!(store.count_marked(LABELLED), 2);
+    assert_eq!(store.count_marked(2), 0, "another mark holds for none");
 }
 
 #[test]
 fn apply_replaces_and_delete_removes() {
-    let mut w = Writer::new(labelled, &SERVICE);
+    let mut w = Writer::new(labelled, Codec::services());
     let store = w.reader();
-    w.apply(&watcher::Event::Apply(service("a", "web", "1")));
+    let key = ("a".to_string(), "web".to_string());
+    let told = |was, now| {
+        vec![Heard::Key {
+            key: key.clone(),
+            was,
+            now,
+        }]
+    };
+    let heard = w.apply(&watcher::Event::Apply(service("a", "web", "1")));
+    assert_eq!(heard, told(0, LABELLED));
     let mut plain = service("a", "web", "2");
     plain.metadata.labels = None;
-    w.apply(&watcher::Event::Apply(plain));
+    // Told with its marks before and after.
+    assert_eq!(w.apply(&watcher::Event::Apply(plain)), told(LABELLED, 0));
     let got = store.get("a", "web").expect("stored");
     assert_eq!(got.metadata.resource_version.as_deref(), Some("2"));
-    assert_eq!(store.count_marked(), 0, "the mark is judged again");
-    w.apply(&watcher::Event::Delete(service("a", "web", "3")));
+    assert_eq!(store.count_marked(LABELLED), 0, "the mark is judged again");
+    assert!(store.get_marked(&key, LABELLED).is_none());
+    assert_eq!(
+        w.apply(&watcher::Event::Delete(service("a", "web", "3"))),
+        told(0, 0)
+    );
     assert!(store.get("a", "web").is_none());
     assert_eq!(store.len(), 0);
+    let again = w.apply(&watcher::Event::Delete(service("a", "web", "3")));
+    assert!(
+        again.is_empty(),
+        "a delete of what is not there tells nothing"
+    );
 }
 
 #[test]
 fn texts_are_packed_against_the_first_objects_of_their_kind() {
-    // A kind of its own: the statics are shared by every test of the process.
-    static KIND: Kind = Kind::new("Service", service_trim);
-    let mut w = Writer::new(unmarked::<Service>, &KIND);
+    let mut w = Writer::new(unmarked::<Service>, Codec::services());
     let store = w.reader();
     let name = |i: usize| format!("web-{i}");
     for i in 0..SAMPLES + 4 {
@@ -208,13 +220,14 @@ fn texts_are_packed_against_the_first_objects_of_their_kind() {
         );
     }
     // A text too long to be a sample is neither gathered nor refused.
-    static BIG: Kind = Kind::new("Service", service_trim);
-    let mut w = Writer::new(unmarked::<Service>, &BIG);
+    let codec = Codec::services();
+    let mut w = Writer::new(unmarked::<Service>, codec.clone());
     let mut big = service("shop", "big", "1");
     big.metadata.annotations = Some([("a".to_string(), "x".repeat(SAMPLE_MAX))].into());
     w.apply(&watcher::Event::Apply(big.clone()));
     assert!(
-        BIG.packing
+        codec
+            .packing
             .lock()
             .unwrap()
             .samples
@@ -227,8 +240,8 @@ fn texts_are_packed_against_the_first_objects_of_their_kind() {
 
 #[test]
 fn a_kind_makes_a_new_dictionary_when_its_texts_stop_packing_well() {
-    static KIND: Kind = Kind::new("Service", service_trim);
-    let mut w = Writer::new(unmarked::<Service>, &KIND);
+    let codec = Codec::new("Service", service_trim);
+    let mut w = Writer::new(unmarked::<Service>, codec.clone());
     let store = w.reader();
     // The first objects have no annotation; then every one carries the same long one
     // (as every export comes to carry the same condition messages), of text that does
@@ -253,7 +266,7 @@ fn a_kind_makes_a_new_dictionary_when_its_texts_stop_packing_well() {
     for i in 0..n {
         w.apply(&watcher::Event::Apply(object(i)));
     }
-    assert_eq!(KIND.packing.lock().unwrap().made, 2);
+    assert_eq!(codec.packing.lock().unwrap().made, 2);
     let map = store.map.read().unwrap();
     let packed = |i: usize| map[&("shop".to_string(), format!("web-{i}"))].text.clone();
     let (early, late) = (packed(SAMPLES + 1), packed(n - 1));
