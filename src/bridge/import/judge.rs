@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::read::{Piece, Read, read};
+use super::read::{Read, read};
 use super::{Import, Naming, SliceSpec, exported_metadata};
-use crate::bridge::model::{ClusterExport, Exports, Family, Port, Problem, Reason};
+use crate::bridge::model::{ClusterExport, Exports, Family, Host, Port, Problem, Reason};
 use crate::bridge::runtime::Key;
 use crate::source::linkerd::carried::{Carried, export_order};
+use crate::source::linkerd::shape::Shape;
 use crate::wire::cluster_id;
 
 /// What the judge found for one service: its import, if it has one, and the problems it
@@ -59,9 +60,9 @@ pub fn judge(
     let mut members: Vec<&Read> = Vec::new();
     let mut hosts: BTreeMap<&str, Vec<&Read>> = BTreeMap::new();
     for r in &reads {
-        match r.shape {
-            Piece::Host { ref parent, .. } => hosts.entry(parent).or_default().push(r),
-            _ if r.service == name => members.push(r),
+        match &r.shape {
+            Shape::Host { parent, .. } => hosts.entry(parent).or_default().push(r),
+            shape if shape.service() == name => members.push(r),
             _ => {}
         }
     }
@@ -202,9 +203,6 @@ fn with_app(ports: &[Port], carried: Option<&Carried>) -> Vec<Port> {
     out
 }
 
-/// Linkerd's federated Service of a service: the object, its ClusterIPs and families.
-type FederatedRead<'a> = (&'a Read, &'a Vec<IpAddr>, &'a Vec<Family>);
-
 /// The import one service's members give, from its exports (as read, with which Links' and
 /// whether this cluster's were read) and Linkerd's objects.
 fn import(
@@ -301,38 +299,28 @@ fn from_linkerd<'a>(
     hosts: &BTreeMap<&str, Vec<&Read>>,
     read: &BTreeSet<String>,
     own_read: bool,
-) -> Option<FederatedRead<'a>> {
+) -> Option<&'a Read> {
     // A cluster whose exports were read is what they say: Linkerd's objects may lag (a member
     // that left, a mirror left behind) and add no member for it.
     let covered = |link: &str, all: &[Member]| {
         read.contains(link) || all.iter().any(|m| m.link.as_deref() == Some(link))
     };
-    let mut federated: Option<FederatedRead> = None;
+    let mut federated: Option<&Read> = None;
     // The federated Service first: where there is one, Linkerd's mirrors of clusters this
     // bridge cannot read add no member (the federated Service stands for the service).
-    let members: Vec<&Read> = members
-        .iter()
-        .filter(|r| matches!(r.shape, Piece::Federated { .. }))
-        .chain(
-            members
-                .iter()
-                .filter(|r| !matches!(r.shape, Piece::Federated { .. })),
-        )
+    let is_federated = |r: &&&Read| matches!(r.shape, Shape::Federated { .. });
+    let members: Vec<&Read> = (members.iter().filter(is_federated))
+        .chain(members.iter().filter(|r| !is_federated(r)))
         .copied()
         .collect();
     for r in members {
         match &r.shape {
-            Piece::Federated {
-                remote,
-                local,
-                ips,
-                families,
-            } => {
+            Shape::Federated { remote, local, .. } => {
                 // The first by object name, should two claim the service.
                 if federated.is_some() {
                     continue;
                 }
-                federated = Some((r, ips, families));
+                federated = Some(r);
                 let carried = j.carried_of(r);
                 for link in remote {
                     if covered(link, all) {
@@ -374,24 +362,23 @@ fn from_linkerd<'a>(
                     }
                 }
             }
-            Piece::Mirror { cluster, .. } | Piece::HeadlessMirror { cluster } => {
-                let headless = matches!(r.shape, Piece::HeadlessMirror { .. });
-                let mut endpoints = Vec::new();
-                match &r.shape {
-                    Piece::Mirror { ips, .. } => endpoints.extend(ips.iter().map(|ip| (None, *ip))),
-                    _ => {
-                        for h in hosts.get(r.object.as_str()).into_iter().flatten() {
-                            if let Piece::Host {
-                                cluster: hc,
-                                hostname,
-                                ip: Some(ip),
-                                ..
-                            } = &h.shape
-                                && hc == cluster
-                            {
-                                endpoints.push((Some(hostname.clone()), *ip));
-                            }
-                        }
+            Shape::Mirror { link: cluster, .. } => {
+                let headless = r.headless;
+                let mut endpoints: Vec<Host> = Vec::new();
+                if !headless {
+                    endpoints.extend(r.ips.iter().map(|ip| (None, *ip)));
+                }
+                for h in hosts
+                    .get(r.object.as_str())
+                    .into_iter()
+                    .flatten()
+                    .filter(|_| headless)
+                {
+                    if let (Shape::Host { link, hostname, .. }, Some(ip)) =
+                        (&h.shape, h.ips.first())
+                        && link == cluster
+                    {
+                        endpoints.push((Some(hostname.clone()), *ip));
                     }
                 }
                 if let Some(m) = all
@@ -427,7 +414,7 @@ fn from_linkerd<'a>(
                     endpoints,
                 });
             }
-            Piece::Host { .. } => {}
+            Shape::Host { .. } => {}
         }
     }
     federated
@@ -436,7 +423,7 @@ fn from_linkerd<'a>(
 /// The import the members give, oldest first: the oldest's type, the union of the ports by
 /// name, the carried fields, labels and annotations of the oldest that carried any, and the
 /// addresses (the federated Service's, else a slice per cluster and family).
-fn merge(j: &mut Judging, all: &[Member], federated: Option<FederatedRead>) -> Option<Import> {
+fn merge(j: &mut Judging, all: &[Member], federated: Option<&Read>) -> Option<Import> {
     let (ns, name) = (j.ns, j.name);
     let oldest = all.first()?;
     let is_headless = oldest.headless;
@@ -523,12 +510,12 @@ fn merge(j: &mut Judging, all: &[Member], federated: Option<FederatedRead>) -> O
     };
     match federated {
         // A ClusterSetIP import with Linkerd's federated Service: its one address, no slices.
-        Some((_, ips, families)) if !is_headless => {
-            if ips.is_empty() {
+        Some(f) if !is_headless => {
+            if f.ips.is_empty() {
                 return None;
             }
-            i.ips = ips.clone();
-            i.families = families.clone();
+            i.ips = f.ips.clone();
+            i.families = f.families.clone();
         }
         _ => {
             i.slices = slices

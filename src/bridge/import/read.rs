@@ -9,39 +9,19 @@ use k8s_openapi::api::core::v1::Service;
 use crate::bridge::model::CARRIED;
 use crate::bridge::model::{Family, Port, cluster_ips};
 use crate::source::linkerd::carried::Carried;
-use crate::source::linkerd::shape as linkerd_shape;
+use crate::source::linkerd::shape::{Shape, Unread, classify};
 
-/// What one of Linkerd's Services is of the exported service: its federated Service, a mirror,
-/// a headless mirror or one of its hosts (what [`linkerd_shape::Shape`] says, with the
-/// addresses the import needs).
-#[derive(Debug, Clone)]
-pub(super) enum Piece {
-    Federated {
-        remote: Vec<String>,
-        local: bool,
-        ips: Vec<IpAddr>,
-        families: Vec<Family>,
-    },
-    Mirror {
-        cluster: String,
-        ips: Vec<IpAddr>,
-    },
-    HeadlessMirror {
-        cluster: String,
-    },
-    Host {
-        cluster: String,
-        parent: String,
-        hostname: String,
-        ip: Option<IpAddr>,
-    },
-}
-
+/// One of Linkerd's Services as the import reads it: what it stands for ([`Shape`]: a
+/// federated Service, a mirror, or one host of a headless mirror) and what it says of it.
 pub(super) struct Read {
-    /// The exported service's name (for a host, its headless mirror's object name).
-    pub(super) service: String,
     pub(super) object: String,
-    pub(super) shape: Piece,
+    pub(super) shape: Shape,
+    /// `clusterIP: None`: a headless mirror.
+    pub(super) headless: bool,
+    /// Its ClusterIPs (a host's: its address), and their families (a federated Service's
+    /// `ipFamilies`, where it has them).
+    pub(super) ips: Vec<IpAddr>,
+    pub(super) families: Vec<Family>,
     pub(super) ports: Vec<Port>,
     pub(super) carried: Option<Result<Carried, String>>,
 }
@@ -52,80 +32,35 @@ pub(super) fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
     let labels = svc.metadata.labels.clone().unwrap_or_default();
     let annotations = svc.metadata.annotations.clone().unwrap_or_default();
     // The reading `--source linkerd` makes too.
-    let shape = match linkerd_shape::classify(ns, &labels, &annotations) {
+    let shape = match classify(ns, &labels, &annotations) {
         Ok(shape) => shape,
-        Err(linkerd_shape::Unread::Passed(_)) => return Ok(None),
-        Err(linkerd_shape::Unread::Invalid(_, why)) => return Err(why),
+        Err(Unread::Passed(_)) => return Ok(None),
+        Err(Unread::Invalid(_, why)) => return Err(why),
     };
-    let object = svc.metadata.name.clone().unwrap_or_default();
     let spec = svc.spec.clone().unwrap_or_default();
-    let headless = spec.cluster_ip.as_deref() == Some("None");
     let ips = cluster_ips(&spec)?;
-    let ports = spec
-        .ports
-        .unwrap_or_default()
-        .iter()
-        .map(|p| Port {
-            name: p.name.clone().unwrap_or_default(),
-            protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-            port: p.port,
-            app_protocol: p.app_protocol.clone(),
-        })
-        .collect();
+    let families = match spec.ip_families {
+        Some(f) if !f.is_empty() => f
+            .iter()
+            .filter_map(|w| match w.as_str() {
+                "IPv4" => Some(Family::V4),
+                "IPv6" => Some(Family::V6),
+                _ => None,
+            })
+            .collect(),
+        _ => ips.iter().map(Family::of).collect(),
+    };
+    let ports = spec.ports.iter().flatten().map(Port::of).collect();
     let carried = annotations.get(CARRIED).map(|text| {
         Carried::parse(text)
             .map_err(|e| format!("{e}; the import leaves out the fields it carries"))
     });
-    let (service, shape) = match shape {
-        linkerd_shape::Shape::Federated {
-            service,
-            remote,
-            local,
-        } => {
-            let families = match spec.ip_families {
-                Some(f) if !f.is_empty() => f
-                    .iter()
-                    .filter_map(|w| match w.as_str() {
-                        "IPv4" => Some(Family::V4),
-                        "IPv6" => Some(Family::V6),
-                        _ => None,
-                    })
-                    .collect(),
-                _ => ips.iter().map(Family::of).collect(),
-            };
-            let shape = Piece::Federated {
-                remote,
-                local,
-                ips,
-                families,
-            };
-            (service, shape)
-        }
-        linkerd_shape::Shape::Host {
-            link,
-            service,
-            parent,
-            hostname,
-        } => {
-            let shape = Piece::Host {
-                cluster: link,
-                parent,
-                hostname,
-                ip: ips.first().copied(),
-            };
-            (service, shape)
-        }
-        linkerd_shape::Shape::Mirror { link, service } if headless => {
-            (service, Piece::HeadlessMirror { cluster: link })
-        }
-        linkerd_shape::Shape::Mirror { link, service } => {
-            (service, Piece::Mirror { cluster: link, ips })
-        }
-    };
     Ok(Some(Read {
-        service,
-        object,
+        object: svc.metadata.name.clone().unwrap_or_default(),
         shape,
+        headless: spec.cluster_ip.as_deref() == Some("None"),
+        ips,
+        families,
         ports,
         carried,
     }))
