@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
 use super::Import;
@@ -216,6 +217,16 @@ fn ours(object: &Value) -> impl Iterator<Item = &Value> {
 /// its field manager's record is an `Update`), so that what it holds must become applied.
 fn written_before_apply(object: &Value) -> bool {
     ours(object).any(|m| m["operation"] == "Update")
+}
+
+/// [`written_before_apply`], read from the object as decoded (what a write answers), so that
+/// only such an object is encoded for [`legacy_upgrade`].
+pub(super) fn updated_by_a_bridge(meta: &ObjectMeta) -> bool {
+    meta.managed_fields.iter().flatten().any(|m| {
+        m.manager.as_deref() == Some(FIELD_MANAGER)
+            && m.subresource.is_none()
+            && m.operation.as_deref() == Some("Update")
+    })
 }
 
 /// For an object a bridge wrote before ServiceImports were applied (read whole, with every

@@ -11,7 +11,9 @@ use tracing::info;
 
 use super::super::Import;
 use super::super::index::Said;
-use super::super::object::{covers, difference, legacy_upgrade, owned_keys, same_spec};
+use super::super::object::{
+    covers, difference, legacy_upgrade, owned_keys, same_spec, updated_by_a_bridge,
+};
 use super::Importer;
 use crate::bridge::model::{FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, Problem};
 use crate::bridge::model::{Reason, is_ours};
@@ -117,12 +119,19 @@ impl Importer {
             let mut o = si_api.patch(name, &apply, &Patch::Apply(&object)).await?;
             // One a bridge wrote before it applied ServiceImports (its write answers with every
             // manager's record): what that bridge wrote becomes applied, and the apply made
-            // again takes away what is no longer wanted.
-            if let Some(patch) = legacy_upgrade(&serde_json::to_value(&o).unwrap_or_default()) {
+            // again takes away what is no longer wanted. Each version written on the way is
+            // one the store may show meanwhile.
+            if updated_by_a_bridge(&o.metadata)
+                && let Some(patch) = legacy_upgrade(&serde_json::to_value(&o).unwrap_or_default())
+            {
                 let patch = serde_json::from_value(patch).expect("a JSON patch");
-                si_api
-                    .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
-                    .await?;
+                let over = std::mem::replace(&mut version, o.metadata.resource_version.clone());
+                self.written_imports.wrote(over, o);
+                let json = Patch::<()>::Json(patch);
+                let patched = si_api.patch(name, &PatchParams::default(), &json).await?;
+                let over =
+                    std::mem::replace(&mut version, patched.metadata.resource_version.clone());
+                self.written_imports.wrote(over, patched);
                 o = si_api.patch(name, &apply, &Patch::Apply(&object)).await?;
                 info!(
                     namespace = ns,
