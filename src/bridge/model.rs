@@ -160,21 +160,37 @@ pub fn cluster_ips(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Result<Vec
 /// A host of a service: its hostname (headless, if it has one) and address.
 pub type Host = (Option<String>, IpAddr);
 
-/// One cluster's export of a service, as the bridge reads it through the Link's credentials
-/// (or in this cluster): the exported Service and what its export half carried.
+/// One cluster's export of a service, as the bridge sees it: read through the Link's
+/// credentials (or in this cluster), or from what Linkerd's service mirror wrote here. Both
+/// halves judge from it: the export half compares this cluster's export with the others', the
+/// import half merges them into the import.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterExport {
+    /// The cluster: its id (as its bridge carried it, or as the import half names the Link's
+    /// target), else the Link's target name.
+    pub cluster: String,
     /// The Link's target cluster name; None for this cluster's own export.
     pub link: Option<String>,
-    /// The exported Service's ClusterIPs: this cluster's own export's addresses.
-    pub ips: Vec<IpAddr>,
+    /// The object here that stands for it (a mirror or the federated Service), which Events
+    /// about it go on.
+    pub object: Option<String>,
+    /// What messages call it.
+    pub shown: String,
     pub headless: bool,
-    /// This cluster's own headless export's hosts, from its EndpointSlices: each ready
-    /// endpoint's hostname (if it has one) and addresses. Empty for every other export.
-    pub hosts: Vec<Host>,
-    pub carried: Carried,
-    /// Whether a bridge carried it; else it is what the Service's spec says.
-    pub bridge: bool,
+    /// Its ports, sorted.
+    pub ports: Vec<Port>,
+    /// What its export half carried; None for a Service labelled for Linkerd by hand.
+    pub carried: Option<Carried>,
+    /// Its addresses here: this cluster's own export's ClusterIPs (its hosts, headless), a
+    /// mirror's ClusterIP, a headless mirror's hosts.
+    pub endpoints: Vec<Host>,
+}
+
+impl ClusterExport {
+    /// When the export was made, as its bridge carried it.
+    pub fn created(&self) -> Option<&str> {
+        self.carried.as_ref()?.export_created.as_deref()
+    }
 }
 
 /// The exports read: by namespace and name of the service, and whose.

@@ -122,7 +122,9 @@ pub(super) fn writers(codec: &Arc<Codec>) -> (Feeds, ExportedStores) {
 /// labelled for Linkerd by hand (or by a bridge before the carried annotation), what its spec
 /// says, with no export time (it then sorts after every export that has one). A carried
 /// annotation, or ClusterIPs, that cannot be read are an error that says why (the import half's
-/// own reading of ClusterIPs, [`crate::bridge::model::cluster_ips`]).
+/// own reading of ClusterIPs, [`crate::bridge::model::cluster_ips`]). This cluster's own
+/// export's addresses are its ClusterIPs (a headless one's hosts are its slices', which the
+/// import half reads); another's are Linkerd's objects' here.
 pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport, String> {
     let text = svc
         .metadata
@@ -136,13 +138,34 @@ pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport
         None => (Carried::of_service(&spec), false),
     };
     let ips = crate::bridge::model::cluster_ips(&spec)?;
+    let (ns, name) = (
+        svc.metadata.namespace.as_deref(),
+        svc.metadata.name.as_deref(),
+    );
+    let (ns, name) = (ns.unwrap_or_default(), name.unwrap_or_default());
+    let mut ports = carried.ports.clone();
+    ports.sort();
+    ports.dedup();
     Ok(ClusterExport {
+        cluster: carried
+            .cluster
+            .as_deref()
+            .or(link)
+            .unwrap_or_default()
+            .into(),
         link: link.map(str::to_string),
-        ips,
+        object: None,
+        shown: match link {
+            None => format!("this cluster's export of {ns}/{name}"),
+            Some(link) => format!("cluster {link}'s export of {ns}/{name}"),
+        },
         headless,
-        hosts: Vec::new(),
-        carried,
-        bridge,
+        ports,
+        carried: bridge.then_some(carried),
+        endpoints: match (link, headless) {
+            (None, false) => ips.into_iter().map(|ip| (None, ip)).collect(),
+            _ => Vec::new(),
+        },
     })
 }
 

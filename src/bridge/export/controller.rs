@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::judge::{self as export, Compared, Exported, Label, Peer, Verdict};
+use super::judge::{self as export, ClusterExport, Compared, Exported, Label, Verdict};
 use super::judge::{conditions, owned_labels};
 use super::read::{carried, exported, keys_of_service, linkerd_wrote, mirror_peers};
 use crate::bridge::clusters::{Changed, Clusters};
@@ -312,20 +312,18 @@ impl Exporter {
     /// The linked clusters' exports of `key` as peers, and which clusters were read; a linked
     /// cluster whose exports cannot be read is seen, where it can be, through the mirror
     /// Linkerd's service mirror wrote of its export here.
-    fn peers(&self, key: &Key) -> (Vec<Peer>, Compared) {
+    fn peers(&self, key: &Key) -> (Vec<ClusterExport>, Compared) {
         let found = self.clusters.peers(key);
         let mut peers = Vec::new();
         for (link, svc) in &found.exports {
             let link = link.clone();
             let via = format!("Service {}/{} in cluster {link}", key.0, key.1);
             match crate::bridge::clusters::cluster_export(Some(&link), svc) {
-                Ok(e) => peers.push(Peer {
-                    cluster: e.carried.cluster.clone().unwrap_or(link),
-                    via,
-                    headless: e.headless,
-                    ports: e.carried.ports.iter().map(Port::mirrored).collect(),
-                    // A Service labelled for Linkerd by hand carries nothing to compare.
-                    carried: e.bridge.then_some(e.carried),
+                // Compared as Linkerd's mirrors copy ports (without `appProtocol`).
+                Ok(e) => peers.push(ClusterExport {
+                    shown: via,
+                    ports: e.ports.iter().map(Port::mirrored).collect(),
+                    ..e
                 }),
                 Err(why) => {
                     warn!(namespace = %key.0, name = %key.1, cluster = %link, "{via}: {why}");
@@ -338,8 +336,12 @@ impl Exporter {
             .iter()
             .filter_map(|n| self.services.get(&key.0, n))
             .collect();
-        for (link, peer) in mirror_peers(&key.0, &key.1, &linkerds) {
-            if !read.contains(link.as_str()) {
+        for peer in mirror_peers(&key.0, &key.1, &linkerds) {
+            if !peer
+                .link
+                .as_ref()
+                .is_some_and(|l| read.contains(l.as_str()))
+            {
                 peers.push(peer);
             }
         }

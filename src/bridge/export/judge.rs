@@ -14,7 +14,7 @@ use std::fmt;
 
 use serde_json::{Value, json};
 
-pub use crate::bridge::model::{Condition, Port, Status, owned_labels};
+pub use crate::bridge::model::{ClusterExport, Condition, Port, Status, owned_labels};
 use crate::source::linkerd::carried::Carried;
 
 /// The ServiceExport annotation that chooses how Linkerd exports the Service.
@@ -74,21 +74,6 @@ pub struct Exported {
     pub ports: BTreeSet<Port>,
     /// What the export carries for other clusters (see [`Carried`]).
     pub carried: Carried,
-}
-
-/// The same service as another cluster exports it: read through the Link's credentials (its
-/// exported Service and what its bridge carried), or, for a cluster whose exports cannot be
-/// read so, seen through the mirror `<svc>-<link>` Linkerd's service mirror wrote here.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Peer {
-    /// The other cluster: its id as its bridge carried it, else the Link's target name.
-    pub cluster: String,
-    /// Where it was seen: `Service <ns>/<name> in cluster <link>`, or the mirror's name.
-    pub via: String,
-    pub headless: bool,
-    pub ports: BTreeSet<Port>,
-    /// What its export half carried; None for a Service labelled for Linkerd by hand.
-    pub carried: Option<Carried>,
 }
 
 /// The clusters whose exports the export half compares with: those it read through their
@@ -164,7 +149,7 @@ pub fn judge(
     annotation: Option<&str>,
     default: Mode,
     service: Option<&Exported>,
-    peers: &[Peer],
+    peers: &[ClusterExport],
     seen: &Compared,
 ) -> Verdict {
     let invalid = |label, reason: &str, message: String, ready: String| Verdict {
@@ -322,7 +307,7 @@ pub fn events(wanted: &[Condition], current: &[Value]) -> Vec<Notice> {
 /// carried fields of [`crate::source::linkerd::carried::COMPARED`]), the same comparison every
 /// cluster's bridge makes, so every export involved says so. `seen` says which clusters'
 /// exports were read (none read and no peer: Unknown; read and none exports: no conflict).
-fn conflict(svc: &Exported, peers: &[Peer], seen: &Compared) -> Condition {
+fn conflict(svc: &Exported, peers: &[ClusterExport], seen: &Compared) -> Condition {
     // Every message ends with the clusters whose exports could not be read, after `sep`: what
     // is compared may be out of date.
     let unread = |sep: &str| {
@@ -360,12 +345,13 @@ fn conflict(svc: &Exported, peers: &[Peer], seen: &Compared) -> Condition {
             .join(",")
     };
     for p in peers {
-        if p.ports != svc.ports {
+        let ports: BTreeSet<Port> = p.ports.iter().cloned().collect();
+        if ports != svc.ports {
             said.push(format!(
                 "cluster {} ({}) has ports [{}], this one [{}]",
                 p.cluster,
-                p.via,
-                list(&p.ports),
+                p.shown,
+                list(&ports),
                 list(&svc.ports)
             ));
             reasons.push("PortConflict");
@@ -375,7 +361,7 @@ fn conflict(svc: &Exported, peers: &[Peer], seen: &Compared) -> Condition {
             said.push(format!(
                 "cluster {} ({}) is {}, this one {}",
                 p.cluster,
-                p.via,
+                p.shown,
                 what(p.headless),
                 what(svc.headless)
             ));
@@ -389,7 +375,7 @@ fn conflict(svc: &Exported, peers: &[Peer], seen: &Compared) -> Condition {
         {
             said.push(format!(
                 "cluster {} ({}) has {} {}, this one {}",
-                p.cluster, p.via, d.field, d.theirs, d.mine
+                p.cluster, p.shown, d.field, d.theirs, d.mine
             ));
             reasons.push(d.reason);
         }

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::judge::{Exported, Peer, Port};
+use super::judge::{ClusterExport, Exported, Port};
 use crate::bridge::model::CARRIED;
 use crate::bridge::runtime::Key;
 use crate::source::linkerd::LABEL_GATEWAY;
@@ -70,11 +70,10 @@ pub(super) fn linkerd_wrote(svc: &Service) -> bool {
 
 /// The other clusters' exports of `ns/name` that Linkerd's service mirror shows here as mirrors
 /// (`mirror.linkerd.io/cluster-name`, `remote-svc-fq-name` of `<name>.<ns>.svc.…`), for the
-/// clusters whose exports cannot be read through their Links' credentials, each with the Link
-/// it came through. A federated Service
+/// clusters whose exports cannot be read through their Links' credentials. A federated Service
 /// shows no peer: Linkerd writes it from its local member, so it would compare the export with
 /// itself.
-pub(super) fn mirror_peers(ns: &str, name: &str, services: &[Arc<Service>]) -> Vec<(String, Peer)> {
+pub(super) fn mirror_peers(ns: &str, name: &str, services: &[Arc<Service>]) -> Vec<ClusterExport> {
     let mut out = Vec::new();
     for s in services
         .iter()
@@ -95,17 +94,20 @@ pub(super) fn mirror_peers(ns: &str, name: &str, services: &[Arc<Service>]) -> V
         let carried = annotations
             .get(CARRIED)
             .and_then(|text| Carried::parse(text).ok());
-        let peer = Peer {
+        let object = s.metadata.name.clone().unwrap_or_default();
+        out.push(ClusterExport {
             cluster: carried
                 .as_ref()
                 .and_then(|c| c.cluster.clone())
                 .unwrap_or_else(|| link.clone()),
-            via: format!("mirror {}", s.metadata.name.clone().unwrap_or_default()),
+            link: Some(link),
+            shown: format!("mirror {object}"),
+            object: Some(object),
             headless: e.headless,
-            ports: e.ports,
+            ports: e.ports.into_iter().collect(),
             carried,
-        };
-        out.push((link, peer));
+            endpoints: Vec::new(),
+        });
     }
     out
 }

@@ -4,7 +4,12 @@ use super::*;
 use crate::source::linkerd::carried::Carried;
 
 /// The judge of `shop/web` with no linked cluster read: peers only as given.
-fn web(annotation: Option<&str>, default: Mode, svc: Option<&Exported>, peers: &[Peer]) -> Verdict {
+fn web(
+    annotation: Option<&str>,
+    default: Mode,
+    svc: Option<&Exported>,
+    peers: &[ClusterExport],
+) -> Verdict {
     let seen = Compared::default();
     judge("shop", "web", annotation, default, svc, peers, &seen)
 }
@@ -27,13 +32,16 @@ fn svc(headless: bool, ports: &[Port]) -> Exported {
     }
 }
 
-fn peer(cluster: &str, headless: bool, ports: &[Port]) -> Peer {
-    Peer {
+fn peer(cluster: &str, headless: bool, ports: &[Port]) -> ClusterExport {
+    ClusterExport {
         cluster: cluster.into(),
-        via: format!("web-{cluster}"),
+        link: Some(cluster.into()),
+        object: Some(format!("web-{cluster}")),
+        shown: format!("web-{cluster}"),
         headless,
-        ports: ports.iter().cloned().collect(),
+        ports: ports.to_vec(),
         carried: None,
+        endpoints: Vec::new(),
     }
 }
 
@@ -138,8 +146,9 @@ fn a_valid_export_is_ready_except_headless_for_remote_discovery() {
 fn conflicts_name_each_cluster_and_what_differs() {
     let (http, https) = (port("http", 80), port("https", 443));
     let mine = svc(false, std::slice::from_ref(&http));
-    let judge_with =
-        |peers: &[Peer]| web(None, Mode::Federated, Some(&mine), peers).conditions[2].clone();
+    let judge_with = |peers: &[ClusterExport]| {
+        web(None, Mode::Federated, Some(&mine), peers).conditions[2].clone()
+    };
     let c = judge_with(&[peer("west", false, std::slice::from_ref(&http))]);
     assert_eq!(
         (c.status, c.reason.as_str()),

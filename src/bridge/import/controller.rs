@@ -325,7 +325,7 @@ impl Importer {
         let mut exports = self.clusters.exports_of(key, &mut unreadable);
         for e in exports.by_service.values_mut().flatten() {
             if e.link.is_none() && e.headless {
-                e.hosts = self.own_hosts(key);
+                e.endpoints = self.own_hosts(key);
             }
         }
         let mut judged = super::judge(key, &services, &links, &naming, &exports);

@@ -3,7 +3,6 @@
 //! one export order, and the [`Import`] they give.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
@@ -85,38 +84,6 @@ pub fn judge(
     }
     out.problems.append(&mut j.problems);
     out.problems.append(&mut j.conflicts);
-    out
-}
-
-/// One cluster's part in a service's import, from its export as read through the Link's
-/// credentials (or this cluster's own), or from what Linkerd's service mirror wrote here.
-struct Member<'a> {
-    /// The cluster id.
-    cluster: String,
-    /// The Link's target cluster name (None: this cluster), to match Linkerd's mirrors.
-    link: Option<String>,
-    /// The object Events about it go on here (a mirror or the federated Service), if any.
-    object: Option<&'a str>,
-    /// What it is called in messages.
-    shown: String,
-    headless: bool,
-    ports: Vec<Port>,
-    carried: Option<Carried>,
-    /// This cluster's addresses of the service: its mirror's ClusterIP, its headless
-    /// mirror's hosts, or (this cluster's own export) its Service's ClusterIPs.
-    endpoints: Vec<(Option<String>, IpAddr)>,
-}
-
-impl Member<'_> {
-    fn created(&self) -> Option<&str> {
-        self.carried.as_ref()?.export_created.as_deref()
-    }
-}
-
-fn carried_ports(c: &Carried) -> Vec<Port> {
-    let mut out = c.ports.clone();
-    out.sort();
-    out.dedup();
     out
 }
 
@@ -227,27 +194,24 @@ fn import(
     merge(j, &all, federated)
 }
 
-/// The members the exports read give: through the Links' credentials, and this cluster's own.
-fn from_exports<'a>(j: &mut Judging, exports: &[ClusterExport]) -> Vec<Member<'a>> {
-    let (ns, name, naming) = (j.ns, j.name, j.naming);
-    let mut all: Vec<Member> = Vec::new();
+/// The members the exports read give: through the Links' credentials, and this cluster's own,
+/// each under its cluster id.
+fn from_exports(j: &mut Judging, exports: &[ClusterExport]) -> Vec<ClusterExport> {
+    let (name, naming) = (j.name, j.naming);
+    let mut all: Vec<ClusterExport> = Vec::new();
     for e in exports {
+        let carried_id = e.carried.as_ref().and_then(|c| c.cluster.clone());
         let id = match &e.link {
-            None => naming.own.clone().or_else(|| e.carried.cluster.clone()),
+            None => naming.own.clone().or(carried_id),
             Some(link) => {
                 if !j.links.contains(link) {
                     continue;
                 }
-                e.carried
-                    .cluster
+                carried_id
                     .as_deref()
                     .and_then(cluster_id)
                     .or_else(|| naming.id(link))
             }
-        };
-        let shown = match &e.link {
-            None => format!("this cluster's export of {ns}/{name}"),
-            Some(link) => format!("cluster {link}'s export of {ns}/{name}"),
         };
         let Some(id) = id else {
             // This cluster without an id: its export half says so on the export (Ready
@@ -256,7 +220,8 @@ fn from_exports<'a>(j: &mut Judging, exports: &[ClusterExport]) -> Vec<Member<'a
                 j.problem(
                     name,
                     format!(
-                        "{shown} is left out: cluster name {link:?} is not a cluster id (one or two DNS labels): give one with --linkerd-cluster-id {link}=ID"
+                        "{} is left out: cluster name {link:?} is not a cluster id (one or two DNS labels): give one with --linkerd-cluster-id {link}=ID",
+                        e.shown
                     ),
                 );
             }
@@ -265,25 +230,15 @@ fn from_exports<'a>(j: &mut Judging, exports: &[ClusterExport]) -> Vec<Member<'a
         if all.iter().any(|m| m.cluster == id) {
             continue;
         }
-        // This cluster's own addresses: its Service's ClusterIPs, or its hosts if headless
-        // (another cluster's come from Linkerd's mirrors here).
-        let mut endpoints = Vec::new();
-        if e.link.is_none() {
-            endpoints = if e.headless {
-                e.hosts.clone()
-            } else {
-                e.ips.iter().map(|ip| (None, *ip)).collect()
-            };
-        }
-        all.push(Member {
+        all.push(ClusterExport {
             cluster: id,
-            link: e.link.clone(),
-            object: None,
-            shown,
-            headless: e.headless,
-            ports: carried_ports(&e.carried),
-            carried: e.bridge.then(|| e.carried.clone()),
-            endpoints,
+            // Another cluster's addresses are those of Linkerd's objects here, which can be
+            // reached from this cluster (through the mesh), not the exporting cluster's own.
+            endpoints: match e.link {
+                None => e.endpoints.clone(),
+                Some(_) => Vec::new(),
+            },
+            ..e.clone()
         });
     }
     all
@@ -294,7 +249,7 @@ fn from_exports<'a>(j: &mut Judging, exports: &[ClusterExport]) -> Vec<Member<'a
 /// Linkerd by hand); and the federated Service, if there is one.
 fn from_linkerd<'a>(
     j: &mut Judging,
-    all: &mut Vec<Member<'a>>,
+    all: &mut Vec<ClusterExport>,
     members: &[&'a Read],
     hosts: &BTreeMap<&str, Vec<&Read>>,
     read: &BTreeSet<String>,
@@ -302,7 +257,7 @@ fn from_linkerd<'a>(
 ) -> Option<&'a Read> {
     // A cluster whose exports were read is what they say: Linkerd's objects may lag (a member
     // that left, a mirror left behind) and add no member for it.
-    let covered = |link: &str, all: &[Member]| {
+    let covered = |link: &str, all: &[ClusterExport]| {
         read.contains(link) || all.iter().any(|m| m.link.as_deref() == Some(link))
     };
     let mut federated: Option<&Read> = None;
@@ -329,10 +284,10 @@ fn from_linkerd<'a>(
                     if let Some(id) = j.live(link, &r.object)
                         && !all.iter().any(|m| m.cluster == id)
                     {
-                        all.push(Member {
+                        all.push(ClusterExport {
                             cluster: id,
                             link: Some(link.clone()),
-                            object: Some(&r.object),
+                            object: Some(r.object.clone()),
                             shown: r.object.clone(),
                             headless: false,
                             ports: with_app(&r.ports, carried.as_ref()),
@@ -343,10 +298,10 @@ fn from_linkerd<'a>(
                 }
                 if *local && !own_read && !all.iter().any(|m| m.link.is_none()) {
                     match &j.naming.own {
-                        Some(own) if !all.iter().any(|m| &m.cluster == own) => all.push(Member {
+                        Some(own) if !all.iter().any(|m| &m.cluster == own) => all.push(ClusterExport {
                             cluster: own.clone(),
                             link: None,
-                            object: Some(&r.object),
+                            object: Some(r.object.clone()),
                             shown: r.object.clone(),
                             headless: false,
                             ports: with_app(&r.ports, carried.as_ref()),
@@ -389,7 +344,7 @@ fn from_linkerd<'a>(
                     // (when it is of the export's type) and the object for Events.
                     if m.headless == headless && m.endpoints.is_empty() {
                         m.endpoints = endpoints;
-                        m.object = Some(&r.object);
+                        m.object = Some(r.object.clone());
                     }
                     continue;
                 }
@@ -403,10 +358,10 @@ fn from_linkerd<'a>(
                 if all.iter().any(|m| m.cluster == id) {
                     continue;
                 }
-                all.push(Member {
+                all.push(ClusterExport {
                     cluster: id,
                     link: Some(cluster.clone()),
-                    object: Some(&r.object),
+                    object: Some(r.object.clone()),
                     shown: r.object.clone(),
                     headless,
                     ports: with_app(&r.ports, carried.as_ref()),
@@ -423,14 +378,14 @@ fn from_linkerd<'a>(
 /// The import the members give, oldest first: the oldest's type, the union of the ports by
 /// name, the carried fields, labels and annotations of the oldest that carried any, and the
 /// addresses (the federated Service's, else a slice per cluster and family).
-fn merge(j: &mut Judging, all: &[Member], federated: Option<&Read>) -> Option<Import> {
+fn merge(j: &mut Judging, all: &[ClusterExport], federated: Option<&Read>) -> Option<Import> {
     let (ns, name) = (j.ns, j.name);
     let oldest = all.first()?;
     let is_headless = oldest.headless;
     // The carried fields: the oldest export's that carried any.
     let (carried, carried_by) = all
         .iter()
-        .find_map(|m| Some((m.carried.clone()?, m.object.unwrap_or(name))))
+        .find_map(|m| Some((m.carried.clone()?, m.object.as_deref().unwrap_or(name))))
         .unwrap_or_else(|| (Carried::default(), name));
     let (labels, annotations) = exported_metadata(&carried, |m| j.problem(carried_by, m));
     let mut spec_fields = BTreeMap::new();
@@ -450,12 +405,12 @@ fn merge(j: &mut Judging, all: &[Member], federated: Option<&Read>) -> Option<Im
     // have its own ports. A cluster exporting the other type is left out: its addresses
     // cannot be served as the oldest's type.
     let mut ports: Vec<(Port, &str)> = Vec::new();
-    let mut taken: Vec<(&Member, Vec<Port>)> = Vec::new();
+    let mut taken: Vec<(&ClusterExport, Vec<Port>)> = Vec::new();
     let mut clusters = BTreeSet::new();
     let mut slices: BTreeMap<(String, Family), SliceSpec> = BTreeMap::new();
     for m in all {
         if m.headless != is_headless {
-            if let Some(object) = m.object {
+            if let Some(object) = &m.object {
                 j.conflict(
                     object,
                     format!(
@@ -538,7 +493,7 @@ fn merge(j: &mut Judging, all: &[Member], federated: Option<&Read>) -> Option<Im
 /// the ServiceExports).
 fn port_conflicts(
     j: &mut Judging,
-    taken: &[(&Member, Vec<Port>)],
+    taken: &[(&ClusterExport, Vec<Port>)],
     ports: &[(Port, &str)],
     union: &[Port],
 ) {
@@ -551,7 +506,7 @@ fn port_conflicts(
     };
     let differ = taken.iter().any(|(_, own)| bare(own) != bare(union));
     for (m, own) in taken.iter().filter(|_| differ) {
-        let Some(object) = m.object else { continue };
+        let Some(object) = &m.object else { continue };
         let list = |ports: &[Port]| {
             ports
                 .iter()

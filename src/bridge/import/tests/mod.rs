@@ -53,6 +53,23 @@ fn judge_all(
     world
 }
 
+/// A cluster's export of `key` as `clusters/` reads its Service, whose bridge carried
+/// `carried`: at ClusterIP `ip` (None: headless), this cluster's own if `link` is None.
+fn read_export(
+    key: &Key,
+    link: Option<&str>,
+    ip: Option<&str>,
+    carried: &Carried,
+) -> ClusterExport {
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"namespace": key.0, "name": key.1,
+            "annotations": {crate::bridge::model::CARRIED: carried.text()}},
+        "spec": {"clusterIP": ip.unwrap_or("None")}
+    }))
+    .expect("a Service");
+    crate::bridge::clusters::cluster_export(link, &svc).expect("readable")
+}
+
 /// The judge from Linkerd's objects alone: no linked cluster's exports read.
 fn judge(services: &[Arc<Service>], links: &BTreeSet<String>, naming: &Naming) -> World {
     judge_all(services, links, naming, &Exports::default())
@@ -149,22 +166,8 @@ fn every_exporting_cluster_imports_the_same_spec() {
             let by_service = BTreeMap::from([(
                 key("web"),
                 vec![
-                    ClusterExport {
-                        link: None,
-                        ips: vec![ip.parse().unwrap()],
-                        headless: false,
-                        hosts: vec![],
-                        carried: own.clone(),
-                        bridge: true,
-                    },
-                    ClusterExport {
-                        link: Some(other_name.into()),
-                        ips: vec!["198.18.7.7".parse().unwrap()],
-                        headless: false,
-                        hosts: vec![],
-                        carried: other.clone(),
-                        bridge: true,
-                    },
+                    read_export(&key("web"), None, Some(ip), own),
+                    read_export(&key("web"), Some(other_name), Some("198.18.7.7"), other),
                 ],
             )]);
             let exports = Exports {
@@ -217,14 +220,7 @@ fn what_linkerd_still_says_of_a_cluster_that_was_read_adds_nothing() {
     let mut exports = Exports {
         by_service: BTreeMap::from([(
             key("web"),
-            vec![ClusterExport {
-                link: None,
-                ips: vec!["198.18.0.5".parse().unwrap()],
-                headless: false,
-                hosts: vec![],
-                carried: own,
-                bridge: true,
-            }],
+            vec![read_export(&key("web"), None, Some("198.18.0.5"), &own)],
         )]),
         read: BTreeSet::from(["west".to_string()]),
         own_read: true,
@@ -260,14 +256,7 @@ fn an_exporting_cluster_imports_its_own_export_without_a_mirror() {
     let exports = Exports {
         by_service: BTreeMap::from([(
             key("web"),
-            vec![ClusterExport {
-                link: None,
-                ips: vec!["198.18.0.10".parse().unwrap()],
-                headless: false,
-                hosts: vec![],
-                carried: own,
-                bridge: true,
-            }],
+            vec![read_export(&key("web"), None, Some("198.18.0.10"), &own)],
         )]),
         read: BTreeSet::new(),
         own_read: true,
@@ -291,9 +280,8 @@ fn an_exporting_cluster_imports_its_own_export_without_a_mirror() {
     // Without an id of its own the carried one names it; without either it is left out
     // (the export half says why, on the export).
     let mut anonymous = exports.clone();
-    anonymous.by_service.get_mut(&key("web")).unwrap()[0]
-        .carried
-        .cluster = None;
+    let export = &mut anonymous.by_service.get_mut(&key("web")).unwrap()[0];
+    export.carried.as_mut().unwrap().cluster = None;
     let j = judge_all(&[], &links(&[]), &Naming::default(), &anonymous);
     assert!(j.imports.is_empty());
     assert!(j.problems.is_empty(), "{:?}", j.problems);
@@ -318,13 +306,10 @@ fn an_exporting_cluster_imports_its_own_headless_hosts() {
     let exports = Exports {
         by_service: BTreeMap::from([(
             key("db"),
+            // Its hosts, as the controller reads them from its slices.
             vec![ClusterExport {
-                link: None,
-                ips: vec![],
-                headless: true,
-                hosts: hosts.clone(),
-                carried: own,
-                bridge: true,
+                endpoints: hosts.clone(),
+                ..read_export(&key("db"), None, None, &own)
             }],
         )]),
         read: BTreeSet::new(),
