@@ -24,7 +24,7 @@ use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::model::{CARRIED, FIELD_MANAGER, LABELLED, LINKERDS, Port, SERVICE_EXPORT};
 use crate::bridge::runtime::events::{Recorder, Type as EventType};
 use crate::bridge::runtime::feed::Feed;
-use crate::bridge::runtime::index::{Index, Pending};
+use crate::bridge::runtime::index::{Index, Written};
 use crate::bridge::runtime::runner::{self, Marks, Reconciler, Timing};
 use crate::bridge::runtime::store::{self, Codec, Heard, Store};
 use crate::bridge::runtime::{Key, api_error};
@@ -61,8 +61,8 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         config: settings,
         metrics: shared.metrics.clone(),
         clusters: shared.clusters.clone(),
-        labelled: Pending::default(),
-        statused: Pending::default(),
+        written_services: Written::default(),
+        written_exports: Written::default(),
         linkerds: Default::default(),
     };
     let heard = (exports.subscribe(), shared.services.subscribe());
@@ -96,10 +96,11 @@ struct Exporter {
     recorder: Recorder,
     /// The exports of this cluster and the linked ones.
     clusters: Clusters,
-    /// The labels the bridge applied on Services, and the conditions it wrote on exports, that
-    /// the stores may not show yet: not written again for one change.
-    labelled: Pending,
-    statused: Pending,
+    /// The Services the bridge labelled and the exports whose conditions it wrote, as written,
+    /// while the stores may not show them yet: read instead, so that one change is written
+    /// once.
+    written_services: Written<Service>,
+    written_exports: Written<DynamicObject>,
     /// Linkerd's Services (mirrors, federated) by the service each stands for: the peers one
     /// export is compared with are read from these, not from every Service.
     linkerds: std::sync::Mutex<Index>,
@@ -213,18 +214,20 @@ impl Exporter {
     /// Brings the export `key` (and its Service's label) to its verdict.
     async fn reconcile(&self, key: &Key) -> Result<(), kube::Error> {
         let (ns, name) = (key.0.as_str(), key.1.as_str());
-        let export = self.exports.get(ns, name);
-        let service = self.services.get(ns, name);
+        let export = self
+            .written_exports
+            .read(ns, name, self.exports.get(ns, name));
+        let service = self
+            .written_services
+            .read(ns, name, self.services.get(ns, name));
         let Some(export) = export else {
             self.metrics.conditions(key, &[]);
-            // Its last writes are forgotten with it.
-            self.labelled.forget(key);
-            self.statused.forget(key);
+            self.written_exports.forget(ns, name);
             // No export: take back a label the bridge put on.
             if let Some(svc) = service
                 && !owned_labels(&svc).is_empty()
             {
-                self.label(ns, name, None).await?;
+                self.label(&svc, None).await?;
                 info!(
                     namespace = ns,
                     name, "export gone: the bridge's label taken off the Service"
@@ -279,17 +282,10 @@ impl Exporter {
                     .as_ref()
                     .and_then(|a| a.get(CARRIED));
                 let wanted = BTreeSet::from([k.to_string()]);
-                let applying = format!("{k}={v} {carry}");
-                let rv = &svc.metadata.resource_version;
-                let stale = self.labelled.holds(key, rv, &applying);
-                if (owned != wanted
-                    || has.map(String::as_str) != Some(v)
-                    || carries != Some(&carry))
-                    && !stale
+                if owned != wanted || has.map(String::as_str) != Some(v) || carries != Some(&carry)
                 {
-                    match self.label(ns, name, Some((k, v, &carry))).await {
+                    match self.label(svc, Some((k, v, &carry))).await {
                         Ok(()) => {
-                            self.labelled.wrote(key, rv, &applying);
                             info!(namespace = ns, name, label = %format!("{k}={v}"), "Service labelled for Linkerd");
                         }
                         Err(kube::Error::Api(s)) if s.code == 409 => verdict.failed(&format!(
@@ -301,10 +297,13 @@ impl Exporter {
                     }
                 }
             }
-            Label::Remove if !owned.is_empty() => self.label(ns, name, None).await?,
+            Label::Remove if !owned.is_empty() => {
+                let svc = service.as_deref().expect("labelled: it exists");
+                self.label(svc, None).await?;
+            }
             Label::Remove | Label::Keep => {}
         }
-        self.write_status(key, &export, &verdict).await?;
+        self.write_status(&export, &verdict).await?;
         self.metrics.conditions(key, &verdict.conditions);
         Ok(())
     }
@@ -352,35 +351,40 @@ impl Exporter {
         (peers, seen)
     }
 
-    /// Applies the bridge's labels on Service `ns/name`: `label`, or none (taking back what it
+    /// Applies the bridge's labels on Service `svc`: `label`, or none (taking back what it
     /// applied; a label someone else also set stays).
     async fn label(
         &self,
-        ns: &str,
-        name: &str,
+        svc: &Service,
         label: Option<(&str, &str, &str)>,
     ) -> Result<(), kube::Error> {
+        let (ns, name) = (
+            svc.metadata.namespace.as_deref(),
+            svc.metadata.name.as_deref(),
+        );
+        let (ns, name) = (ns.unwrap_or_default(), name.unwrap_or_default());
         let mut metadata = json!({"name": name, "namespace": ns});
         if let Some((k, v, carry)) = label {
             metadata["labels"] = json!({ k: v });
             metadata["annotations"] = json!({ CARRIED: carry });
         }
         let patch = json!({"apiVersion": "v1", "kind": "Service", "metadata": metadata});
-        Api::<Service>::namespaced(self.client.clone(), ns)
+        let written = Api::<Service>::namespaced(self.client.clone(), ns)
             .patch(
                 name,
                 &PatchParams::apply(FIELD_MANAGER),
                 &Patch::Apply(&patch),
             )
-            .await
-            .map(drop)
+            .await?;
+        let over = svc.metadata.resource_version.clone();
+        self.written_services.wrote(over, written);
+        Ok(())
     }
 
     /// Writes the verdict's conditions on the export, when they differ from its own, and says
     /// in Events what changed ([`export::events`]).
     async fn write_status(
         &self,
-        key: &Key,
         export: &DynamicObject,
         verdict: &Verdict,
     ) -> Result<(), kube::Error> {
@@ -395,11 +399,7 @@ impl Exporter {
             .round(k8s_openapi::jiff::Unit::Second)
             .map_or_else(|_| String::new(), |t| t.to_string());
         let (conditions, changed) = conditions(&verdict.conditions, &current, generation, &now);
-        let rv = &export.metadata.resource_version;
-        let writing = format!("{generation:?} {:?}", verdict.conditions);
-        // Asked always, so that an entry the store has caught up with goes.
-        let in_flight = self.statused.holds(key, rv, &writing);
-        if !changed || in_flight {
+        if !changed {
             debug!(name = ?export.metadata.name, "conditions unchanged");
             return Ok(());
         }
@@ -413,14 +413,16 @@ impl Exporter {
             "metadata": {"name": name, "namespace": ns},
             "status": {"conditions": conditions},
         });
-        Api::<DynamicObject>::namespaced_with(self.client.clone(), ns, &self.resource)
-            .patch_status(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&patch),
-            )
-            .await?;
-        self.statused.wrote(key, rv, &writing);
+        let written =
+            Api::<DynamicObject>::namespaced_with(self.client.clone(), ns, &self.resource)
+                .patch_status(
+                    name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&patch),
+                )
+                .await?;
+        let over = export.metadata.resource_version.clone();
+        self.written_exports.wrote(over, written);
         // Written: what changed is said in Events too.
         let reference = kube::Resource::object_ref(export, &self.resource);
         for e in export::events(&verdict.conditions, &current) {

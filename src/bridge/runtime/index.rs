@@ -240,47 +240,5 @@ impl<K: kube::Resource> Written<K> {
     }
 }
 
-/// Writes the bridge made over a version of an object that its store may still show: each as
-/// the resourceVersion written over and a digest of what was written. The same write over the
-/// same version would be a second write for one change (the key is marked again by other
-/// events before the store sees the first). An entry goes once the store shows a newer version,
-/// so the map holds only writes in flight.
-#[derive(Default)]
-pub(in crate::bridge) struct Pending(std::sync::Mutex<HashMap<Key, (String, u64)>>);
-
-impl Pending {
-    /// Whether `what` was written over version `rv`, which the store still shows.
-    pub(in crate::bridge) fn holds(&self, key: &Key, rv: &Option<String>, what: &str) -> bool {
-        let mut m = self.0.lock().expect("not poisoned");
-        match (m.get(key), rv) {
-            (Some((over, d)), Some(rv)) if over == rv => *d == digest(what),
-            (Some(_), _) => {
-                m.remove(key);
-                false
-            }
-            (None, _) => false,
-        }
-    }
-
-    pub(in crate::bridge) fn wrote(&self, key: &Key, rv: &Option<String>, what: &str) {
-        let mut m = self.0.lock().expect("not poisoned");
-        match rv {
-            Some(rv) => m.insert(key.clone(), (rv.clone(), digest(what))),
-            None => m.remove(key),
-        };
-    }
-
-    pub(in crate::bridge) fn forget(&self, key: &Key) {
-        self.0.lock().expect("not poisoned").remove(key);
-    }
-}
-
-fn digest(what: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    what.hash(&mut h);
-    h.finish()
-}
-
 #[cfg(test)]
 mod tests;

@@ -78,26 +78,3 @@ fn what_was_written_is_read_until_the_store_shows_another_version() {
     w.forget("shop", "b");
     assert_eq!(rv(w.read("shop", "b", None)), None);
 }
-
-#[test]
-fn a_pending_write_holds_while_the_store_shows_the_version_it_went_over() {
-    let p = Pending::default();
-    let key = ("shop".to_string(), "web".to_string());
-    let v1 = Some("1".to_string());
-    assert!(!p.holds(&key, &v1, "label=a"), "nothing written yet");
-    p.wrote(&key, &v1, "label=a");
-    assert!(
-        p.holds(&key, &v1, "label=a"),
-        "the same write over the same version"
-    );
-    assert!(!p.holds(&key, &v1, "label=b"), "another write is not held");
-    // The store moved past it: the entry goes.
-    assert!(!p.holds(&key, &Some("2".to_string()), "label=a"));
-    assert!(!p.holds(&key, &v1, "label=a"), "forgotten once seen past");
-    p.wrote(&key, &v1, "label=a");
-    p.forget(&key);
-    assert!(!p.holds(&key, &v1, "label=a"));
-    // A write over no version (the object was not there) is not held.
-    p.wrote(&key, &None, "label=a");
-    assert!(!p.holds(&key, &None, "label=a"));
-}
