@@ -28,7 +28,7 @@ pub const LABEL_MANAGER: &str = "app.kubernetes.io/managed-by";
 pub const CARRIED: &str = crate::source::linkerd::ANNOTATION_CARRIED;
 
 /// The marks of this cluster's Services in the one store of them all (what each reader
-/// selects by): exported with Linkerd's labels ([`crate::bridge::clusters::is_exported`]),
+/// selects by): exported with Linkerd's labels (what `clusters::is_exported` says),
 /// labelled by the bridge ([`owned_labels`]), written by Linkerd's service mirror
 /// ([`crate::source::linkerd::SELECTOR`]).
 pub const EXPORTED: u8 = 1;

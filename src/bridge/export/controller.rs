@@ -157,7 +157,10 @@ impl Exporter {
                         exports_listed = true;
                         marks.all();
                     }
-                    Some(Heard::Key { key, .. }) => marks.keys([key]),
+                    Some(Heard::Key { key, .. }) => {
+                        self.written_exports.heard(&key, &self.exports);
+                        marks.keys([key]);
+                    }
                     None => return,
                 },
                 heard = services.recv() => match heard {
@@ -166,6 +169,7 @@ impl Exporter {
                         marks.all();
                     }
                     Some(Heard::Key { key, was, now }) => {
+                        self.written_services.heard(&key, &self.services);
                         // One of Linkerd's Services: what it stands for now and stood for
                         // before changes too.
                         if (was | now) & LINKERDS != 0 {

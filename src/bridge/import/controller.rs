@@ -252,11 +252,7 @@ impl Importer {
                     }
                     0 => {}
                     1 => {
-                        match self.imports.get(&key.0, &key.1) {
-                            Some(o) => self.written_imports.seen(&o),
-                            // Deleted: the store is right about it from now on.
-                            None => self.written_imports.forget(&key.0, &key.1),
-                        }
+                        self.written_imports.heard(&key, &self.imports);
                         marks.keys([key]);
                     }
                     2 => {

@@ -227,6 +227,22 @@ impl<K: kube::Resource> Written<K> {
         }
     }
 
+    /// The watch told of `key`, which `store` now holds as it says: a write of it held here
+    /// is let go once the store shows a version no write went over, or no object (deleted).
+    /// Only a held write's object is decoded.
+    pub(in crate::bridge) fn heard(&self, key: &Key, store: &super::store::Store<K>)
+    where
+        K: serde::de::DeserializeOwned,
+    {
+        if !self.map.lock().expect("not poisoned").contains_key(key) {
+            return;
+        }
+        match store.get(&key.0, &key.1) {
+            Some(o) => self.seen(&o),
+            None => self.forget(&key.0, &key.1),
+        }
+    }
+
     /// How many objects are held.
     #[cfg(test)]
     fn len(&self) -> usize {

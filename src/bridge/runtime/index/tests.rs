@@ -78,3 +78,26 @@ fn what_was_written_is_read_until_the_store_shows_another_version() {
     w.forget("shop", "b");
     assert_eq!(rv(w.read("shop", "b", None)), None);
 }
+
+#[test]
+fn a_held_write_is_let_go_when_the_watch_shows_the_store_past_it() {
+    use super::super::store::{Codec, Writer, unmarked};
+    use kube::runtime::watcher::Event;
+    let mut store = Writer::new(unmarked, Codec::slices());
+    let key = ("shop".to_string(), "a".to_string());
+    let w = Written::default();
+    // Written over version 5, which the store still shows: held.
+    store.apply(&Event::Apply(slice("a", "5")));
+    w.wrote(Some("5".into()), slice("a", "7"));
+    w.heard(&key, &store.reader());
+    assert_eq!(w.len(), 1, "the store still shows the version written over");
+    // The watch brings the written version: let go, without waiting for a read.
+    store.apply(&Event::Apply(slice("a", "7")));
+    w.heard(&key, &store.reader());
+    assert_eq!(w.len(), 0);
+    // Written, then deleted before the store showed it: let go too.
+    w.wrote(Some("7".into()), slice("a", "8"));
+    store.apply(&Event::Delete(slice("a", "9")));
+    w.heard(&key, &store.reader());
+    assert_eq!(w.len(), 0);
+}
