@@ -18,7 +18,7 @@ use super::store::{Heard, Store, Writer};
 /// A store, the watch that feeds it and its readers. Cheap to clone.
 pub(crate) struct Feed<K> {
     store: Store<K>,
-    state: Arc<Mutex<State<K>>>,
+    state: Arc<Mutex<Feeding<K>>>,
 }
 
 impl<K> Clone for Feed<K> {
@@ -30,7 +30,7 @@ impl<K> Clone for Feed<K> {
     }
 }
 
-struct State<K> {
+struct Feeding<K> {
     writer: Writer<K>,
     readers: Vec<mpsc::UnboundedSender<Heard>>,
 }
@@ -39,7 +39,7 @@ impl<K: Watched + serde::Serialize> Feed<K> {
     pub(crate) fn new(writer: Writer<K>) -> Self {
         Feed {
             store: writer.reader(),
-            state: Arc::new(Mutex::new(State {
+            state: Arc::new(Mutex::new(Feeding {
                 writer,
                 readers: Vec::new(),
             })),

@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use super::Key;
 
-/// One object: the marks the writer's [`Marks`] gave it, and its JSON, packed
+/// One object: the marks the writer's [`Marker`] gave it, and its JSON, packed
 /// ([`Codec::pack`]).
 struct Entry {
     marks: u8,
@@ -37,7 +37,7 @@ struct Entry {
 }
 
 /// What a store's writer marks each object with, as bits: the walks select by them.
-pub(crate) type Marks<K> = fn(&K) -> u8;
+pub(crate) type Marker<K> = fn(&K) -> u8;
 
 /// What one event of a watch changed in its store, for the readers: an object added, changed
 /// or removed (its marks before and after: 0 where it was not, or is no more), or a full list
@@ -276,7 +276,7 @@ impl Codec {
 pub(crate) struct Writer<K> {
     store: Store<K>,
     /// What [`Store::marked`] selects by, judged once as each object arrives.
-    marks: Marks<K>,
+    marks: Marker<K>,
     /// A relist under way: the objects listed so far.
     listing: Option<HashMap<Key, Entry>>,
     /// Whether a list was done: what a reader that comes late is told it missed.
@@ -284,7 +284,7 @@ pub(crate) struct Writer<K> {
 }
 
 impl<K: kube::Resource + Serialize> Writer<K> {
-    pub(crate) fn new(marks: Marks<K>, codec: Arc<Codec>) -> Self {
+    pub(crate) fn new(marks: Marker<K>, codec: Arc<Codec>) -> Self {
         Writer {
             store: Store {
                 map: Default::default(),
