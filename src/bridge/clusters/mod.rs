@@ -545,3 +545,6 @@ impl Clusters {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
