@@ -44,6 +44,10 @@ labelled! {
         Service => "Service",
         /// `about.k8s.io` ClusterProperty (KEP-2149): the server's own cluster id.
         ClusterProperty => "ClusterProperty",
+        /// `discovery.k8s.io/v1` EndpointSlice of one of this cluster's headless Services
+        /// (`kubernetes.io/service-name`): where Lighthouse's slices of this cluster hold
+        /// Globalnet's addresses.
+        LocalEndpointSlice => "LocalEndpointSlice",
     }
 }
 

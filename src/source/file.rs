@@ -105,13 +105,29 @@ pub fn classify_with(
     let namespace = meta.and_then(|m| str_field(m, "namespace")).unwrap_or("");
     let name = meta.and_then(|m| str_field(m, "name")).unwrap_or("?");
     let object = format!("{namespace}/{name}");
-    let Some(reader) = kinds.iter().find(|k| k.reads(api, kind)) else {
+    // Several kinds may read one kind of object (the MCS API's EndpointSlices and this
+    // cluster's own): the first that does not pass it over reads it, and the first's reason
+    // is said when all do.
+    let readers: Vec<_> = kinds.iter().filter(|k| k.reads(api, kind)).collect();
+    let Some((last, others)) = readers.split_last() else {
         return Classified::Ignored(format!("{kind} {api} {object}"));
     };
-    if let Some(ignored) = excluded(reader.kind(), &object, namespace, policy) {
+    if let Some(ignored) = excluded(readers[0].kind(), &object, namespace, policy) {
         return ignored;
     }
-    reader.read_file(v, &object, policy)
+    let mut passed = None;
+    for r in others {
+        match r.read_file(v.clone(), &object, policy) {
+            Classified::Ignored(why) => {
+                passed.get_or_insert(why);
+            }
+            read => return read,
+        }
+    }
+    match last.read_file(v, &object, policy) {
+        Classified::Ignored(why) => Classified::Ignored(passed.unwrap_or(why)),
+        read => read,
+    }
 }
 
 /// [`classify_with`] the kinds `selection` reads.

@@ -164,7 +164,7 @@ impl<K: Kind> AnyKind for K {
     }
 
     fn reads(&self, api_version: &str, kind: &str) -> bool {
-        kind == K::KIND.label()
+        kind == K::file_kind()
             && K::RESOURCE
                 .versions
                 .iter()
@@ -213,6 +213,7 @@ pub trait AnyPart: Send {
     fn into_packed(self: Box<Self>) -> Vec<PackedService>;
     fn objects(&self, key: &ServiceKey) -> Vec<String>;
     fn own_cluster(&self) -> Option<&str>;
+    fn set_own_cluster(&mut self, own: Option<&str>);
 }
 
 impl<P: Part> AnyPart for P {
@@ -259,6 +260,10 @@ impl<P: Part> AnyPart for P {
     fn own_cluster(&self) -> Option<&str> {
         Part::own_cluster(self)
     }
+
+    fn set_own_cluster(&mut self, own: Option<&str>) {
+        Part::set_own_cluster(self, own);
+    }
 }
 
 /// Why object `object` (`namespace/name`) of `kind` is not served, when the policy leaves its
@@ -288,6 +293,8 @@ pub fn kinds(selection: &Selection, import_version: Option<&str>) -> Vec<Arc<dyn
         }));
         // Slices also carry ServiceImports' endpoints; Linkerd's objects need none.
         kinds.push(Arc::new(mcs::Slices));
+        // This cluster's own headless slices, for Lighthouse's Globalnet slices of it.
+        kinds.push(Arc::new(mcs::LocalSlices));
     }
     if let Some(config) = &selection.linkerd {
         kinds.push(Arc::new(linkerd::Services {

@@ -32,6 +32,12 @@ pub trait Kind: Send + Sync + 'static {
     /// Where the API serves it.
     const RESOURCE: Resource;
 
+    /// The `kind` of a file's document of this kind (its own label, unless several kinds read
+    /// one kind of object).
+    fn file_kind() -> &'static str {
+        Self::KIND.label()
+    }
+
     /// The label selector the API server applies to the watch, if any.
     fn selector(&self) -> Option<&'static str> {
         None
@@ -130,6 +136,10 @@ pub trait Part: Send + 'static {
     fn own_cluster(&self) -> Option<&str> {
         None
     }
+
+    /// The server's own cluster id is now `own`, for a part whose services depend on it (told
+    /// before any service is asked for after it changed).
+    fn set_own_cluster(&mut self, _own: Option<&str>) {}
 }
 
 /// Where the API serves a kind.

@@ -46,11 +46,21 @@ impl Store {
             };
             route.push((kind.kind(), at));
         }
-        Store {
+        let mut store = Store {
             parts: parts.into_iter().map(|(_, p)| p).collect(),
             route,
             cluster_id,
             conflicts: HashSet::new(),
+        };
+        store.tell_own_cluster();
+        store
+    }
+
+    /// Tells every part the own cluster id, which an object of `kind` may just have changed.
+    fn tell_own_cluster(&mut self) {
+        let own = self.own_cluster().map(str::to_string);
+        for p in &mut self.parts {
+            p.set_own_cluster(own.as_deref());
         }
     }
 
@@ -67,6 +77,9 @@ impl Store {
         let applied = self
             .part_of(kind)
             .and_then(|at| self.parts[at].apply(object));
+        if kind == ObjectKind::ClusterProperty {
+            self.tell_own_cluster();
+        }
         applied.unwrap_or_else(|| {
             // The store is made from the kinds that read the objects, so this does not happen.
             warn!(%kind, "an object of a kind this store does not hold; ignored");
@@ -77,7 +90,11 @@ impl Store {
     /// Forgets an object of `kind`; returns the service it belonged to if it was known.
     pub fn remove(&mut self, kind: ObjectKind, id: &ObjectId) -> Option<ServiceKey> {
         let at = self.part_of(kind)?;
-        self.parts[at].delete(kind, id)
+        let removed = self.parts[at].delete(kind, id);
+        if kind == ObjectKind::ClusterProperty {
+            self.tell_own_cluster();
+        }
+        removed
     }
 
     /// Identities of the objects of `kind` (in `namespace`, or all).
@@ -308,5 +325,97 @@ mod tests {
         let moved: Vec<Service> = store.into_snapshot().into_iter().collect();
         assert_eq!(moved.len(), 1);
         assert_eq!(moved[0].origin, ObjectKind::ServiceImport);
+    }
+
+    /// Submariner Lighthouse under Globalnet: its slice of this cluster's headless service holds
+    /// the pods' global addresses, which this cluster cannot route; the service is answered from
+    /// this cluster's own slices of it, as Lighthouse's resolver answers
+    /// (`coredns/resolver/endpoint_slice.go`@9d3c39e), once the own cluster is known.
+    #[test]
+    fn lighthouse_globalnet_slices_of_the_own_cluster_give_way_to_its_own_slices() {
+        let kinds = kinds(&Selection::default(), None);
+        let read = |yaml: &str| match crate::source::file::classify_with(
+            serde_yaml_ng::from_str(yaml).unwrap(),
+            &Default::default(),
+            &kinds,
+        ) {
+            Classified::Object(o) => o,
+            other => panic!("{yaml}: {other:?}"),
+        };
+        let lighthouse = |name: &str, cluster: &str, global: &str, ip: &str| {
+            format!(
+                "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}\n  namespace: shop\n  labels: {{multicluster.kubernetes.io/service-name: db, multicluster.kubernetes.io/source-cluster: {cluster}, lighthouse.submariner.io/sourceNamespace: shop, lighthouse.submariner.io/is-headless: 'true'}}\n  annotations: {{lighthouse.submariner.io/globalnet-enabled: '{global}'}}\naddressType: IPv4\nports: [{{name: sql, protocol: TCP, port: 5432}}]\nendpoints: [{{addresses: [{ip}], hostname: db-0}}]"
+            )
+        };
+        let local = "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: db-k8s\n  namespace: shop\n  labels: {kubernetes.io/service-name: db, service.kubernetes.io/headless: ''}\naddressType: IPv4\nports: [{name: sql, protocol: TCP, port: 5432}]\nendpoints: [{addresses: [10.1.0.5], hostname: db-0}, {addresses: [10.1.0.6], hostname: db-1, conditions: {ready: false}}]";
+        let addresses_of = |service: &Service| -> Vec<(Option<String>, String)> {
+            let mut out: Vec<_> = (service.slices.iter())
+                .flat_map(|s| {
+                    s.endpoints.iter().flat_map(|e| {
+                        e.addresses
+                            .iter()
+                            .map(|a| (s.cluster.clone(), a.to_string()))
+                    })
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        let key = ServiceKey {
+            namespace: "shop".into(),
+            name: "db".into(),
+        };
+        let addresses = |store: &Store| addresses_of(&store.service(&key).unwrap());
+        let pair = |c: &str, a: &str| (Some(c.to_string()), a.to_string());
+        let mut store = Store::new(&kinds, None);
+        for yaml in [
+            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: db, namespace: shop}\nspec: {type: Headless}".to_string(),
+            lighthouse("db-west", "west", "true", "242.0.0.5"),
+            lighthouse("db-east", "east", "true", "242.1.0.7"),
+        ] {
+            store.insert(read(&yaml));
+        }
+        let as_written = vec![pair("east", "242.1.0.7"), pair("west", "242.0.0.5")];
+        assert_eq!(addresses(&store), as_written, "no own cluster yet");
+        // A slice of a Service that is not headless is not this cluster's headless one.
+        let plain = local.replace(", service.kubernetes.io/headless: ''", "");
+        let skipped = crate::source::file::classify_with(
+            serde_yaml_ng::from_str(&plain).unwrap(),
+            &Default::default(),
+            &kinds,
+        );
+        assert!(matches!(skipped, Classified::Ignored(_)), "{skipped:?}");
+        assert_eq!(store.insert(read(local)).len(), 1);
+        assert_eq!(store.count(ObjectKind::LocalEndpointSlice), 1);
+        assert_eq!(addresses(&store), as_written, "still no own cluster");
+        // The ClusterProperty names this cluster west: west's own ready pod, east's as written.
+        store.insert(read(
+            "apiVersion: about.k8s.io/v1alpha1\nkind: ClusterProperty\nmetadata: {name: cluster.clusterset.k8s.io}\nspec: {value: west}",
+        ));
+        let own = vec![pair("east", "242.1.0.7"), pair("west", "10.1.0.5")];
+        assert_eq!(addresses(&store), own);
+        let snapshot: Vec<Service> = store.snapshot().into_iter().collect();
+        assert_eq!(snapshot[0], store.service(&snapshot[0].key).unwrap());
+        // Written by Lighthouse without Globalnet: its addresses are the pods' own already.
+        store.insert(read(&lighthouse("db-west", "west", "false", "10.1.0.9")));
+        assert_eq!(
+            addresses(&store),
+            vec![pair("east", "242.1.0.7"), pair("west", "10.1.0.9")]
+        );
+        // Written by Lighthouse 0.15, before the annotation: as Globalnet's.
+        let v015 = lighthouse("db-west", "west", "true", "242.0.0.5").replace(
+            "  annotations: {lighthouse.submariner.io/globalnet-enabled: 'true'}\n",
+            "",
+        );
+        store.insert(read(&v015));
+        assert_eq!(addresses(&store), own);
+        // Without its own slices, this cluster's are answered as Lighthouse wrote them.
+        store.remove(
+            ObjectKind::LocalEndpointSlice,
+            &("shop".into(), "db-k8s".into()),
+        );
+        assert_eq!(addresses(&store), as_written);
+        let moved: Vec<Service> = store.into_snapshot().into_iter().collect();
+        assert_eq!(addresses_of(&moved[0]), as_written);
     }
 }

@@ -560,3 +560,63 @@ fn the_own_cluster_follows_the_clusterproperty_in_a_real_api_server() {
          kubectl's return)"
     );
 }
+
+/// Submariner Lighthouse with Globalnet, through a real API server (the objects of
+/// tests/fixtures/implementations.yaml, part 4, on CRDs that serve v1alpha1 as Lighthouse's
+/// do): in its own cluster west, west's pods are answered by the addresses west's own slice of
+/// the headless Service gives them, watched with the endpointslice controller's
+/// `service.kubernetes.io/headless` label (a slice without it is not even sent), as the RBAC of
+/// deploy/base allows; with that slice gone, by Lighthouse's slice as written, and back again.
+#[test]
+fn lighthouse_globalnet_headless_answers_from_the_own_clusters_slices_in_a_real_api_server() {
+    let _module = common::module(module_path!());
+    let k = cluster("v1alpha1", rbac(), &["lighthouse"]);
+    let fixture = common::fixture("implementations.yaml");
+    let part = fixture
+        .split("\n---\n")
+        .skip_while(|doc| !doc.contains("# 4. Submariner Lighthouse with Globalnet"))
+        .collect::<Vec<_>>()
+        .join("\n---\n");
+    assert_eq!(part.matches("kind: EndpointSlice").count(), 3, "{part}");
+    k.apply(&part);
+    let own_slice = part.split("\n---\n").last().unwrap().to_string();
+    // A slice of a Service that is not headless: not this cluster's headless one.
+    k.apply(
+        &own_slice
+            .replace("name: db-x2f8k", "name: web-r4t8j")
+            .replace(
+                "kubernetes.io/service-name: db",
+                "kubernetes.io/service-name: web",
+            )
+            .replace("    service.kubernetes.io/headless: \"\"\n", ""),
+    );
+    let s = spawn_binary(&["--kubeconfig", &k.kubeconfig("dns"), "--cluster-id", "west"]);
+    until("ready", 30, || ready(&s));
+    let name = "db.lighthouse.svc.clusterset.local";
+    let sorted = |dns, name: &str| {
+        let mut got = short(dns, name);
+        got.sort();
+        got
+    };
+    assert_eq!(sorted(s.dns, name), ["198.18.68.5", "198.19.201.5"]);
+    assert_eq!(
+        short(s.dns, "db-0.west.db.lighthouse.svc.clusterset.local"),
+        ["198.18.68.5"]
+    );
+    assert_eq!(
+        metric_value(
+            &s,
+            "clusterset_dns_source_objects{kind=\"LocalEndpointSlice\"}"
+        ),
+        1.0,
+        "only the headless Service's slice is watched"
+    );
+    assert!(k.kubectl_ok(&["delete", "endpointslice", "-n", "lighthouse", "db-x2f8k"]));
+    until("Lighthouse's slice of west as written", 10, || {
+        sorted(s.dns, name) == ["198.19.200.5", "198.19.201.5"]
+    });
+    k.apply(&own_slice);
+    until("west's own slice again", 10, || {
+        sorted(s.dns, name) == ["198.18.68.5", "198.19.201.5"]
+    });
+}

@@ -1,7 +1,14 @@
 //! The MCS API's part of a source's store: each ServiceImport joined with the EndpointSlices that
 //! name its service, kept packed (a few bytes an endpoint) because a source must hold every
 //! object it watches, and turned back into a whole `model::Service` when one of them changes.
+//!
+//! This cluster's own slices of its headless Services are kept beside them: where Submariner
+//! Lighthouse's slices of this cluster hold Globalnet's global addresses (which this cluster
+//! cannot route, [`super::lighthouse_global`]), the service is answered from this cluster's own
+//! slices of it instead, as Lighthouse's resolver answers (while there are any; until then, from
+//! Lighthouse's).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::Import;
@@ -13,8 +20,11 @@ use crate::source::object::{ObjectId, Part};
 #[derive(Debug, Clone)]
 pub enum Stored {
     Import(ServiceKey, PackedImport),
-    /// The service it belongs to, and the slice (which knows its own name).
-    Slice(ServiceKey, Packed),
+    /// The service it belongs to, the slice (which knows its own name), and the cluster whose
+    /// Lighthouse Globalnet slice it is, if it is one.
+    Slice(ServiceKey, Packed, Option<String>),
+    /// One of this cluster's own slices of a headless Service, and that Service.
+    Local(ServiceKey, Packed),
 }
 
 impl Stored {
@@ -35,6 +45,34 @@ struct Objects {
     import: Option<PackedImport>,
     /// Sorted by slice name.
     slices: Vec<Packed>,
+    /// Of `slices`, Lighthouse's Globalnet ones: name and cluster.
+    global: Vec<(String, String)>,
+    /// This cluster's own slices of the service, sorted by name.
+    local: Vec<Packed>,
+}
+
+impl Objects {
+    fn is_empty(&self) -> bool {
+        self.import.is_none() && self.slices.is_empty() && self.local.is_empty()
+    }
+}
+
+/// The slices `o`'s service is answered from in cluster `own`: its own, where Lighthouse's
+/// Globalnet slices of `own` stand and `own` has slices of the service; else as they are.
+fn slices_for<'a>(own: Option<&str>, o: &'a Objects) -> Cow<'a, [Packed]> {
+    let Some(own) = own.filter(|own| !o.local.is_empty() && o.global.iter().any(|g| g.1 == *own))
+    else {
+        return Cow::Borrowed(&o.slices);
+    };
+    let replaced = |p: &Packed| o.global.iter().any(|(n, c)| c == own && n == p.name());
+    let mut out: Vec<Packed> = o.slices.iter().filter(|p| !replaced(p)).cloned().collect();
+    for l in &o.local {
+        let mut s = l.unpack();
+        s.cluster = Some(own.to_string());
+        out.push(Packed::new(&s));
+    }
+    out.sort_by(|a, b| a.name().cmp(b.name()));
+    Cow::Owned(out)
 }
 
 /// ServiceImports and EndpointSlices, by the service they give. A service is given once its
@@ -45,28 +83,70 @@ pub struct Joined {
     imports: usize,
     /// The service each slice is filed under, so a delete (or a relabel) finds it.
     slice_owner: HashMap<ObjectId, ServiceKey>,
+    /// The same, for this cluster's own slices.
+    local_owner: HashMap<ObjectId, ServiceKey>,
+    /// The server's own cluster id.
+    own: Option<String>,
 }
 
 impl Joined {
     /// Drops the service's record once it holds nothing.
     fn tidy(&mut self, key: &ServiceKey) {
-        if self
-            .services
-            .get(key)
-            .is_some_and(|o| o.import.is_none() && o.slices.is_empty())
-        {
+        if self.services.get(key).is_some_and(Objects::is_empty) {
             self.services.remove(key);
         }
     }
 
-    fn detach_slice(&mut self, owner: &ServiceKey, name: &str) {
+    fn detach_slice(&mut self, owner: &ServiceKey, name: &str, local: bool) {
         if let Some(o) = self.services.get_mut(owner) {
-            if let Ok(i) = o.slices.binary_search_by(|p| p.name().cmp(name)) {
-                o.slices.remove(i);
+            let list = if local { &mut o.local } else { &mut o.slices };
+            if let Ok(i) = list.binary_search_by(|p| p.name().cmp(name)) {
+                list.remove(i);
             }
-            o.slices.shrink_to_fit();
+            list.shrink_to_fit();
+            if !local {
+                o.global.retain(|(n, _)| n != name);
+            }
         }
         self.tidy(owner);
+    }
+
+    /// Files slice `packed` (this cluster's own if `local`) under `service`; the services it
+    /// changes (the one it was filed under before too).
+    fn file_slice(
+        &mut self,
+        service: ServiceKey,
+        packed: Packed,
+        local: bool,
+        global: Option<String>,
+    ) -> Vec<ServiceKey> {
+        let name = packed.name().to_string();
+        let owners = if local {
+            &mut self.local_owner
+        } else {
+            &mut self.slice_owner
+        };
+        let mut affected = Vec::with_capacity(2);
+        if let Some(old) = owners.insert((service.namespace.clone(), name.clone()), service.clone())
+            && old != service
+        {
+            self.detach_slice(&old, &name, local);
+            affected.push(old);
+        }
+        let o = self.services.entry(service.clone()).or_default();
+        let list = if local { &mut o.local } else { &mut o.slices };
+        match list.binary_search_by(|p| p.name().cmp(&name)) {
+            Ok(i) => list[i] = packed,
+            Err(i) => list.insert(i, packed),
+        }
+        if !local {
+            o.global.retain(|(n, _)| *n != name);
+            if let Some(cluster) = global {
+                o.global.push((name, cluster));
+            }
+        }
+        affected.push(service);
+        affected
     }
 
     /// Forgets a ServiceImport; returns its service if it was known.
@@ -81,10 +161,16 @@ impl Joined {
         Some(key)
     }
 
-    /// Forgets an EndpointSlice; returns the service it belonged to if it was known.
-    fn remove_slice(&mut self, id: &ObjectId) -> Option<ServiceKey> {
-        let owner = self.slice_owner.remove(id)?;
-        self.detach_slice(&owner, &id.1);
+    /// Forgets an EndpointSlice (this cluster's own if `local`); returns the service it
+    /// belonged to if it was known.
+    fn remove_slice(&mut self, id: &ObjectId, local: bool) -> Option<ServiceKey> {
+        let owners = if local {
+            &mut self.local_owner
+        } else {
+            &mut self.slice_owner
+        };
+        let owner = owners.remove(id)?;
+        self.detach_slice(&owner, &id.1, local);
         Some(owner)
     }
 }
@@ -101,33 +187,18 @@ impl Part for Joined {
                 }
                 vec![key]
             }
-            Stored::Slice(service, packed) => {
-                let name = packed.name().to_string();
-                let mut affected = Vec::with_capacity(2);
-                if let Some(old) = self
-                    .slice_owner
-                    .insert((service.namespace.clone(), name.clone()), service.clone())
-                {
-                    if old != service {
-                        self.detach_slice(&old, &name);
-                        affected.push(old);
-                    }
-                }
-                let list = &mut self.services.entry(service.clone()).or_default().slices;
-                match list.binary_search_by(|p| p.name().cmp(&name)) {
-                    Ok(i) => list[i] = packed,
-                    Err(i) => list.insert(i, packed),
-                }
-                affected.push(service);
-                affected
+            Stored::Slice(service, packed, global) => {
+                self.file_slice(service, packed, false, global)
             }
+            Stored::Local(service, packed) => self.file_slice(service, packed, true, None),
         }
     }
 
     fn delete(&mut self, kind: ObjectKind, id: &ObjectId) -> Option<ServiceKey> {
         match kind {
             ObjectKind::ServiceImport => self.remove_import(id),
-            _ => self.remove_slice(id),
+            ObjectKind::LocalEndpointSlice => self.remove_slice(id, true),
+            _ => self.remove_slice(id, false),
         }
     }
 
@@ -139,6 +210,12 @@ impl Part for Joined {
                 .iter()
                 .filter(|(k, o)| o.import.is_some() && in_namespace(&k.namespace))
                 .map(|(k, _)| (k.namespace.clone(), k.name.clone()))
+                .collect(),
+            ObjectKind::LocalEndpointSlice => self
+                .local_owner
+                .keys()
+                .filter(|(ns, _)| in_namespace(ns))
+                .cloned()
                 .collect(),
             _ => self
                 .slice_owner
@@ -152,6 +229,7 @@ impl Part for Joined {
     fn count(&self, kind: ObjectKind) -> usize {
         match kind {
             ObjectKind::ServiceImport => self.imports,
+            ObjectKind::LocalEndpointSlice => self.local_owner.len(),
             _ => self.slice_owner.len(),
         }
     }
@@ -159,7 +237,8 @@ impl Part for Joined {
     fn service(&self, key: &ServiceKey) -> Option<Service> {
         let objects = self.services.get(key)?;
         let import = objects.import.as_ref()?;
-        Some(packed::service(key.clone(), import, &objects.slices))
+        let slices = slices_for(self.own.as_deref(), objects);
+        Some(packed::service(key.clone(), import, &slices))
     }
 
     fn gives(&self, key: &ServiceKey) -> bool {
@@ -175,17 +254,32 @@ impl Part for Joined {
     }
 
     fn packed(&self) -> Vec<PackedService> {
+        let own = self.own.as_deref();
         self.services
             .iter()
-            .filter_map(|(k, o)| Some((k.clone(), o.import.clone()?, o.slices.clone())))
+            .filter_map(|(k, o)| {
+                let import = o.import.clone()?;
+                Some((k.clone(), import, slices_for(own, o).into_owned()))
+            })
             .collect()
     }
 
     fn into_packed(self) -> Vec<PackedService> {
+        let own = self.own;
         self.services
             .into_iter()
-            .filter_map(|(k, o)| Some((k, o.import?, o.slices)))
+            .filter_map(|(k, o)| {
+                let replaced = match slices_for(own.as_deref(), &o) {
+                    Cow::Owned(slices) => Some(slices),
+                    Cow::Borrowed(_) => None,
+                };
+                Some((k, o.import?, replaced.unwrap_or(o.slices)))
+            })
             .collect()
+    }
+
+    fn set_own_cluster(&mut self, own: Option<&str>) {
+        self.own = own.map(str::to_string);
     }
 
     fn objects(&self, key: &ServiceKey) -> Vec<String> {

@@ -53,6 +53,9 @@ pub struct SliceObject {
     pub slice: Slice,
     /// Addresses left out of the endpoints (an endpoint left with none is left out too).
     pub refused: Vec<Refused>,
+    /// Submariner Lighthouse's slice of a headless service under Globalnet (see
+    /// [`lighthouse_global`]): its addresses are the pods' global ones.
+    pub global: bool,
 }
 
 /// A ServiceImport as we read it.
@@ -259,132 +262,227 @@ impl Kind for Slices {
     }
 
     fn pack(s: SliceObject) -> join::Stored {
-        join::Stored::Slice(s.service, crate::model::packed::Packed::new(&s.slice))
+        let global = s.slice.cluster.clone().filter(|_| s.global);
+        join::Stored::Slice(
+            s.service,
+            crate::model::packed::Packed::new(&s.slice),
+            global,
+        )
     }
 
-    fn convert(&self, mut raw: EndpointSlice, policy: &Policy) -> Read<SliceObject> {
-        const KIND: ObjectKind = ObjectKind::EndpointSlice;
-        let object = raw.metadata.object();
-        let labels = raw.metadata.labels.take().unwrap_or_default();
-        let Some(service) = labels.get(LABEL_SERVICE_NAME) else {
-            return Read::Ignored(format!("{KIND} {object}: no {LABEL_SERVICE_NAME} label"));
-        };
-        let (name, namespace) = match raw.metadata.identity(KIND) {
-            Ok(id) => id,
-            Err(e) => return Read::Invalid(e),
-        };
-        if !is_label(service) {
+    fn convert(&self, raw: EndpointSlice, policy: &Policy) -> Read<SliceObject> {
+        slice_object(ObjectKind::EndpointSlice, raw, policy)
+    }
+}
+
+/// This cluster's own EndpointSlices of its headless Services (`kubernetes.io/service-name`,
+/// selected by `service.kubernetes.io/headless`, which the endpointslice controller puts on a
+/// headless Service's slices): the addresses a client in this cluster can reach where
+/// Submariner Lighthouse's MCS slices of this cluster hold global ones (see
+/// [`lighthouse_global`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalSlices;
+
+impl Kind for LocalSlices {
+    type Shape = EndpointSlice;
+    type Output = SliceObject;
+    type Part = join::Joined;
+    const KIND: ObjectKind = ObjectKind::LocalEndpointSlice;
+    const RESOURCE: Resource = Slices::RESOURCE;
+
+    fn file_kind() -> &'static str {
+        "EndpointSlice"
+    }
+
+    fn selector(&self) -> Option<&'static str> {
+        Some(LABEL_HEADLESS)
+    }
+
+    fn page_size(&self) -> Option<u32> {
+        Some(50)
+    }
+
+    fn set_meta(shape: &mut EndpointSlice, meta: Meta) {
+        shape.metadata = meta;
+    }
+
+    fn object_name(s: &SliceObject) -> String {
+        format!("{}/{}", s.service.namespace, s.slice.name)
+    }
+
+    fn refused(s: &SliceObject) -> &[Refused] {
+        &s.refused
+    }
+
+    fn pack(s: SliceObject) -> join::Stored {
+        join::Stored::Local(s.service, crate::model::packed::Packed::new(&s.slice))
+    }
+
+    fn convert(&self, raw: EndpointSlice, policy: &Policy) -> Read<SliceObject> {
+        slice_object(ObjectKind::LocalEndpointSlice, raw, policy)
+    }
+}
+
+/// The label the endpointslice controller names a slice's Service by.
+const LABEL_KUBERNETES_SERVICE_NAME: &str = "kubernetes.io/service-name";
+/// The label the endpointslice controller puts on a headless Service's slices.
+const LABEL_HEADLESS: &str = "service.kubernetes.io/headless";
+/// Submariner Lighthouse's marks on its MCS slices (`coredns/constants/constants.go`@9d3c39e).
+const LIGHTHOUSE_IS_HEADLESS: &str = "lighthouse.submariner.io/is-headless";
+const LIGHTHOUSE_GLOBALNET: &str = "lighthouse.submariner.io/globalnet-enabled";
+
+/// Whether a slice is Lighthouse's of a headless service whose addresses may be Globalnet's
+/// global ones, which the exporting cluster itself cannot route: labelled `is-headless: "true"`
+/// and annotated `globalnet-enabled: "true"`, or without that annotation (written by 0.15,
+/// before it existed). Lighthouse's own resolver answers such a slice of its own cluster from
+/// that cluster's Kubernetes EndpointSlices of the service instead
+/// (`coredns/resolver/endpoint_slice.go` `shouldRetrieveLocalEndpointSlicesFor`@9d3c39e);
+/// clusterset-dns does the same (see [`join`]).
+fn lighthouse_global(
+    labels: &BTreeMap<String, String>,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> bool {
+    labels.get(LIGHTHOUSE_IS_HEADLESS).map(String::as_str) == Some("true")
+        && annotations
+            .and_then(|a| a.get(LIGHTHOUSE_GLOBALNET))
+            .is_none_or(|v| v == "true")
+}
+
+/// One EndpointSlice read as `kind`: an MCS slice (its service and cluster from the MCS
+/// labels), or one of this cluster's own of a headless Service (its service from
+/// `kubernetes.io/service-name`, no cluster).
+fn slice_object(kind: ObjectKind, mut raw: EndpointSlice, policy: &Policy) -> Read<SliceObject> {
+    let object = raw.metadata.object();
+    let labels = raw.metadata.labels.take().unwrap_or_default();
+    let (service_label, cluster_label) = match kind {
+        ObjectKind::EndpointSlice => (LABEL_SERVICE_NAME, Some(LABEL_SOURCE_CLUSTER)),
+        _ => (LABEL_KUBERNETES_SERVICE_NAME, None),
+    };
+    let Some(service) = labels.get(service_label) else {
+        return Read::Ignored(format!("{kind} {object}: no {service_label} label"));
+    };
+    if cluster_label.is_none() && !labels.contains_key(LABEL_HEADLESS) {
+        return Read::Ignored(format!(
+            "{kind} {object}: no {LABEL_HEADLESS} label (not a headless Service's)"
+        ));
+    }
+    let global = lighthouse_global(&labels, raw.metadata.annotations.as_ref());
+    let (name, namespace) = match raw.metadata.identity(kind) {
+        Ok(id) => id,
+        Err(e) => return Read::Invalid(e),
+    };
+    if !is_label(service) {
+        return invalid(
+            kind,
+            &object,
+            Skip::BadName,
+            format!("label {service_label}={service:?} is not a lower-case DNS label"),
+        );
+    }
+    let cluster = match cluster_label.and_then(|l| labels.get(l)) {
+        None => None,
+        Some(given) => {
+            let Some(c) = cluster_id(given) else {
+                let c = given.to_ascii_lowercase();
+                return invalid(
+                    kind,
+                    &object,
+                    Skip::BadCluster,
+                    format!("label {LABEL_SOURCE_CLUSTER}={c:?} is not one or two DNS labels"),
+                );
+            };
+            Some(c)
+        }
+    };
+    let v6 = match raw.address_type.as_deref() {
+        Some("IPv4") => false,
+        Some("IPv6") => true,
+        other => {
             return invalid(
-                KIND,
+                kind,
                 &object,
-                Skip::BadName,
-                format!("label {LABEL_SERVICE_NAME}={service:?} is not a lower-case DNS label"),
+                Skip::BadAddressType,
+                format!(
+                    "addressType {:?} is not served (only IPv4 and IPv6)",
+                    other.unwrap_or("")
+                ),
             );
         }
-        let cluster = match labels.get(LABEL_SOURCE_CLUSTER) {
+    };
+    let ports = match ports(raw.ports.unwrap_or_default(), "ports", false) {
+        Ok(ports) => ports,
+        Err((reason, why)) => return invalid(kind, &object, reason, why),
+    };
+    let mut endpoints = Vec::new();
+    let mut refused = Vec::new();
+    for (i, e) in raw.endpoints.unwrap_or_default().into_iter().enumerate() {
+        if e.conditions.and_then(|c| c.ready) == Some(false) {
+            continue;
+        }
+        let mut addresses = Vec::new();
+        for (j, a) in e.addresses.unwrap_or_default().iter().enumerate() {
+            let why = match a.trim().parse::<IpAddr>() {
+                Ok(ip) if ip.is_ipv6() == v6 => {
+                    match refusal(policy, ip) {
+                        None => addresses.push(ip),
+                        Some(reason) => refused.push(Refused {
+                            field: format!("endpoints[{i}].addresses[{j}]"),
+                            address: ip,
+                            reason,
+                        }),
+                    }
+                    continue;
+                }
+                Ok(_) => format!(
+                    "does not match addressType {}",
+                    if v6 { "IPv6" } else { "IPv4" }
+                ),
+                Err(_) => "is not an IP address".to_string(),
+            };
+            return invalid(
+                kind,
+                &object,
+                Skip::BadIp,
+                format!("endpoints[{i}].addresses[{j}] {a:?} {why}"),
+            );
+        }
+        let hostname = match e.hostname {
             None => None,
+            Some(h) if h.is_empty() => None,
             Some(given) => {
-                let Some(c) = cluster_id(given) else {
-                    let c = given.to_ascii_lowercase();
+                let Some(h) = label(&given) else {
+                    let h = given.to_ascii_lowercase();
                     return invalid(
-                        KIND,
+                        kind,
                         &object,
-                        Skip::BadCluster,
-                        format!("label {LABEL_SOURCE_CLUSTER}={c:?} is not one or two DNS labels"),
+                        Skip::BadHostname,
+                        format!("endpoints[{i}].hostname {h:?} is not a DNS label"),
                     );
                 };
-                Some(c)
+                Some(h)
             }
         };
-        let v6 = match raw.address_type.as_deref() {
-            Some("IPv4") => false,
-            Some("IPv6") => true,
-            other => {
-                return invalid(
-                    KIND,
-                    &object,
-                    Skip::BadAddressType,
-                    format!(
-                        "addressType {:?} is not served (only IPv4 and IPv6)",
-                        other.unwrap_or("")
-                    ),
-                );
-            }
-        };
-        let ports = match ports(raw.ports.unwrap_or_default(), "ports", false) {
-            Ok(ports) => ports,
-            Err((reason, why)) => return invalid(KIND, &object, reason, why),
-        };
-        let mut endpoints = Vec::new();
-        let mut refused = Vec::new();
-        for (i, e) in raw.endpoints.unwrap_or_default().into_iter().enumerate() {
-            if e.conditions.and_then(|c| c.ready) == Some(false) {
-                continue;
-            }
-            let mut addresses = Vec::new();
-            for (j, a) in e.addresses.unwrap_or_default().iter().enumerate() {
-                let why = match a.trim().parse::<IpAddr>() {
-                    Ok(ip) if ip.is_ipv6() == v6 => {
-                        match refusal(policy, ip) {
-                            None => addresses.push(ip),
-                            Some(reason) => refused.push(Refused {
-                                field: format!("endpoints[{i}].addresses[{j}]"),
-                                address: ip,
-                                reason,
-                            }),
-                        }
-                        continue;
-                    }
-                    Ok(_) => format!(
-                        "does not match addressType {}",
-                        if v6 { "IPv6" } else { "IPv4" }
-                    ),
-                    Err(_) => "is not an IP address".to_string(),
-                };
-                return invalid(
-                    KIND,
-                    &object,
-                    Skip::BadIp,
-                    format!("endpoints[{i}].addresses[{j}] {a:?} {why}"),
-                );
-            }
-            let hostname = match e.hostname {
-                None => None,
-                Some(h) if h.is_empty() => None,
-                Some(given) => {
-                    let Some(h) = label(&given) else {
-                        let h = given.to_ascii_lowercase();
-                        return invalid(
-                            KIND,
-                            &object,
-                            Skip::BadHostname,
-                            format!("endpoints[{i}].hostname {h:?} is not a DNS label"),
-                        );
-                    };
-                    Some(h)
-                }
-            };
-            if !addresses.is_empty() {
-                endpoints.push(Endpoint {
-                    addresses,
-                    hostname,
-                });
-            }
+        if !addresses.is_empty() {
+            endpoints.push(Endpoint {
+                addresses,
+                hostname,
+            });
         }
-        Read::Object(SliceObject {
-            service: ServiceKey {
-                namespace,
-                name: service.clone(),
-            },
-            slice: Slice {
-                name,
-                cluster,
-                ports,
-                endpoints,
-            },
-            refused,
-        })
     }
+    Read::Object(SliceObject {
+        service: ServiceKey {
+            namespace,
+            name: service.clone(),
+        },
+        slice: Slice {
+            name,
+            cluster,
+            ports,
+            endpoints,
+        },
+        refused,
+        global,
+    })
 }
 
 #[cfg(test)]

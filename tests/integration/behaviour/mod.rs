@@ -535,12 +535,75 @@ const IMPLEMENTATION_CASES: &[Case] = &[
         "web-lighthouse-east.submariner-operator.svc.clusterset.local.",
         A,
     ),
+    // Lighthouse with Globalnet, in a server that does not know its own cluster: every
+    // cluster's slice as written.
+    ok(
+        "db.lighthouse.svc.clusterset.local.",
+        A,
+        &["A 198.19.200.5", "A 198.19.201.5"],
+        &[],
+    ),
+    ok(
+        "db-0.west.db.lighthouse.svc.clusterset.local.",
+        A,
+        &["A 198.19.200.5"],
+        &[],
+    ),
 ];
 
 #[tokio::test]
 async fn every_implementations_shape_answers_over_udp_and_tcp() {
     let _module = common::module(module_path!());
     assert_cases("implementations.yaml", IMPLEMENTATION_CASES).await;
+}
+
+/// Lighthouse with Globalnet, answered in its own cluster west: west's pods by the addresses
+/// west's own slice gives them (its global ones are not routable in west), east's by their
+/// global ones.
+const GLOBALNET_WEST_CASES: &[Case] = &[
+    ok(
+        "db.lighthouse.svc.clusterset.local.",
+        A,
+        &["A 198.18.68.5", "A 198.19.201.5"],
+        &[],
+    ),
+    ok(
+        "db-0.west.db.lighthouse.svc.clusterset.local.",
+        A,
+        &["A 198.18.68.5"],
+        &[],
+    ),
+    ok(
+        "db-0.east.db.lighthouse.svc.clusterset.local.",
+        A,
+        &["A 198.19.201.5"],
+        &[],
+    ),
+    // Not ready in west's own slice: not served.
+    nx("db-1.west.db.lighthouse.svc.clusterset.local.", A),
+    ok(
+        "_sql._tcp.db.lighthouse.svc.clusterset.local.",
+        SRV,
+        &[
+            "SRV 0 50 5432 db-0.east.db.lighthouse.svc.clusterset.local.",
+            "SRV 0 50 5432 db-0.west.db.lighthouse.svc.clusterset.local.",
+        ],
+        &[
+            "db-0.east.db.lighthouse.svc.clusterset.local. A 198.19.201.5",
+            "db-0.west.db.lighthouse.svc.clusterset.local. A 198.18.68.5",
+        ],
+    ),
+];
+
+#[tokio::test]
+async fn lighthouse_globalnet_is_answered_in_its_own_cluster_from_that_clusters_slices() {
+    let _module = common::module(module_path!());
+    let server = common::start_with(&fixture("implementations.yaml"), |cfg| {
+        cfg.source.selection.cluster_id = Some("west".into());
+    })
+    .await;
+    let failures = failures(server.dns, GLOBALNET_WEST_CASES).await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// The UDP fast path and the TCP path must answer alike to the byte, over every row (none of
