@@ -2,16 +2,19 @@
 //! promtool checks the alerts and runs their unit tests (each alert made to fire, and kept
 //! quiet); the PrometheusRule holds rules.yaml's groups; the dashboard is well-formed. Then a real
 //! kube-state-metrics (v2.20.0, tests/kube-state-metrics/setup.sh) with kube-state-metrics.yaml
-//! runs, its configuration as shipped, against each of four real API servers, each holding the
-//! ServiceExports and ServiceImports of other implementations: the linkerd-bridge's in `west`;
-//! in `east` those of the two-cluster test's export syncer (tests/mcs/infra/syncer, on the MCS
-//! API's own CRDs, which serve two versions) next to an import an implementation left behind
-//! and one as Cilium marks unusable; in `south`, on CRDs that serve v1alpha1 alone, Cilium
-//! 1.18's exports; in `north`, on the CRDs Lighthouse pins, Lighthouse 0.15's exports, its
-//! import and the ServiceImports it keeps for itself. Every series is there with the labels the
-//! objects give, in each version served; a real Prometheus scraping both fires exactly the alerts the objects call for
-//! and drops one when its export is fixed; every dashboard query returns data; the chart's and
-//! kustomize's objects pass the API server's strict validation.
+//! runs, its configuration as shipped, against each of six real API servers, each holding the
+//! ServiceExports and ServiceImports of other implementations on the CRDs those serve: the
+//! linkerd-bridge's in `west`; in `east` those of the two-cluster test's export syncer
+//! (tests/mcs/infra/syncer, on the MCS API's own CRDs, which serve two versions) next to an
+//! import an implementation left behind and one as Cilium marks unusable; in `south`, on CRDs
+//! that serve v1alpha1 alone, Cilium 1.18's exports; in `cilium19` and `cilium20` Cilium 1.19's
+//! and 1.20's exports and imports; in `north`, on the CRDs Lighthouse pins, Lighthouse 0.15's
+//! exports, its import and the ServiceImports it keeps for itself, and 0.14's and 0.19's beside
+//! them. Every series is there with the labels the objects give, in each version served; a real
+//! Prometheus scraping them all fires exactly the alerts the objects call for, keeps a conflict
+//! firing through a change of its reasons, and drops one when its export is fixed; every
+//! dashboard query returns data; the chart's and kustomize's objects pass the API server's
+//! strict validation.
 
 use crate::common;
 use crate::monitoring::{alerts_checked, dry_run, laid_out, operator_crds, repo};
@@ -116,8 +119,24 @@ fn series_in(text: &str) -> BTreeSet<String> {
         let value: f64 = value.parse().unwrap();
         // An empty label is no label, to Prometheus; of kube-state-metrics' own, the version
         // read is kept.
-        let mut kept: Vec<&str> = labels
-            .split(",")
+        // Split between labels, not inside a value (a reason may join several by commas).
+        let mut pairs = Vec::new();
+        let (mut start, mut quoted, mut escaped) = (0, false, false);
+        for (i, c) in labels.char_indices() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => quoted = !quoted,
+                ',' if !quoted => {
+                    pairs.push(&labels[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        pairs.push(&labels[start..]);
+        let mut kept: Vec<&str> = pairs
+            .into_iter()
             .filter(|l| {
                 (!l.starts_with("customresource_") || l.starts_with("customresource_version="))
                     && !l.ends_with("=\"\"")
@@ -405,9 +424,13 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
         let k = Cluster::start();
         for crd in ["serviceexports", "serviceimports"] {
             k.apply(&read(
-                mcs.join(format!("crds-{version}/multicluster.x-k8s.io_{crd}.yaml"))
-                    .display()
-                    .to_string(),
+                // The module's own version's are in crds/.
+                mcs.join(match version {
+                    "v0.5.2" => format!("crds/multicluster.x-k8s.io_{crd}.yaml"),
+                    _ => format!("crds-{version}/multicluster.x-k8s.io_{crd}.yaml"),
+                })
+                .display()
+                .to_string(),
             ));
         }
         k.apply(&ksm_rbac());
@@ -420,8 +443,8 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
     };
     let v1alpha1 = "apiVersion: multicluster.x-k8s.io/v1alpha1";
 
-    // south: CRDs that serve v1alpha1 alone (the MCS API's v0.3.0, as Cilium 1.18 and 1.19
-    // serve them), with objects as Cilium 1.18 writes them (serviceimport_controller.go@c4898256:
+    // south: CRDs that serve v1alpha1 alone (the MCS API's v0.3.0, as Cilium 1.18 serves
+    // them), with objects as Cilium 1.18 writes them (serviceimport_controller.go@c4898256:
     // api valid and in conflict, Ready False with reason Ready; ext an ExternalName Service's;
     // web clean).
     let south = cluster_at("v0.3.0", &["shop"]);
@@ -517,6 +540,222 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
         "{\"clusters\": [{\"cluster\": \"north\"}]}",
     );
 
+    // north also holds Lighthouse's objects before 0.15 and from 0.16 (same CRDs: every release
+    // pins the MCS API's v0.1.0), each in a namespace of its own. lh14 as v0.14.9 writes them
+    // (pkg/agent/controller/agent.go@437a4c2): Valid and Synced, no Conflict, and only its
+    // per-cluster records <svc>-<ns>-<cluster> in its namespace, labelled with their source,
+    // one with a cluster and one without. lh19 as devel@9d3c39e (0.19) writes them
+    // (pkg/agent/controller/service_export_client.go): Ready for Synced, one Conflict whose
+    // reasons are joined by commas, False with an empty reason once clear.
+    north.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: lh14}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: lh19}\n");
+    let exports = |ns: &str, names: &[&str]| -> String {
+        names
+            .iter()
+            .map(|n| format!("---\n{v1alpha1}\nkind: ServiceExport\nmetadata: {{name: {n}, namespace: {ns}}}\n"))
+            .collect()
+    };
+    north.apply(&format!(
+        "{}{}---\n{v1alpha1}\nkind: ServiceImport\nmetadata: {{name: web, namespace: lh19}}\n\
+         spec: {{type: ClusterSetIP, ports: [{{name: http, protocol: TCP, port: 80}}]}}\n---\n\
+         {v1alpha1}\nkind: ServiceImport\nmetadata:\n  name: web-lh14-north\n  namespace: submariner-operator\n  \
+         labels: {{lighthouse.submariner.io/sourceName: web, lighthouse.submariner.io/sourceNamespace: lh14, lighthouse.submariner.io/sourceCluster: north}}\n  \
+         annotations: {{origin-name: web, origin-namespace: lh14}}\n\
+         spec: {{type: ClusterSetIP, ips: [198.19.142.7], ports: [{{name: http, protocol: TCP, port: 80}}]}}\n---\n\
+         {v1alpha1}\nkind: ServiceImport\nmetadata:\n  name: web-lh14-south\n  namespace: submariner-operator\n  \
+         labels: {{lighthouse.submariner.io/sourceName: web, lighthouse.submariner.io/sourceNamespace: lh14, lighthouse.submariner.io/sourceCluster: south}}\n  \
+         annotations: {{origin-name: web, origin-namespace: lh14}}\n\
+         spec: {{type: ClusterSetIP, ips: [198.19.142.8], ports: [{{name: http, protocol: TCP, port: 80}}]}}\n",
+        exports("lh14", &["web", "api"]),
+        exports("lh19", &["web", "api", "db", "ok"]),
+    ));
+    set_status(
+        &north,
+        "serviceimport",
+        "submariner-operator",
+        "web-lh14-north",
+        "{\"clusters\": [{\"cluster\": \"north\"}]}",
+    );
+    set_status(
+        &north,
+        "serviceimport",
+        "lh19",
+        "web",
+        "{\"clusters\": [{\"cluster\": \"north\"}, {\"cluster\": \"south\"}]}",
+    );
+    for (ns, name, cs) in [
+        (
+            "lh14",
+            "web",
+            vec![("Valid", "True", ""), ("Synced", "True", "")],
+        ),
+        (
+            "lh14",
+            "api",
+            vec![("Valid", "True", ""), ("Synced", "False", "AwaitingSync")],
+        ),
+        (
+            "lh19",
+            "web",
+            vec![("Valid", "True", ""), ("Ready", "True", "")],
+        ),
+        (
+            "lh19",
+            "api",
+            vec![("Valid", "True", ""), ("Ready", "False", "AwaitingExport")],
+        ),
+        (
+            "lh19",
+            "db",
+            vec![
+                ("Valid", "True", ""),
+                ("Ready", "True", ""),
+                (
+                    "Conflict",
+                    "True",
+                    "ConflictingPorts,ConflictingSessionAffinity",
+                ),
+            ],
+        ),
+        (
+            "lh19",
+            "ok",
+            vec![
+                ("Valid", "True", ""),
+                ("Ready", "True", ""),
+                ("Conflict", "False", ""),
+            ],
+        ),
+    ] {
+        set_status(
+            &north,
+            "serviceexport",
+            ns,
+            name,
+            &format!("{{\"conditions\": {}}}", conditions(&cs)),
+        );
+    }
+
+    // cilium19: the CRDs Cilium 1.19.3's operator installs (the MCS API at the pseudo-version
+    // its go.mod pins: v1alpha1 alone, with ServiceImport conditions), objects as
+    // serviceimport_controller.go@f5eb641b writes them: api valid, ready and in a ports
+    // conflict (its first reason); ext not valid, Ready False/Pending with it; web clean;
+    // imports ready, unusable (IPFamilyNotSupported) and pending with no cluster yet.
+    let cilium19 = cluster_at("v0.3.1-0.20260224125735-0f775a3eff97", &["shop"]);
+    // cilium20: Cilium 1.20.0's, on the MCS API's v0.5.2 CRDs (both versions served), as
+    // serviceimport_controller.go@450c5314 writes them: api clean; ns not valid in a namespace
+    // that is not global, its import not ready for the same reason.
+    let cilium20 = cluster_at("v0.5.2", &["shop"]);
+    for (k, version) in [(&cilium19, "v1alpha1"), (&cilium20, "v1beta1")] {
+        let api = format!("apiVersion: multicluster.x-k8s.io/{version}");
+        let import = |name: &str| {
+            format!(
+                "---\n{api}\nkind: ServiceImport\nmetadata: {{name: {name}, namespace: shop}}\n\
+                 spec: {{type: ClusterSetIP, ports: [{{name: http, protocol: TCP, port: 80}}]}}\n"
+            )
+        };
+        let export = |name: &str| {
+            format!(
+                "---\n{api}\nkind: ServiceExport\nmetadata: {{name: {name}, namespace: shop}}\n"
+            )
+        };
+        let names: &[&str] = if version == "v1alpha1" {
+            &["api", "ext", "web"]
+        } else {
+            &["api", "ns"]
+        };
+        let imports: &[&str] = if version == "v1alpha1" {
+            &["web", "v6", "gone"]
+        } else {
+            &["api", "ns"]
+        };
+        k.apply(
+            &(names.iter().map(|n| export(n)).collect::<String>()
+                + &imports.iter().map(|n| import(n)).collect::<String>()),
+        );
+    }
+    let valid_ready = [("Valid", "True", "Valid"), ("Ready", "True", "Ready")];
+    for (k, name, cs) in [
+        (
+            &cilium19,
+            "api",
+            vec![
+                valid_ready[0],
+                valid_ready[1],
+                ("Conflict", "True", "PortConflict"),
+            ],
+        ),
+        (
+            &cilium19,
+            "ext",
+            vec![
+                ("Valid", "False", "InvalidServiceType"),
+                ("Ready", "False", "Pending"),
+            ],
+        ),
+        (
+            &cilium19,
+            "web",
+            vec![
+                valid_ready[0],
+                valid_ready[1],
+                ("Conflict", "False", "NoConflicts"),
+            ],
+        ),
+        (
+            &cilium20,
+            "api",
+            vec![
+                valid_ready[0],
+                valid_ready[1],
+                ("Conflict", "False", "NoConflicts"),
+            ],
+        ),
+        (
+            &cilium20,
+            "ns",
+            vec![
+                ("Valid", "False", "NamespaceNotGlobal"),
+                ("Ready", "False", "Pending"),
+            ],
+        ),
+    ] {
+        let status = format!("{{\"conditions\": {}}}", conditions(&cs));
+        set_status(k, "serviceexport", "shop", name, &status);
+    }
+    for (k, name, clusters, ready) in [
+        (
+            &cilium19,
+            "web",
+            "[{\"cluster\": \"cilium19\"}]",
+            ("Ready", "True", "Ready"),
+        ),
+        (
+            &cilium19,
+            "v6",
+            "[{\"cluster\": \"south\"}]",
+            ("Ready", "False", "IPFamilyNotSupported"),
+        ),
+        (&cilium19, "gone", "[]", ("Ready", "False", "Pending")),
+        (
+            &cilium20,
+            "api",
+            "[{\"cluster\": \"cilium20\"}]",
+            ("Ready", "True", "Ready"),
+        ),
+        (
+            &cilium20,
+            "ns",
+            "[{\"cluster\": \"cilium20\"}]",
+            ("Ready", "False", "NamespaceNotGlobal"),
+        ),
+    ] {
+        let status = format!(
+            "{{\"clusters\": {clusters}, \"conditions\": {}}}",
+            conditions(&[ready])
+        );
+        set_status(k, "serviceimport", "shop", name, &status);
+    }
+
     // kube-state-metrics in each cluster, its configuration as shipped: exactly the series the
     // objects call for, in every version the CRDs serve (both in west and east, v1alpha1
     // alone in south).
@@ -524,11 +763,15 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
     let (_ksm_east, east_metrics) = kube_state_metrics(&east);
     let (_ksm_south, south_metrics) = kube_state_metrics(&south);
     let (_ksm_north, north_metrics) = kube_state_metrics(&north);
+    let (_ksm_cilium19, cilium19_metrics) = kube_state_metrics(&cilium19);
+    let (_ksm_cilium20, cilium20_metrics) = kube_state_metrics(&cilium20);
     for (name, k, metrics) in [
         ("west", &west, west_metrics),
         ("east", &east, east_metrics),
         ("south", &south, south_metrics),
         ("north", &north, north_metrics),
+        ("cilium19", &cilium19, cilium19_metrics),
+        ("cilium20", &cilium20, cilium20_metrics),
     ] {
         let scrape = || {
             common::http_get_blocking(metrics, "/metrics", Duration::from_secs(2))
@@ -572,7 +815,9 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
         &(job("west", west_metrics)
             + &job("east", east_metrics)
             + &job("south", south_metrics)
-            + &job("north", north_metrics)),
+            + &job("north", north_metrics)
+            + &job("cilium19", cilium19_metrics)
+            + &job("cilium20", cilium20_metrics)),
         Some(&rules.replace("for: 5m", "for: 5s")),
     );
     // Each object once, whichever versions list it: west's CRDs serve two, so kube-state-metrics
@@ -607,6 +852,15 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
         ("MCSServiceExportNotServing", "south", "shop/ext"),
         ("MCSServiceExportNotServing", "north", "shop/api"),
         ("MCSServiceExportConflict", "north", "shop/db"),
+        ("MCSServiceExportNotServing", "north", "lh14/api"),
+        ("MCSServiceExportNotServing", "north", "lh19/api"),
+        ("MCSServiceExportConflict", "north", "lh19/db"),
+        ("MCSServiceExportConflict", "cilium19", "shop/api"),
+        ("MCSServiceExportNotServing", "cilium19", "shop/ext"),
+        ("MCSServiceImportNotReady", "cilium19", "shop/v6"),
+        ("MCSServiceImportNoClusters", "cilium19", "shop/gone"),
+        ("MCSServiceExportNotServing", "cilium20", "shop/ns"),
+        ("MCSServiceImportNotReady", "cilium20", "shop/ns"),
     ]
     .into_iter()
     .map(|(a, c, o)| (a.into(), c.into(), o.into()))
@@ -632,6 +886,49 @@ async fn kube_state_metrics_exports_both_implementations_status_and_the_alerts_a
         "queries without data:\n{}",
         empty.join("\n")
     );
+
+    // A conflict whose reasons change while it lasts (Lighthouse from 0.19 joins them in the
+    // order it found them) is the same alert: it stays firing, its `for` not started again
+    // (which would show it pending for 5 s).
+    let db = (
+        "MCSServiceExportConflict".to_string(),
+        "north".to_string(),
+        "lh19/db".to_string(),
+    );
+    set_status(
+        &north,
+        "serviceexport",
+        "lh19",
+        "db",
+        &format!(
+            "{{\"conditions\": {}}}",
+            conditions(&[
+                ("Valid", "True", ""),
+                ("Ready", "True", ""),
+                (
+                    "Conflict",
+                    "True",
+                    "ConflictingSessionAffinity,ConflictingPorts"
+                ),
+            ])
+        ),
+    );
+    let reordered = "kube_serviceexport_status_condition{cluster=\"north\",reason=\"ConflictingSessionAffinity,ConflictingPorts\"}";
+    assert!(
+        common::eventually(30, || prom.has_data(reordered)).await,
+        "the new reason scraped"
+    );
+    for _ in 0..16 {
+        assert!(
+            !alerts(&prom, "pending").await.contains(&db),
+            "{db:?} pending again"
+        );
+        assert!(
+            alerts(&prom, "firing").await.contains(&db),
+            "{db:?} not firing"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 
     // Fixed, late's export turns valid, and its alert ends; the others go on.
     west.apply(
