@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use hyper::{Method, StatusCode};
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Registry,
     TextEncoder,
 };
 
@@ -50,90 +50,67 @@ impl Default for BridgeMetrics {
 
 impl BridgeMetrics {
     pub fn new() -> Self {
-        let registry = Registry::new();
-        let reconciles = IntCounterVec::new(
-            Opts::new(
-                "clusterset_dns_bridge_reconciles_total",
-                "Exports (or imports) brought up to date, by half and result (success, error: retried).",
-            ),
+        use crate::metrics::{counter, gauge, gauge_vec, registered};
+        let r = Registry::new();
+        let reconciles = counter(
+            &r,
+            "clusterset_dns_bridge_reconciles_total",
+            "Exports (or imports) brought up to date, by half and result (success, error: retried).",
             &["half", "result"],
-        )
-        .expect("valid metric");
+        );
         // From a millisecond (a judgement with nothing to write) to ten seconds (a key behind
         // a whole resync, or an API server that is slow to answer).
-        let buckets = vec![
-            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-        ];
-        let queued = HistogramVec::new(
-            HistogramOpts::new(
-                "clusterset_dns_bridge_queue_duration_seconds",
-                "How long a key (an export, or an import's service) waited from a watch event, or a resync, saying it may need work to its reconcile starting, by half (client-go's workqueue_queue_duration_seconds).",
+        let histogram = |name: &str, help: &str| {
+            let buckets = vec![
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ];
+            let opts = HistogramOpts::new(name, help).buckets(buckets);
+            registered(
+                &r,
+                HistogramVec::new(opts, &["half"]).expect("valid metric"),
             )
-            .buckets(buckets.clone()),
-            &["half"],
-        )
-        .expect("valid metric");
-        let worked = HistogramVec::new(
-            HistogramOpts::new(
-                "clusterset_dns_bridge_reconcile_duration_seconds",
-                "How long bringing one key up to date took, judging and writing, by half (client-go's workqueue_work_duration_seconds).",
-            )
-            .buckets(buckets),
-            &["half"],
-        )
-        .expect("valid metric");
-        let managed = IntGaugeVec::new(
-            Opts::new(
-                "clusterset_dns_bridge_managed",
-                "Objects the bridge manages: ServiceExports it reads, Services that carry a label it applied, ServiceImports and EndpointSlices it wrote.",
-            ),
+        };
+        let queued = histogram(
+            "clusterset_dns_bridge_queue_duration_seconds",
+            "How long a key (an export, or an import's service) waited from a watch event, or a resync, saying it may need work to its reconcile starting, by half (client-go's workqueue_queue_duration_seconds).",
+        );
+        let worked = histogram(
+            "clusterset_dns_bridge_reconcile_duration_seconds",
+            "How long bringing one key up to date took, judging and writing, by half (client-go's workqueue_work_duration_seconds).",
+        );
+        let managed = gauge_vec(
+            &r,
+            "clusterset_dns_bridge_managed",
+            "Objects the bridge manages: ServiceExports it reads, Services that carry a label it applied, ServiceImports and EndpointSlices it wrote.",
             &["kind"],
-        )
-        .expect("valid metric");
-        let leader = IntGauge::new(
+        );
+        let leader = gauge(
+            &r,
             "clusterset_dns_bridge_leader",
             "1 while this replica holds the bridge's Lease and writes; the others wait with their watches warm.",
-        )
-        .expect("valid metric");
-        let not_taken_over = IntGaugeVec::new(
-            Opts::new(
-                "clusterset_dns_bridge_not_taken_over",
-                "Objects the import half would write but someone else created (another MCS implementation, a person): left as they are.",
-            ),
+        );
+        let not_taken_over = gauge_vec(
+            &r,
+            "clusterset_dns_bridge_not_taken_over",
+            "Objects the import half would write but someone else created (another MCS implementation, a person): left as they are.",
             &["kind"],
-        )
-        .expect("valid metric");
-        let unusable = IntGauge::new(
+        );
+        let unusable = gauge(
+            &r,
             "clusterset_dns_bridge_unusable_objects",
             "Services written by Linkerd's service mirror that the import half cannot use (each named in an Event and the log).",
-        )
-        .expect("valid metric");
-        let linked = IntGaugeVec::new(
-            Opts::new(
-                "clusterset_dns_bridge_linked_clusters",
-                "Linked clusters by whether their exports are read through their Link's credentials (read) or not (unread: judged from Linkerd's objects here, why in the log and the exports' Conflict messages).",
-            ),
+        );
+        let linked = gauge_vec(
+            &r,
+            "clusterset_dns_bridge_linked_clusters",
+            "Linked clusters by whether their exports are read through their Link's credentials (read) or not (unread: judged from Linkerd's objects here, why in the log and the exports' Conflict messages).",
             &["state"],
-        )
-        .expect("valid metric");
-        let own_id = IntGauge::new(
+        );
+        let own_id = gauge(
+            &r,
             "clusterset_dns_bridge_cluster_id_known",
             "1 when this cluster has an id (its ClusterProperty cluster.clusterset.k8s.io, or --cluster-id); 0 leaves its own exports out of its own imports.",
-        )
-        .expect("valid metric");
-        for c in [
-            Box::new(leader.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(linked.clone()),
-            Box::new(own_id.clone()),
-            Box::new(not_taken_over.clone()),
-            Box::new(unusable.clone()),
-            Box::new(reconciles.clone()),
-            Box::new(queued.clone()),
-            Box::new(worked.clone()),
-            Box::new(managed.clone()),
-        ] {
-            registry.register(c).expect("registered once");
-        }
+        );
         for half in ["export", "import"] {
             for result in ["success", "error"] {
                 reconciles.with_label_values(&[half, result]);
@@ -151,7 +128,7 @@ impl BridgeMetrics {
             linked.with_label_values(&[state]);
         }
         BridgeMetrics {
-            registry,
+            registry: r,
             reconciles,
             queued,
             worked,

@@ -73,7 +73,13 @@ fn panics() -> Vec<MetricFamily> {
     vec![f.done()]
 }
 
-fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+/// A counter of `labels`, registered in `registry` (the bridge's metrics use these too).
+pub(crate) fn counter(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> IntCounterVec {
     let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
     registry
         .register(Box::new(c.clone()))
@@ -81,7 +87,12 @@ fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntC
     c
 }
 
-fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+pub(crate) fn gauge_vec(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> IntGaugeVec {
     let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
     registry
         .register(Box::new(g.clone()))
@@ -90,7 +101,7 @@ fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> In
 }
 
 /// Registers `metric` (a counter or gauge without labels) and hands it back.
-fn registered<M: prometheus::core::Collector + Clone + 'static>(
+pub(crate) fn registered<M: prometheus::core::Collector + Clone + 'static>(
     registry: &Registry,
     metric: M,
 ) -> M {
@@ -100,7 +111,7 @@ fn registered<M: prometheus::core::Collector + Clone + 'static>(
     metric
 }
 
-fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+pub(crate) fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
     registered(registry, IntGauge::new(name, help).expect("valid metric"))
 }
 
