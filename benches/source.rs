@@ -9,9 +9,11 @@
 //! cargo bench --bench source -- bridge        # linkerd-bridge: 1,000 exports' memory, 1,000 more timed
 //! cargo bench --bench source -- bridge-import # linkerd-bridge, both halves: 1,000 exports and 1,000 imports' memory, 1,000 mirrors timed
 //! N=10000 cargo bench --bench source -- bridge-scale # linkerd-bridge at N exports (default 1,000) against the API server's floor
+//! cargo bench --bench source -- local-slices  # what watching this cluster's headless slices costs: memory, CPU per event
 //! ```
 //!
-//! `capacity` runs each build named in `BINS` (`name=path ...`; default: this build) side by side.
+//! `capacity` and `local-slices` run each build named in `BINS` (`name=path ...`; default: this
+//! build) side by side.
 //!
 //! With no name it lists them and runs nothing, so `cargo bench` alone stays the lookup
 //! benchmark. They use the integration tests' harness (tests/integration/common).
@@ -35,7 +37,7 @@ use hickory_proto::rr::RecordType;
 /// The flags that turn the zone's caps off.
 const NO_CAPS: [&str; 4] = ["--max-zone-names", "0", "--max-endpoints-per-service", "0"];
 
-const MEASUREMENTS: [(&str, fn()); 7] = [
+const MEASUREMENTS: [(&str, fn()); 8] = [
     ("programming", programming),
     ("flood", flood),
     ("linkerd", linkerd),
@@ -43,6 +45,7 @@ const MEASUREMENTS: [(&str, fn()); 7] = [
     ("bridge", bridge),
     ("bridge-import", bridge_import),
     ("bridge-scale", bridge_scale::run),
+    ("local-slices", local_slices),
 ];
 
 fn main() {
@@ -486,8 +489,9 @@ fn linkerd() {
 /// [min-max] of each; at the largest, each build once more with the default caps. `STAGES=N` stops after the first N workloads; `HOLD=1` then keeps the API
 /// server up (printing the kubeconfig to use) until the file it names exists, or for an hour,
 /// for measurements by hand (a heap profiler, `malloc_stats`).
-fn capacity() {
-    let bins: Vec<(String, String)> = std::env::var("BINS")
+/// The builds named in `BINS` (`name=path ...`), or this one.
+fn bins() -> Vec<(String, String)> {
+    std::env::var("BINS")
         .ok()
         .filter(|b| !b.trim().is_empty())
         .map(|b| {
@@ -498,7 +502,11 @@ fn capacity() {
                 })
                 .collect()
         })
-        .unwrap_or_else(|| vec![("this".into(), common::BIN.into())]);
+        .unwrap_or_else(|| vec![("this".into(), common::BIN.into())])
+}
+
+fn capacity() {
+    let bins = bins();
     let rounds: usize = std::env::var("ROUNDS").map_or(3, |r| r.parse().expect("ROUNDS: a count"));
     let (k, rt, imports, slices) = scale_cluster();
     let kubeconfig = k.kubeconfig("dns");
@@ -604,6 +612,147 @@ fn capacity() {
             std::thread::sleep(Duration::from_secs(1));
         }
     }
+}
+
+/// `local-slices`: what watching this cluster's headless Services' slices (for Lighthouse's
+/// Globalnet slices of this cluster) costs a server that serves the MCS API: 1,000 imports of
+/// 10 endpoints beside `N` (default 10,000) headless Services' slices of 10 endpoints, none of
+/// them imported; each build of `BINS` started `ROUNDS` times (default 3), as cluster west,
+/// without a Lighthouse Globalnet slice and then with one: time to ready, memory once ready;
+/// then 1,000 changes of those slices (one at a time) and the server's CPU time over them, per
+/// change.
+fn local_slices() {
+    let n: u32 = std::env::var("N").map_or(10_000, |n| n.parse().expect("N: a count"));
+    let rounds: usize = std::env::var("ROUNDS").map_or(3, |r| r.parse().expect("ROUNDS: a count"));
+    let (k, rt, imports, slices) = scale_cluster();
+    let kubeconfig = k.kubeconfig("dns");
+    let headless = |i: u32, round: u32| -> kube::api::DynamicObject {
+        let endpoints: Vec<serde_json::Value> = (0..10u32)
+            .map(|e| serde_json::json!({"addresses": [format!("10.{}.{}.{}", 64 + (e + round) % 64, (i / 256) % 256, i % 256)], "hostname": format!("pod-{e}"), "conditions": {"ready": true}}))
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": format!("hl{i}-abcde"), "namespace": "scale",
+                         "labels": {"kubernetes.io/service-name": format!("hl{i}"), "service.kubernetes.io/headless": "",
+                                    "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}},
+            "addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP", "port": 80}], "endpoints": endpoints
+        }))
+        .unwrap()
+    };
+    let started = Instant::now();
+    rt.block_on(async {
+        use futures::StreamExt;
+        futures::stream::iter(0..1000u32.max(n))
+            .for_each_concurrent(16, |i| {
+                let (imports, slices) = (imports.clone(), slices.clone());
+                let local = headless(i, 0);
+                async move {
+                    if i < 1000 {
+                        imports
+                            .create(&Default::default(), &scale_import(i))
+                            .await
+                            .unwrap();
+                        slices
+                            .create(&Default::default(), &scale_slice(i, 10))
+                            .await
+                            .unwrap();
+                    }
+                    if i < n {
+                        slices.create(&Default::default(), &local).await.unwrap();
+                    }
+                }
+            })
+            .await;
+    });
+    println!(
+        "1,000 imports of 10 endpoints and {n} headless Services' slices of 10 written in {:.1?}",
+        started.elapsed()
+    );
+    let mut generation = 0u32;
+    // First with no Lighthouse Globalnet slice (this cluster's own slices are then not
+    // watched), then with one of this cluster, west's.
+    for stage in ["no Globalnet slice", "one Globalnet slice of this cluster"] {
+        if stage != "no Globalnet slice" {
+            let lighthouse: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": "svc1-west", "namespace": "scale",
+                             "labels": {"multicluster.kubernetes.io/service-name": "svc1", "multicluster.kubernetes.io/source-cluster": "west",
+                                        "lighthouse.submariner.io/is-headless": "true"},
+                             "annotations": {"lighthouse.submariner.io/globalnet-enabled": "true"}},
+                "addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
+                "endpoints": [{"addresses": ["10.250.0.1"], "hostname": "pod-0"}]
+            }))
+            .unwrap();
+            rt.block_on(slices.create(&Default::default(), &lighthouse))
+                .unwrap();
+        }
+        for (name, bin) in bins() {
+            let mut runs: Vec<(f64, f64, f64)> = Vec::new();
+            for round in 0..rounds {
+                let start = Instant::now();
+                let s = spawn_program(&bin, &["--kubeconfig", &kubeconfig, "--cluster-id", "west"]);
+                until("ready", 900, || ready(&s));
+                let to_ready = start.elapsed().as_secs_f64();
+                std::thread::sleep(Duration::from_secs(3));
+                let (rss, hwm) = memory_kb(&s);
+                runs.push((to_ready, rss / 1000.0, hwm / 1000.0));
+                if round + 1 < rounds {
+                    continue;
+                }
+                let watched = metric_value(
+                    &s,
+                    "clusterset_dns_source_objects{kind=\"LocalEndpointSlice\"}",
+                );
+                // 1,000 changes of the headless slices, written one after another; the server's CPU
+                // time from the first to 2 s after the last (its events all handled by then).
+                let cpu = || cpu_seconds_of(s.child.id());
+                // Each measurement writes addresses no earlier one wrote: every patch changes.
+                generation += 1;
+                let (before, t0) = (cpu(), Instant::now());
+                rt.block_on(async {
+                    for c in 0..1000u32 {
+                        let i = c % n.max(1);
+                        let patch = serde_json::json!({"endpoints": headless(i, generation * 8 + c / n.max(1)).data["endpoints"]});
+                        slices
+                            .patch(&format!("hl{i}-abcde"), &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+                            .await
+                            .unwrap();
+                    }
+                });
+                let wrote = t0.elapsed();
+                std::thread::sleep(Duration::from_secs(2));
+                let used = cpu() - before;
+                println!(
+                    "{name}, {stage}: {watched} headless slices watched; 1,000 changes written in {:.1?}: server CPU {:.3} s, {:.1} us a change",
+                    wrote,
+                    used,
+                    used * 1e6 / 1000.0
+                );
+            }
+            let spread = |f: fn(&(f64, f64, f64)) -> f64| {
+                let mut v: Vec<f64> = runs.iter().map(f).collect();
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                (v[v.len() / 2], v[0], v[v.len() - 1])
+            };
+            let (t, rss, hwm) = (spread(|r| r.0), spread(|r| r.1), spread(|r| r.2));
+            println!(
+                "{name}, {stage}: ready {:.2} s [{:.2}-{:.2}], VmRSS {:.1} MB [{:.1}-{:.1}], VmHWM {:.1} MB [{:.1}-{:.1}] ({rounds} starts)",
+                t.0, t.1, t.2, rss.0, rss.1, rss.2, hwm.0, hwm.1, hwm.2
+            );
+        }
+    }
+}
+
+/// Process `pid`'s CPU time in seconds.
+fn cpu_seconds_of(pid: u32) -> f64 {
+    // Its threads' time on a CPU as the scheduler counts it, in nanoseconds (`stat` counts in
+    // 10 ms ticks, too coarse for a thousand events).
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let ns: u64 = tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    ns as f64 / 1e9
 }
 
 /// The server's VmRSS and VmHWM in kB.

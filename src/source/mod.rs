@@ -127,6 +127,8 @@ pub trait AnyKind: Send + Sync {
     fn version(&self) -> Option<&str>;
     /// Whether a file's document of `api_version` and `kind` is of this kind.
     fn reads(&self, api_version: &str, kind: &str) -> bool;
+    /// Whether it is watched only once the store wants it ([`object::Kind::ON_DEMAND`]).
+    fn on_demand(&self) -> bool;
     /// Reads an object the Kubernetes API gave (namespace exclusion first: an unreadable object
     /// in an excluded namespace is ignored too).
     fn read_api(&self, o: DynamicObject, policy: &Policy) -> Classified;
@@ -161,6 +163,10 @@ impl<K: Kind> AnyKind for K {
 
     fn version(&self) -> Option<&str> {
         Kind::version(self)
+    }
+
+    fn on_demand(&self) -> bool {
+        K::ON_DEMAND
     }
 
     fn reads(&self, api_version: &str, kind: &str) -> bool {
@@ -214,6 +220,7 @@ pub trait AnyPart: Send {
     fn objects(&self, key: &ServiceKey) -> Vec<String>;
     fn own_cluster(&self) -> Option<&str>;
     fn set_own_cluster(&mut self, own: Option<&str>);
+    fn wants(&self, kind: ObjectKind) -> bool;
 }
 
 impl<P: Part> AnyPart for P {
@@ -264,6 +271,10 @@ impl<P: Part> AnyPart for P {
     fn set_own_cluster(&mut self, own: Option<&str>) {
         Part::set_own_cluster(self, own);
     }
+
+    fn wants(&self, kind: ObjectKind) -> bool {
+        Part::wants(self, kind)
+    }
 }
 
 /// Why object `object` (`namespace/name`) of `kind` is not served, when the policy leaves its
@@ -293,7 +304,8 @@ pub fn kinds(selection: &Selection, import_version: Option<&str>) -> Vec<Arc<dyn
         }));
         // Slices also carry ServiceImports' endpoints; Linkerd's objects need none.
         kinds.push(Arc::new(mcs::Slices));
-        // This cluster's own headless slices, for Lighthouse's Globalnet slices of it.
+        // This cluster's own headless slices, for Lighthouse's Globalnet slices of it (watched
+        // once there are any).
         kinds.push(Arc::new(mcs::LocalSlices));
     }
     if let Some(config) = &selection.linkerd {

@@ -29,6 +29,9 @@ pub trait Kind: Send + Sync + 'static {
 
     /// The kind, as log lines and metric labels name it.
     const KIND: ObjectKind;
+    /// Watched only once the store wants its objects ([`Part::wants`]), not from the start:
+    /// a kind that costs every server and serves few.
+    const ON_DEMAND: bool = false;
     /// Where the API serves it.
     const RESOURCE: Resource;
 
@@ -140,6 +143,12 @@ pub trait Part: Send + 'static {
     /// The server's own cluster id is now `own`, for a part whose services depend on it (told
     /// before any service is asked for after it changed).
     fn set_own_cluster(&mut self, _own: Option<&str>) {}
+
+    /// Whether objects of `kind`, one of its kinds watched on demand ([`Kind::ON_DEMAND`]),
+    /// would change a service now.
+    fn wants(&self, _kind: ObjectKind) -> bool {
+        true
+    }
 }
 
 /// Where the API serves a kind.

@@ -115,6 +115,12 @@ impl Store {
         self.parts.iter().find_map(|p| p.service(key))
     }
 
+    /// Whether objects of `kind`, watched on demand, would change a service now.
+    pub fn wants(&self, kind: ObjectKind) -> bool {
+        self.part_of(kind)
+            .is_some_and(|at| self.parts[at].wants(kind))
+    }
+
     /// The server's own cluster id: `--cluster-id` when given, else what a part's objects say.
     pub fn own_cluster(&self) -> Option<&str> {
         self.cluster_id
@@ -368,6 +374,10 @@ mod tests {
         let addresses = |store: &Store| addresses_of(&store.service(&key).unwrap());
         let pair = |c: &str, a: &str| (Some(c.to_string()), a.to_string());
         let mut store = Store::new(&kinds, None);
+        assert!(
+            !store.wants(ObjectKind::LocalEndpointSlice),
+            "no Lighthouse Globalnet slice: this cluster's own are not watched"
+        );
         for yaml in [
             "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceImport\nmetadata: {name: db, namespace: shop}\nspec: {type: Headless}".to_string(),
             lighthouse("db-west", "west", "true", "242.0.0.5"),
@@ -375,6 +385,7 @@ mod tests {
         ] {
             store.insert(read(&yaml));
         }
+        assert!(store.wants(ObjectKind::LocalEndpointSlice));
         let as_written = vec![pair("east", "242.1.0.7"), pair("west", "242.0.0.5")];
         assert_eq!(addresses(&store), as_written, "no own cluster yet");
         // A slice of a Service that is not headless is not this cluster's headless one.

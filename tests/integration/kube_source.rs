@@ -563,24 +563,29 @@ fn the_own_cluster_follows_the_clusterproperty_in_a_real_api_server() {
 
 /// Submariner Lighthouse with Globalnet, through a real API server (the objects of
 /// tests/fixtures/implementations.yaml, part 4, on CRDs that serve v1alpha1 as Lighthouse's
-/// do): in its own cluster west, west's pods are answered by the addresses west's own slice of
-/// the headless Service gives them, watched with the endpointslice controller's
-/// `service.kubernetes.io/headless` label (a slice without it is not even sent), as the RBAC of
-/// deploy/base allows; with that slice gone, by Lighthouse's slice as written, and back again.
+/// do): this cluster's headless Services' slices are not watched while no Lighthouse Globalnet
+/// slice exists; once one does, they are (with the endpointslice controller's
+/// `service.kubernetes.io/headless` label: a slice without it is not even sent), as the RBAC of
+/// deploy/base allows, and in its own cluster west, west's pods are answered by the addresses
+/// west's own slice gives them; with that slice gone, by Lighthouse's slice as written, and
+/// back again.
 #[test]
 fn lighthouse_globalnet_headless_answers_from_the_own_clusters_slices_in_a_real_api_server() {
     let _module = common::module(module_path!());
     let k = cluster("v1alpha1", rbac(), &["lighthouse"]);
     let fixture = common::fixture("implementations.yaml");
-    let part = fixture
+    let docs: Vec<&str> = fixture
         .split("\n---\n")
         .skip_while(|doc| !doc.contains("# 4. Submariner Lighthouse with Globalnet"))
-        .collect::<Vec<_>>()
-        .join("\n---\n");
-    assert_eq!(part.matches("kind: EndpointSlice").count(), 3, "{part}");
-    k.apply(&part);
-    let own_slice = part.split("\n---\n").last().unwrap().to_string();
-    // A slice of a Service that is not headless: not this cluster's headless one.
+        .collect();
+    assert_eq!(
+        docs.len(),
+        4,
+        "the import, two of Lighthouse's slices, west's own"
+    );
+    let own_slice = docs[3].to_string();
+    // West's own slice of db, and a slice of a Service that is not headless.
+    k.apply(&own_slice);
     k.apply(
         &own_slice
             .replace("name: db-x2f8k", "name: web-r4t8j")
@@ -592,13 +597,22 @@ fn lighthouse_globalnet_headless_answers_from_the_own_clusters_slices_in_a_real_
     );
     let s = spawn_binary(&["--kubeconfig", &k.kubeconfig("dns"), "--cluster-id", "west"]);
     until("ready", 30, || ready(&s));
+    let watching = || s.logged("wanted now: watching");
+    assert!(
+        !watching(),
+        "no Lighthouse Globalnet slice yet: not watched"
+    );
+    k.apply(&docs[..3].join("\n---\n"));
     let name = "db.lighthouse.svc.clusterset.local";
     let sorted = |dns, name: &str| {
         let mut got = short(dns, name);
         got.sort();
         got
     };
-    assert_eq!(sorted(s.dns, name), ["198.18.68.5", "198.19.201.5"]);
+    until("west's pod by its own address", 10, || {
+        sorted(s.dns, name) == ["198.18.68.5", "198.19.201.5"]
+    });
+    assert!(watching());
     assert_eq!(
         short(s.dns, "db-0.west.db.lighthouse.svc.clusterset.local"),
         ["198.18.68.5"]

@@ -60,6 +60,11 @@ pub async fn run(
     let mut watched = Vec::new();
     let mut pending = Vec::new();
     for kind in &kinds {
+        if kind.on_demand() {
+            // Watched once the store wants it (looked at after every event).
+            pending.push(kind.clone());
+            continue;
+        }
         if !kind.resource().required {
             match look_for(&client, kind).await {
                 Some(r) => watched.push((kind.clone(), r)),
@@ -110,6 +115,10 @@ pub async fn run(
             _ = recheck.tick(), if !pending.is_empty() => {
                 let mut still = Vec::new();
                 for kind in pending.drain(..) {
+                    if kind.on_demand() {
+                        still.push(kind);
+                        continue;
+                    }
                     let Some(resource) = look_for(&client, &kind).await else {
                         still.push(kind);
                         continue;
@@ -142,6 +151,23 @@ pub async fn run(
             let update = state.update(change);
             if updates.send((seen, update)).await.is_err() {
                 return;
+            }
+        }
+        // A kind watched on demand, wanted now: its watch starts (its API is the one of a
+        // kind watched already, so no discovery waits).
+        while let Some(at) = pending
+            .iter()
+            .position(|k| k.on_demand() && state.wants(k.kind()))
+        {
+            let kind = pending.remove(at);
+            let Some(resource) = look_for(&client, &kind).await else {
+                warn!(kind = %kind.kind(), "wanted but not served; not watched");
+                continue;
+            };
+            info!(kind = %kind.kind(), "wanted now: watching");
+            for (scope, stream) in watches.of(&kind, &resource) {
+                let index = state.add_stream(scope);
+                events.push(stream.map(move |e| (index, e)).boxed());
             }
         }
     }

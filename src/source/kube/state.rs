@@ -132,6 +132,11 @@ impl WatchState {
         self.synced
     }
 
+    /// Whether objects of `kind`, watched on demand, would change a service now.
+    pub fn wants(&self, kind: ObjectKind) -> bool {
+        self.store.wants(kind)
+    }
+
     /// Applies one event of stream `stream`; returns the updates for the zone (none until every
     /// stream has listed once, then one full reset, then per-service updates).
     pub fn event(&mut self, stream: usize, event: Event<DynamicObject>) -> Vec<Update> {

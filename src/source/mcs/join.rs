@@ -87,6 +87,9 @@ pub struct Joined {
     local_owner: HashMap<ObjectId, ServiceKey>,
     /// The server's own cluster id.
     own: Option<String>,
+    /// How many of the slices are Lighthouse's Globalnet ones: this cluster's own slices are
+    /// watched once there is one.
+    global_slices: usize,
 }
 
 impl Joined {
@@ -104,9 +107,9 @@ impl Joined {
                 list.remove(i);
             }
             list.shrink_to_fit();
-            if !local {
-                o.global.retain(|(n, _)| n != name);
-            }
+            let before = o.global.len();
+            o.global.retain(|(n, _)| n != name);
+            self.global_slices -= before - o.global.len();
         }
         self.tidy(owner);
     }
@@ -140,10 +143,12 @@ impl Joined {
             Err(i) => list.insert(i, packed),
         }
         if !local {
+            let before = o.global.len();
             o.global.retain(|(n, _)| *n != name);
             if let Some(cluster) = global {
                 o.global.push((name, cluster));
             }
+            self.global_slices = self.global_slices + o.global.len() - before;
         }
         affected.push(service);
         affected
@@ -280,6 +285,10 @@ impl Part for Joined {
 
     fn set_own_cluster(&mut self, own: Option<&str>) {
         self.own = own.map(str::to_string);
+    }
+
+    fn wants(&self, kind: ObjectKind) -> bool {
+        kind != ObjectKind::LocalEndpointSlice || self.global_slices > 0
     }
 
     fn objects(&self, key: &ServiceKey) -> Vec<String> {

@@ -289,6 +289,8 @@ impl Kind for LocalSlices {
     type Part = join::Joined;
     const KIND: ObjectKind = ObjectKind::LocalEndpointSlice;
     const RESOURCE: Resource = Slices::RESOURCE;
+    /// Only Lighthouse's Globalnet slices of this cluster need them: watched once there is one.
+    const ON_DEMAND: bool = true;
 
     fn file_kind() -> &'static str {
         "EndpointSlice"
