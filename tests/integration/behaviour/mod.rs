@@ -433,8 +433,8 @@ async fn every_behaviour_row_over_udp_and_tcp() {
 
 /// What the implementations users run leave in a cluster (tests/fixtures/implementations.yaml):
 /// the mcs-api controller's derived Service and relabelled slices, Cilium's own `spec.ips`
-/// without remote slices, its mirrored local slices and its mesh slices with not-ready
-/// endpoints; Lighthouse's import without clusterset IPs whose clusters export different ports,
+/// without remote slices, its mirrored local slices and its mesh slices (which hold only
+/// what the exporting cluster sends); Lighthouse's import without clusterset IPs whose clusters export different ports,
 /// and the records it keeps for itself. The derived Services and the records are never served.
 const IMPLEMENTATION_CASES: &[Case] = &[
     ok(
@@ -500,7 +500,7 @@ const IMPLEMENTATION_CASES: &[Case] = &[
         &["A 198.18.65.31"],
         &[],
     ),
-    // Not ready in Cilium's mesh slice: not served.
+    // Neither ready nor serving in east: Cilium does not send it, so no name.
     nx("kv-1.east.kv.cilium.svc.clusterset.local.", A),
     // Lighthouse 0.15, clusterset IPs off: every cluster's Service address.
     ok(
