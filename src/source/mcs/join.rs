@@ -107,9 +107,11 @@ impl Joined {
                 list.remove(i);
             }
             list.shrink_to_fit();
-            let before = o.global.len();
-            o.global.retain(|(n, _)| n != name);
-            self.global_slices -= before - o.global.len();
+            if !local {
+                let before = o.global.len();
+                o.global.retain(|(n, _)| n != name);
+                self.global_slices -= before - o.global.len();
+            }
         }
         self.tidy(owner);
     }
