@@ -115,6 +115,8 @@ pub(crate) fn read_by_flags(objects: &[serde_json::Value]) -> Vec<String> {
         })
         .collect();
     read.sort();
+    // Two kinds may read one resource (the MCS API's EndpointSlices and this cluster's own).
+    read.dedup();
     read
 }
 
