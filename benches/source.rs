@@ -572,12 +572,7 @@ fn capacity() {
                 let (rss, hwm) = memory_kb(&s);
                 runs.push((to_ready, rss / 1000.0, hwm / 1000.0));
             }
-            let spread = |f: fn(&(f64, f64, f64)) -> f64| {
-                let mut v: Vec<f64> = runs.iter().map(f).collect();
-                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-                (v[v.len() / 2], v[0], v[v.len() - 1])
-            };
-            let (t, rss, hwm) = (spread(|r| r.0), spread(|r| r.1), spread(|r| r.2));
+            let [t, rss, hwm] = spreads(&runs);
             println!(
                 "{count} imports x {per} endpoints, {name}: ready {:.2} s [{:.2}-{:.2}], VmRSS {:.1} MB [{:.1}-{:.1}], VmHWM {:.1} MB [{:.1}-{:.1}]",
                 t.0, t.1, t.2, rss.0, rss.1, rss.2, hwm.0, hwm.1, hwm.2
@@ -729,18 +724,23 @@ fn local_slices() {
                     used * 1e6 / 1000.0
                 );
             }
-            let spread = |f: fn(&(f64, f64, f64)) -> f64| {
-                let mut v: Vec<f64> = runs.iter().map(f).collect();
-                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-                (v[v.len() / 2], v[0], v[v.len() - 1])
-            };
-            let (t, rss, hwm) = (spread(|r| r.0), spread(|r| r.1), spread(|r| r.2));
+            let [t, rss, hwm] = spreads(&runs);
             println!(
                 "{name}, {stage}: ready {:.2} s [{:.2}-{:.2}], VmRSS {:.1} MB [{:.1}-{:.1}], VmHWM {:.1} MB [{:.1}-{:.1}] ({rounds} starts)",
                 t.0, t.1, t.2, rss.0, rss.1, rss.2, hwm.0, hwm.1, hwm.2
             );
         }
     }
+}
+
+/// Of runs of (time to ready, VmRSS, VmHWM): each one's median, least and most.
+fn spreads(runs: &[(f64, f64, f64)]) -> [(f64, f64, f64); 3] {
+    let spread = |f: fn(&(f64, f64, f64)) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        (v[v.len() / 2], v[0], v[v.len() - 1])
+    };
+    [spread(|r| r.0), spread(|r| r.1), spread(|r| r.2)]
 }
 
 /// Process `pid`'s CPU time in seconds.

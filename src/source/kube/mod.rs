@@ -124,10 +124,7 @@ pub async fn run(
                         continue;
                     };
                     info!(kind = %kind.kind(), "now served");
-                    for (scope, stream) in watches.of(&kind, &resource) {
-                        let index = state.add_stream(scope);
-                        events.push(stream.map(move |e| (index, e)).boxed());
-                    }
+                    watches.add(&kind, &resource, &mut state, &mut events);
                 }
                 pending = still;
                 continue;
@@ -165,10 +162,7 @@ pub async fn run(
                 continue;
             };
             info!(kind = %kind.kind(), "wanted now: watching");
-            for (scope, stream) in watches.of(&kind, &resource) {
-                let index = state.add_stream(scope);
-                events.push(stream.map(move |e| (index, e)).boxed());
-            }
+            watches.add(&kind, &resource, &mut state, &mut events);
         }
     }
 }
@@ -199,6 +193,23 @@ type EventStream =
     futures::stream::BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
 
 impl Watches<'_> {
+    /// Starts the watches of `kind` at `resource` after the first ones: their streams join
+    /// `events`, tagged with their index in `state`.
+    fn add(
+        &self,
+        kind: &Arc<dyn AnyKind>,
+        resource: &kube::discovery::ApiResource,
+        state: &mut WatchState,
+        events: &mut futures::stream::SelectAll<
+            futures::stream::BoxStream<'static, (usize, <EventStream as futures::Stream>::Item)>,
+        >,
+    ) {
+        for (scope, stream) in self.of(kind, resource) {
+            let index = state.add_stream(scope);
+            events.push(stream.map(move |e| (index, e)).boxed());
+        }
+    }
+
     /// The watches of `kind` at `resource`: one per `--namespace` (or one of all namespaces),
     /// or one for a cluster-scoped kind.
     fn of(

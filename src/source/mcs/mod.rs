@@ -292,8 +292,9 @@ impl Kind for LocalSlices {
     /// Only Lighthouse's Globalnet slices of this cluster need them: watched once there is one.
     const ON_DEMAND: bool = true;
 
+    // What is not its own is the MCS API's slices' (the same objects, selected otherwise).
     fn file_kind() -> &'static str {
-        "EndpointSlice"
+        Slices::KIND.label()
     }
 
     fn selector(&self) -> Option<&'static str> {
@@ -301,19 +302,19 @@ impl Kind for LocalSlices {
     }
 
     fn page_size(&self) -> Option<u32> {
-        Some(50)
+        Slices.page_size()
     }
 
     fn set_meta(shape: &mut EndpointSlice, meta: Meta) {
-        shape.metadata = meta;
+        Slices::set_meta(shape, meta);
     }
 
     fn object_name(s: &SliceObject) -> String {
-        format!("{}/{}", s.service.namespace, s.slice.name)
+        Slices::object_name(s)
     }
 
     fn refused(s: &SliceObject) -> &[Refused] {
-        &s.refused
+        Slices::refused(s)
     }
 
     fn pack(s: SliceObject) -> join::Stored {
