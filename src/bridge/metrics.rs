@@ -36,6 +36,7 @@ pub struct BridgeMetrics {
     leader: IntGauge,
     not_taken_over: IntGaugeVec,
     unusable: IntGauge,
+    refused: IntGauge,
     linked: IntGaugeVec,
     own_id: IntGauge,
     /// Why each half is not ready yet, if it is not.
@@ -100,6 +101,11 @@ impl BridgeMetrics {
             "clusterset_dns_bridge_unusable_objects",
             "Services written by Linkerd's service mirror that the import half cannot use (each named in an Event and the log).",
         );
+        let refused = gauge(
+            &r,
+            "clusterset_dns_bridge_refused_endpoints",
+            "Endpoints of exporting clusters left out of the import half's EndpointSlices because their address is refused (loopback, link-local, metadata, multicast, --deny-cidr, outside --allow-cidr; each import's in an Event and the log).",
+        );
         let linked = gauge_vec(
             &r,
             "clusterset_dns_bridge_linked_clusters",
@@ -137,6 +143,7 @@ impl BridgeMetrics {
             leader,
             not_taken_over,
             unusable,
+            refused,
             linked,
             own_id,
             waiting: Mutex::new(BTreeMap::from([(
@@ -174,8 +181,8 @@ impl BridgeMetrics {
     }
 
     /// The import half's objects: ServiceImports and EndpointSlices it wrote, those it left to
-    /// whoever created them, and Linkerd's Services it could not use.
-    pub fn imports(&self, mine: [usize; 2], foreign: [usize; 2], unusable: usize) {
+    /// whoever created them, Linkerd's Services it could not use, and the endpoints it refused.
+    pub fn imports(&self, mine: [usize; 2], foreign: [usize; 2], unusable: usize, refused: usize) {
         for (i, kind) in ["ServiceImport", "EndpointSlice"].into_iter().enumerate() {
             self.managed.with_label_values(&[kind]).set(mine[i] as i64);
             self.not_taken_over
@@ -183,6 +190,7 @@ impl BridgeMetrics {
                 .set(foreign[i] as i64);
         }
         self.unusable.set(unusable as i64);
+        self.refused.set(refused as i64);
     }
 
     pub fn managed(&self, exports: usize, labelled: usize) {

@@ -126,6 +126,15 @@ impl Family {
         if ip.is_ipv4() { Family::V4 } else { Family::V6 }
     }
 
+    /// The family a word of `ipFamilies` names.
+    pub fn from_word(word: &str) -> Option<Family> {
+        match word {
+            "IPv4" => Some(Family::V4),
+            "IPv6" => Some(Family::V6),
+            _ => None,
+        }
+    }
+
     /// The word of `ipFamilies` and of an EndpointSlice's `addressType`.
     pub fn word(self) -> &'static str {
         match self {
@@ -157,14 +166,43 @@ pub fn cluster_ips(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Result<Vec
     Ok(out)
 }
 
-/// A host of a service: its hostname (headless, if it has one) and address.
-pub type Host = (Option<String>, IpAddr);
+/// One endpoint of a service as a slice holds it: its hostname (headless, if it has one),
+/// address and conditions (unset as the API leaves them: `ready` unset counts as ready).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Endpoint {
+    pub hostname: Option<String>,
+    pub ip: IpAddr,
+    pub ready: Option<bool>,
+    pub serving: Option<bool>,
+    pub terminating: Option<bool>,
+}
+
+impl Endpoint {
+    /// An address that is always ready: a Service's ClusterIP, a mirror's.
+    pub fn ready(hostname: Option<String>, ip: IpAddr) -> Self {
+        Endpoint {
+            hostname,
+            ip,
+            ready: Some(true),
+            serving: None,
+            terminating: None,
+        }
+    }
+}
+
+/// What one of a cluster's own EndpointSlices of an exported service says: its endpoints and
+/// their ports (the pods', which a Service's `targetPort` may make differ from its ports).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pods {
+    pub ports: Vec<Port>,
+    pub endpoints: Vec<Endpoint>,
+}
 
 /// One cluster's export of a service, as the bridge sees it: read through the Link's
 /// credentials (or in this cluster), or from what Linkerd's service mirror wrote here. Both
 /// halves judge from it: the export half compares this cluster's export with the others', the
 /// import half merges them into the import.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClusterExport {
     /// The cluster: its id (as its bridge carried it, or as the import half names the Link's
     /// target), else the Link's target name.
@@ -181,9 +219,14 @@ pub struct ClusterExport {
     pub ports: Vec<Port>,
     /// What its export half carried; None for a Service labelled for Linkerd by hand.
     pub carried: Option<Carried>,
-    /// Its addresses here: this cluster's own export's ClusterIPs (its hosts, headless), a
-    /// mirror's ClusterIP, a headless mirror's hosts.
-    pub endpoints: Vec<Host>,
+    /// Its addresses here: this cluster's own export's ClusterIPs, a mirror's ClusterIP, a
+    /// headless mirror's hosts.
+    pub endpoints: Vec<Endpoint>,
+    /// Whether Linkerd reaches its pods directly (a federated member, remote discovery): then
+    /// [`Self::pods`] are addresses every cluster can reach; else only through a gateway.
+    pub flat: bool,
+    /// Its pods, as its cluster's EndpointSlices of the exported Service say.
+    pub pods: Vec<Pods>,
 }
 
 impl ClusterExport {
@@ -228,6 +271,8 @@ pub enum Reason {
     ExportConflict,
     /// An object of the import's name that the bridge did not create: it is left as it is.
     NotTakenOver,
+    /// An endpoint's address that no slice may hold (see [`crate::source::policy`]).
+    AddressRefused,
 }
 
 impl Reason {
@@ -236,6 +281,7 @@ impl Reason {
             Reason::NotImported => "NotImported",
             Reason::ExportConflict => "ExportConflict",
             Reason::NotTakenOver => "NotTakenOver",
+            Reason::AddressRefused => "AddressRefused",
         }
     }
 }

@@ -361,6 +361,25 @@ pub struct BridgeFlags {
     /// died within it and a second (one that stops gives it up at once).
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_lease_duration)]
     pub lease_duration: Duration,
+    /// Never write an endpoint whose address is in these blocks into an EndpointSlice (say,
+    /// the node network), on top of the addresses no client may be sent to (loopback,
+    /// link-local and metadata, multicast, ...); repeatable.
+    #[arg(
+        long = "deny-cidr",
+        env = "CLUSTERSET_DNS_DENY_CIDR",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub deny_cidr: Vec<Cidr>,
+    /// Write only endpoints whose address is inside these blocks (the cluster set's pod
+    /// ranges); repeatable. Default: any address not refused.
+    #[arg(
+        long = "allow-cidr",
+        env = "CLUSTERSET_DNS_ALLOW_CIDR",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub allow_cidr: Vec<Cidr>,
 }
 
 /// A half of the linkerd-bridge.

@@ -207,6 +207,7 @@ impl Bridge {
                 .then_some(crate::bridge::ImportSettings {
                     naming: naming.clone(),
                     resync: f.resync,
+                    policy: Policy::from_flags(&f.deny_cidr, &f.allow_cidr, &[], &[])?,
                 }),
             cluster_id: naming.own.clone(),
             admin: self.admin.admin_listen,

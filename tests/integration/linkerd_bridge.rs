@@ -358,7 +358,7 @@ fn exports_become_linkerd_labels_and_conditions() {
         "{m}"
     );
 
-    steps.next("a headless Service: remote-discovery by default, but Ready says Linkerd will not mirror it; federated is refused");
+    steps.next("a headless Service: remote-discovery by default (the bridges import its endpoints); federated is refused");
     k.apply(&service(
         "keep",
         "{clusterIP: None, ports: [{name: http, port: 80}]}",
@@ -371,11 +371,17 @@ fn exports_become_linkerd_labels_and_conditions() {
         &["mirror.linkerd.io/exported=remote-discovery"],
         &[
             "Valid=True/Valid",
-            "Ready=False/Failed",
+            "Ready=True/Exported",
             "Conflict=Unknown/NoPeers",
         ],
     );
-    assert!(m["Ready"].as_str().unwrap().contains("gateway"), "{m}");
+    assert!(
+        m["Ready"]
+            .as_str()
+            .unwrap()
+            .contains("import its endpoints"),
+        "{m}"
+    );
     k.apply(&export("keep", Some("federated")));
     settles(
         &k,

@@ -43,7 +43,7 @@ subjects:\n- {kind: User, name: linkerd-remote, apiGroup: rbac.authorization.k8s
 
 /// A member of the set named `name`: the import cluster's objects, a ClusterProperty that
 /// names it, and Linkerd's remote access for the other cluster's bridge.
-fn member(name: &str, range: &str) -> Cluster {
+pub(crate) fn member(name: &str, range: &str) -> Cluster {
     let k = import_cluster(range);
     k.apply(
         &std::fs::read_to_string(concat!(
@@ -62,7 +62,7 @@ fn member(name: &str, range: &str) -> Cluster {
 /// In `from`, the Link to `to` (named `to_name`) and its credentials Secret, as
 /// `linkerd multicluster link` writes them (`multicluster/cmd/link.go`): Secret
 /// `cluster-credentials-<name>` of type `mirror.linkerd.io/remote-kubeconfig`, key `kubeconfig`.
-fn link_to(from: &Cluster, to: &Cluster, to_name: &str) {
+pub(crate) fn link_to(from: &Cluster, to: &Cluster, to_name: &str) {
     link_with(from, to, to_name, "remotetoken");
 }
 
@@ -99,7 +99,7 @@ fn link_with(from: &Cluster, to: &Cluster, to_name: &str, token: &str) {
     from.apply(&serde_json::to_string(&link).unwrap());
 }
 
-fn get_json(k: &Cluster, args: &[&str]) -> Option<Value> {
+pub(crate) fn get_json(k: &Cluster, args: &[&str]) -> Option<Value> {
     let out = k
         .kubectl()
         .args(args)
@@ -156,7 +156,7 @@ fn ports_of(svc: &Value) -> Value {
 
 /// What Linkerd's service mirrors write in each cluster for the exported Services of both
 /// (see the module's doc): `<svc>-federated` from the members, local first; gone with the last.
-fn service_mirror(set: &[(&str, &Cluster); 2]) {
+pub(crate) fn service_mirror(set: &[(&str, &Cluster); 2]) {
     let all: Vec<Vec<Value>> = set.iter().map(|(_, k)| services(k)).collect();
     let federated_member = |s: &Value| {
         s["metadata"]["labels"]["mirror.linkerd.io/federated"] == "member"

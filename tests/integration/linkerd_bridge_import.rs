@@ -105,7 +105,7 @@ fn get(k: &Cluster, ns: &str, kind: &str, name: &str) -> Option<Value> {
         .then(|| serde_json::from_slice(&out.stdout).unwrap())
 }
 
-fn list(k: &Cluster, ns: &str, kind: &str, selector: &str) -> Vec<Value> {
+pub(crate) fn list(k: &Cluster, ns: &str, kind: &str, selector: &str) -> Vec<Value> {
     let out = k
         .kubectl()
         .args(["get", kind, "-n", ns, "-l", selector, "-o", "json"])
@@ -147,9 +147,13 @@ pub(crate) fn summary(k: &Cluster, ns: &str, name: &str) -> String {
             .flatten()
             .map(|e| {
                 let addr = e["addresses"][0].as_str().unwrap_or_default();
+                let not_ready = match e["conditions"]["ready"] == false {
+                    true => "(not ready)",
+                    false => "",
+                };
                 match e["hostname"].as_str() {
-                    Some(h) => format!("{h}={addr}"),
-                    None => addr.to_string(),
+                    Some(h) => format!("{h}={addr}{not_ready}"),
+                    None => format!("{addr}{not_ready}"),
                 }
             })
             .collect();
@@ -643,7 +647,8 @@ fn an_import_an_earlier_bridge_wrote_loses_what_is_no_longer_wanted() {
 /// `mirror.linkerd.io/exported=true`) is in its own import with its own hosts, from its
 /// EndpointSlices as Kubernetes' endpointslice controller writes them (the Service's labels
 /// copied, `service.kubernetes.io/headless` added: k8s.io/endpointslice v0.37.2, utils.go
-/// `setEndpointSliceLabels`); only ready endpoints, and they follow the slices' changes.
+/// `setEndpointSliceLabels`); every endpoint with its conditions (the DNS server answers the
+/// ready ones), and they follow the slices' changes.
 #[test]
 fn this_clusters_headless_export_imports_its_own_hosts() {
     let _module = common::module(module_path!());
@@ -686,7 +691,7 @@ fn this_clusters_headless_export_imports_its_own_hosts() {
         &bridge,
         "data",
         "db",
-        "Headless ips= families=IPv4 clusters=north slices=Present north/IPv4[db-0=198.18.96.10 db-1=198.18.96.11]",
+        "Headless ips= families=IPv4 clusters=north slices=Present north/IPv4[db-0=198.18.96.10 db-1=198.18.96.11 db-2=198.18.96.12(not ready)]",
     );
     // A host becomes ready, one goes, one without a hostname comes.
     slice(
@@ -702,7 +707,7 @@ fn this_clusters_headless_export_imports_its_own_hosts() {
         &bridge,
         "data",
         "db",
-        "Headless ips= families=IPv4 clusters=north slices=Present north/IPv4[198.18.96.13 db-2=198.18.96.12]",
+        "Headless ips= families=IPv4 clusters=north slices=Present north/IPv4[198.18.96.13 db-0=198.18.96.10(not ready) db-2=198.18.96.12]",
     );
     assert_eq!(summary(&k, "data", "cache"), "none");
 }

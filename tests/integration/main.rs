@@ -28,6 +28,7 @@ mod kube_source;
 mod lameduck;
 mod linkerd_bridge;
 mod linkerd_bridge_conflicts;
+mod linkerd_bridge_endpoints;
 mod linkerd_bridge_faults;
 mod linkerd_bridge_import;
 mod linkerd_source;

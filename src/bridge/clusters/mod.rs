@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -41,10 +42,10 @@ use super::model::{EXPORTED, Exports, LINK};
 use super::runtime::Key;
 use super::runtime::crd::{CRD_RECHECK, resource};
 use super::runtime::feed::Feed;
-use super::runtime::store::{Codec, Heard};
+use super::runtime::store::{self, Codec, Heard};
 use crate::source::about::{CLUSTER_ID, ClusterProperties};
 use crate::source::object::Kind as _;
-use read::{ExportedStores, link_spec, remote_client, watch_exported, writers};
+use read::{ExportedStores, SliceStores, Told, link_spec, remote_client, watch_exported, writers};
 pub use read::{cluster_export, is_exported, selectors};
 
 /// How long a Link whose credentials cannot be used waits before they are read again.
@@ -79,6 +80,7 @@ struct Linked {
     /// Whether its exports were listed once: the store then holds them all, if late.
     listed: bool,
     exports: Option<ExportedStores>,
+    slices: Option<SliceStores>,
     stop: CancellationToken,
 }
 
@@ -91,9 +93,11 @@ struct State {
     /// Whether the id is known or was looked for once.
     own_id_read: bool,
     own: Option<ExportedStores>,
-    own_listed: bool,
-    /// What packs the linked clusters' exported Services.
-    codec: Option<Arc<Codec>>,
+    own_slices: Option<SliceStores>,
+    /// Whether this cluster's exported Services, and their slices (both watches), were listed.
+    own_listed: [bool; 3],
+    /// What packs the linked clusters' exported Services, and every cluster's slices of them.
+    codecs: Option<[Arc<Codec>; 2]>,
     /// By the Link's namespace and name.
     links: BTreeMap<Key, Linked>,
     links_listed: bool,
@@ -143,7 +147,7 @@ impl Clusters {
     pub fn settled(&self) -> bool {
         let s = self.lock();
         s.own_id_read
-            && s.own_listed
+            && s.own_listed == [true; 3]
             && s.links_listed
             && s.links.values().all(|l| l.reach != Reach::Pending)
     }
@@ -183,7 +187,7 @@ impl Clusters {
     pub fn exports_of(&self, key: &Key, problems: &mut Vec<String>) -> Exports {
         let s = self.lock();
         let mut out = Exports {
-            own_read: s.own_listed,
+            own_read: s.own_listed[0],
             read: s
                 .links
                 .values()
@@ -193,14 +197,19 @@ impl Clusters {
             ..Exports::default()
         };
         let mut found = Vec::new();
-        let own = s.own.as_ref().and_then(|e| e.get(key));
-        let linked = s
-            .links
-            .values()
-            .filter_map(|l| Some((Some(l.target.as_str()), l.exports.as_ref()?.get(key)?)));
-        for (link, svc) in own.map(|svc| (None, svc)).into_iter().chain(linked) {
+        let own = (s.own.as_ref().and_then(|e| e.get(key))).map(|svc| (None, svc, &s.own_slices));
+        let linked = s.links.values().filter_map(|l| {
+            let svc = l.exports.as_ref()?.get(key)?;
+            Some((Some(l.target.as_str()), svc, &l.slices))
+        });
+        for (link, svc, slices) in own.into_iter().chain(linked) {
             match cluster_export(link, &svc) {
-                Ok(e) => found.push(e),
+                Ok(mut e) => {
+                    if let Some(slices) = slices.as_ref().filter(|_| e.flat || e.headless) {
+                        e.pods = slices.pods(key);
+                    }
+                    found.push(e);
+                }
                 Err(why) => problems.push(why),
             }
         }
@@ -232,9 +241,9 @@ impl Clusters {
 }
 
 /// Starts reading: this cluster's exports now (from `services`, the feed of all its Services,
-/// [`EXPORTED`] marking the exported ones), the Links' once the API server serves Linkerd's
-/// Link (until then there are none, and it is looked for again every [`CRD_RECHECK`]);
-/// runs until `shutdown`.
+/// [`EXPORTED`] marking the exported ones, and their slices), the Links' once the API server
+/// serves Linkerd's Link (until then there are none, and it is looked for again every
+/// [`CRD_RECHECK`]); runs until `shutdown`.
 pub(crate) fn start(
     client: kube::Client,
     cluster_id: Option<String>,
@@ -243,11 +252,22 @@ pub(crate) fn start(
     shutdown: CancellationToken,
 ) -> Clusters {
     let clusters = Clusters::default();
+    let codecs = [Codec::services(), Codec::pods()];
+    let slices = [0, 1].map(|_| Feed::new(store::Writer::new(store::unmarked, codecs[1].clone())));
+    for (feed, selector) in slices.iter().zip(selectors()) {
+        let api: Api<EndpointSlice> = Api::all(client.clone());
+        let config = watcher::Config::default().labels(&selector);
+        let what = "this cluster's EndpointSlices of its exported Services";
+        tokio::spawn(feed.clone().run(api, config, what, shutdown.clone()));
+    }
     {
         let mut s = clusters.lock();
         s.metrics = Some(metrics);
         s.own = Some(ExportedStores::Own(services.store().clone()));
-        s.codec = Some(Codec::services());
+        s.own_slices = Some(SliceStores::new(
+            slices.each_ref().map(|f| f.store().clone()),
+        ));
+        s.codecs = Some(codecs);
     }
     match cluster_id {
         Some(id) => {
@@ -260,22 +280,35 @@ pub(crate) fn start(
             tokio::spawn(async move { c.follow_cluster_id(client, stop).await });
         }
     }
-    let (c, mut heard, stop) = (clusters.clone(), services.subscribe(), shutdown.clone());
+    let (c, stop) = (clusters.clone(), shutdown.clone());
+    let mut heard = [
+        services.subscribe(),
+        slices[0].subscribe(),
+        slices[1].subscribe(),
+    ];
     tokio::spawn(async move {
         loop {
-            tokio::select! {
+            let [a, b, d] = &mut heard;
+            let (n, h) = tokio::select! {
                 _ = stop.cancelled() => return,
-                h = heard.recv() => match h {
-                    Some(Heard::Listed) => {
-                        c.lock().own_listed = true;
-                        c.tell(Changed::All);
-                    }
-                    Some(Heard::Key { key, was, now }) if (was | now) & EXPORTED != 0 => {
-                        c.tell(Changed::Keys(vec![key]));
-                    }
-                    Some(Heard::Key { .. }) => {}
-                    None => return,
+                h = a.recv() => (0, h),
+                h = b.recv() => (1, h),
+                h = d.recv() => (2, h),
+            };
+            match h {
+                Some(Heard::Listed) => {
+                    c.lock().own_listed[n] = true;
+                    c.tell(Changed::All);
                 }
+                Some(Heard::Key { key, was, now }) if n == 0 && (was | now) & EXPORTED != 0 => {
+                    c.tell(Changed::Keys(vec![key]));
+                }
+                Some(Heard::Key { key, .. }) if n > 0 => {
+                    let own = c.lock().own_slices.clone().expect("set at start");
+                    c.tell(Changed::Keys(own.heard(&key)));
+                }
+                Some(Heard::Key { .. }) => {}
+                None => return,
             }
         }
     });
@@ -439,6 +472,7 @@ impl Clusters {
                 reach: Reach::Pending,
                 listed: false,
                 exports: None,
+                slices: None,
                 stop: stop.clone(),
             },
         );
@@ -482,8 +516,8 @@ impl Clusters {
         stop: CancellationToken,
     ) {
         let link = format!("{}/{}", key.0, key.1);
-        let codec = self.lock().codec.clone().expect("set at start");
-        let (feeds, readers) = writers(&codec);
+        let codecs = self.lock().codecs.clone().expect("set at start");
+        let (feeds, readers, slices) = writers(&codecs);
         let mut said: Option<String> = None;
         // Credentials read and not yet used: their client, and the kubeconfig it is made of.
         let mut next: Option<(kube::Client, String)> = None;
@@ -508,22 +542,24 @@ impl Clusters {
             };
             if let Some(l) = self.lock().links.get_mut(&key) {
                 l.exports = Some(readers.clone());
+                l.slices = Some(slices.clone());
             }
             let mut events = std::pin::pin!(watch_exported(remote, &feeds));
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     ev = events.next() => match ev {
-                        Some(Ok(Heard::Listed)) => {
+                        Some(Ok(Told::Listed)) => {
                             if let Some(l) = self.lock().links.get_mut(&key) {
                                 l.listed = true;
                             }
                             self.reach(&key, Reach::Read);
                             self.tell(Changed::All);
                         }
-                        Some(Ok(Heard::Key { key, .. })) => self.tell(Changed::Keys(vec![key])),
+                        Some(Ok(Told::Service(key))) => self.tell(Changed::Keys(vec![key])),
+                        Some(Ok(Told::Slice(key))) => self.tell(Changed::Keys(slices.heard(&key))),
                         Some(Err(e)) => {
-                            let why = format!("watching its exported Services: {e}");
+                            let why = format!("watching its exported Services and their EndpointSlices: {e}");
                             warn!(link = %link, "{why}");
                             self.reach(&key, Reach::Unread(why));
                             let read = tokio::select! {

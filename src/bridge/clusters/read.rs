@@ -6,13 +6,15 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use serde_json::Value;
 
-use crate::bridge::model::{ClusterExport, EXPORTED};
-use crate::bridge::runtime::Key;
+use crate::bridge::model::{ClusterExport, EXPORTED, Endpoint, Pods, Port};
+use crate::bridge::runtime::index::Index;
 use crate::bridge::runtime::store::{self, Codec, Heard, Store};
+use crate::bridge::runtime::{Key, Watched};
 use crate::source::linkerd::LABEL_MIRRORED;
 use crate::source::linkerd::carried::{ANNOTATION, Carried};
 
@@ -67,55 +69,177 @@ impl ExportedStores {
     }
 }
 
-/// What feeds one cluster's stores of exported Services (one per selector of [`selectors`]):
-/// one watch after another, when a Link's credentials are replaced.
-pub(super) type Feeds = [Arc<Mutex<store::Writer<Service>>>; 2];
+/// One cluster's EndpointSlices of its exported Services, a store per selector of
+/// [`selectors`] (the endpointslice controller copies a Service's labels onto its slices,
+/// k8s.io/endpointslice v0.37.2 utils.go `setEndpointSliceLabels`, so they select those
+/// slices too, and a cluster's slices of Services it does not export never reach the bridge),
+/// and which slices are of each service.
+#[derive(Clone)]
+pub(super) struct SliceStores {
+    stores: [Store<EndpointSlice>; 2],
+    index: Arc<Mutex<Index>>,
+}
 
-/// The watches of one linked cluster's exported Services into `feeds`: each service whose
-/// export changed, and [`Heard::Listed`] once both have listed.
+impl SliceStores {
+    pub(super) fn new(stores: [Store<EndpointSlice>; 2]) -> Self {
+        SliceStores {
+            stores,
+            index: Arc::default(),
+        }
+    }
+
+    fn get(&self, ns: &str, name: &str) -> Option<Arc<EndpointSlice>> {
+        self.stores.iter().find_map(|s| s.get(ns, name))
+    }
+
+    /// Takes in a change of slice `key`: the services whose pods it changes (of now, and of
+    /// before).
+    pub(super) fn heard(&self, key: &Key) -> Vec<Key> {
+        let named: Vec<Key> = self
+            .get(&key.0, &key.1)
+            .and_then(|s| service_of(&s))
+            .into_iter()
+            .collect();
+        let mut index = self.index.lock().expect("not poisoned");
+        let before = index.set(&key.0, &key.1, named.clone());
+        named.into_iter().chain(before).collect()
+    }
+
+    /// The pods of service `key`, slice by slice.
+    pub(super) fn pods(&self, key: &Key) -> Vec<Pods> {
+        let names = self.index.lock().expect("not poisoned").names(key);
+        let mut out: Vec<Pods> = (names.iter())
+            .filter_map(|n| self.get(&key.0, n))
+            .filter(|s| service_of(s).as_ref() == Some(key))
+            .map(|s| pods(&s))
+            .collect();
+        out.sort_by(|a, b| (&a.ports, &a.endpoints).cmp(&(&b.ports, &b.endpoints)));
+        out
+    }
+}
+
+/// The service a slice is of: the endpointslice controller's label.
+fn service_of(s: &EndpointSlice) -> Option<Key> {
+    let svc = s.metadata.labels.as_ref()?.get(SERVICE_NAME)?;
+    Some((s.metadata.namespace.clone()?, svc.clone()))
+}
+
+const SERVICE_NAME: &str = "kubernetes.io/service-name";
+
+/// What an MCS slice copies of one of a cluster's own slices: its IP endpoints (an address
+/// that does not parse as its type's is left out: the API server validates them) and ports
+/// (one without a number, "every port", is left out).
+pub(super) fn pods(s: &EndpointSlice) -> Pods {
+    let family = match s.address_type.as_str() {
+        "IPv4" | "IPv6" => Some(s.address_type.as_str()),
+        _ => None,
+    };
+    let endpoints = (s.endpoints.iter().filter(|_| family.is_some()))
+        .flat_map(|e| {
+            let c = e.conditions.clone().unwrap_or_default();
+            e.addresses
+                .iter()
+                .filter_map(|a| a.parse().ok())
+                .filter(|ip: &std::net::IpAddr| {
+                    Some(if ip.is_ipv4() { "IPv4" } else { "IPv6" }) == family
+                })
+                .map(move |ip| Endpoint {
+                    hostname: e.hostname.clone(),
+                    ip,
+                    ready: c.ready,
+                    serving: c.serving,
+                    terminating: c.terminating,
+                })
+        })
+        .collect();
+    let mut ports: Vec<Port> = (s.ports.iter().flatten())
+        .filter_map(|p| {
+            Some(Port {
+                name: p.name.clone().unwrap_or_default(),
+                port: p.port?,
+                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                app_protocol: p.app_protocol.clone(),
+            })
+        })
+        .collect();
+    ports.sort();
+    Pods { ports, endpoints }
+}
+
+/// What feeds one linked cluster's stores (one per selector of [`selectors`]): one watch
+/// after another, when a Link's credentials are replaced.
+pub(super) struct Feeds {
+    services: [Arc<Mutex<store::Writer<Service>>>; 2],
+    slices: [Arc<Mutex<store::Writer<EndpointSlice>>>; 2],
+}
+
+/// What one event of a linked cluster's watches changed: an exported Service, one of their
+/// slices, or every watch listed.
+pub(super) enum Told {
+    Service(Key),
+    Slice(Key),
+    Listed,
+}
+
+/// The watch of `K` selected by `selector` into `writer`: what each event changed, numbered
+/// `n`.
+fn watch_into<K: Watched<DynamicType = ()> + serde::Serialize>(
+    client: &kube::Client,
+    writer: Arc<Mutex<store::Writer<K>>>,
+    selector: &str,
+    n: usize,
+) -> futures::stream::BoxStream<'static, Result<(usize, Heard), watcher::Error>> {
+    let api: Api<K> = Api::all(client.clone());
+    crate::bridge::runtime::watched(api, watcher::Config::default().labels(selector))
+        .flat_map(move |ev| {
+            let heard = match ev {
+                Ok(ev) => writer.lock().expect("not poisoned").apply(&ev),
+                Err(e) => return futures::stream::iter(vec![Err(e)]),
+            };
+            futures::stream::iter(heard.into_iter().map(|h| Ok((n, h))).collect::<Vec<_>>())
+        })
+        .boxed()
+}
+
+/// The watches of one linked cluster's exported Services and their slices into `feeds`: each
+/// object changed, and [`Told::Listed`] once every watch has listed.
 pub(super) fn watch_exported(
     client: kube::Client,
     feeds: &Feeds,
-) -> impl futures::Stream<Item = Result<Heard, watcher::Error>> + use<> {
-    let [a, b] = feeds.clone();
-    let [sa, sb] = selectors();
-    let one = move |w: Arc<Mutex<store::Writer<Service>>>, selector: String, index: usize| {
-        let api: Api<Service> = Api::all(client.clone());
-        crate::bridge::runtime::watched(api, watcher::Config::default().labels(&selector))
-            .flat_map(move |ev| {
-                let heard = match ev {
-                    Ok(ev) => w.lock().expect("not poisoned").apply(&ev),
-                    Err(e) => return futures::stream::iter(vec![Err(e)]),
-                };
-                futures::stream::iter(
-                    heard
-                        .into_iter()
-                        .map(move |h| Ok((index, h)))
-                        .collect::<Vec<_>>(),
-                )
-            })
-            .boxed()
-    };
-    let mut listed = [false; 2];
-    futures::stream::select(one(a, sa, 0), one(b, sb, 1)).filter_map(move |ev| {
+) -> impl futures::Stream<Item = Result<Told, watcher::Error>> + use<> {
+    let selectors = selectors();
+    let services = (feeds.services.iter().zip(&selectors).enumerate())
+        .map(|(n, (w, sel))| watch_into(&client, w.clone(), sel, n));
+    let slices = (feeds.slices.iter().zip(&selectors).enumerate())
+        .map(|(n, (w, sel))| watch_into(&client, w.clone(), sel, n + 2));
+    let mut listed = [false; 4];
+    futures::stream::select_all(services.chain(slices)).filter_map(move |ev| {
         futures::future::ready(match ev {
-            Ok((index, Heard::Listed)) => {
-                listed[index] = true;
-                (listed == [true; 2]).then_some(Ok(Heard::Listed))
+            Ok((n, Heard::Listed)) => {
+                listed[n] = true;
+                (listed == [true; 4]).then_some(Ok(Told::Listed))
             }
-            Ok((_, key)) => Some(Ok(key)),
+            Ok((n, Heard::Key { key, .. })) if n < 2 => Some(Ok(Told::Service(key))),
+            Ok((_, Heard::Key { key, .. })) => Some(Ok(Told::Slice(key))),
             Err(e) => Some(Err(e)),
         })
     })
 }
 
-/// The stores of one linked cluster's exported Services, packed by `codec` (one for every
-/// linked cluster: their exported Services look alike).
-pub(super) fn writers(codec: &Arc<Codec>) -> (Feeds, ExportedStores) {
-    let writer = || store::Writer::new(store::unmarked, codec.clone());
-    let (a, b) = (writer(), writer());
-    let readers = ExportedStores::Linked([a.reader(), b.reader()]);
-    ([a, b].map(|w| Arc::new(Mutex::new(w))), readers)
+/// The stores of one linked cluster's exported Services and their slices, packed by `codecs`
+/// (one of each for every linked cluster: their objects look alike).
+pub(super) fn writers(codecs: &[Arc<Codec>; 2]) -> (Feeds, ExportedStores, SliceStores) {
+    let service = || store::Writer::new(store::unmarked, codecs[0].clone());
+    let slice = || store::Writer::new(store::unmarked, codecs[1].clone());
+    let services = [service(), service()];
+    let slices = [slice(), slice()];
+    let readers = ExportedStores::Linked(services.each_ref().map(store::Writer::reader));
+    let slice_readers = SliceStores::new(slices.each_ref().map(store::Writer::reader));
+    let feeds = Feeds {
+        services: services.map(|w| Arc::new(Mutex::new(w))),
+        slices: slices.map(|w| Arc::new(Mutex::new(w))),
+    };
+    (feeds, readers, slice_readers)
 }
 
 /// One exported Service as the halves read it: what its bridge carried, or, for a Service
@@ -146,6 +270,10 @@ pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport
     let mut ports = carried.ports.clone();
     ports.sort();
     ports.dedup();
+    let labels = svc.metadata.labels.as_ref();
+    let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    let flat = label(LABEL_FEDERATED) == Some("member")
+        || label(LABEL_EXPORTED_BY_LINKERD) == Some("remote-discovery");
     Ok(ClusterExport {
         cluster: carried
             .cluster
@@ -163,9 +291,14 @@ pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport
         ports,
         carried: bridge.then_some(carried),
         endpoints: match (link, headless) {
-            (None, false) => ips.into_iter().map(|ip| (None, ip)).collect(),
+            (None, false) => ips
+                .into_iter()
+                .map(|ip| Endpoint::ready(None, ip))
+                .collect(),
             _ => Vec::new(),
         },
+        flat,
+        pods: Vec::new(),
     })
 }
 

@@ -55,3 +55,39 @@ fn the_mark_of_an_exported_service_is_what_the_selectors_select() {
     }
     assert!(!is_exported(&Service::default()), "no labels at all");
 }
+
+/// What an MCS slice copies of a cluster's own slice: its IP endpoints with their conditions
+/// and hostnames, and the ports that have a number.
+#[test]
+fn a_slice_gives_its_pods_and_their_ports() {
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    let slice = |address_type: &str| -> EndpointSlice {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-x7", "namespace": "a"},
+            "addressType": address_type,
+            "endpoints": [
+                {"addresses": ["198.19.0.9"], "hostname": "web-0", "conditions": {"ready": false, "serving": true}},
+                {"addresses": ["198.19.0.10"]},
+                {"addresses": ["fd00::1"]},
+            ],
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}, {"name": "all"}, {"port": 53, "protocol": "UDP"}]
+        }))
+        .unwrap()
+    };
+    let p = read::pods(&slice("IPv4"));
+    let shown: Vec<String> = p.ports.iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["53/UDP", "http:8080/TCP"]);
+    let ips: Vec<String> = (p.endpoints.iter())
+        .map(|e| format!("{} {:?} {:?} {:?}", e.ip, e.ready, e.serving, e.hostname))
+        .collect();
+    // An IPv6 address in an IPv4 slice is not the slice's: left out.
+    assert_eq!(
+        ips,
+        [
+            r#"198.19.0.9 Some(false) Some(true) Some("web-0")"#,
+            "198.19.0.10 None None None",
+        ]
+    );
+    // A slice of FQDNs holds no address to copy.
+    assert!(read::pods(&slice("FQDN")).endpoints.is_empty());
+}

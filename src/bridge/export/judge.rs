@@ -220,23 +220,20 @@ pub fn judge(
         (None, _) => default,
     };
     let (key, value) = mode.label();
-    let ready = if svc.headless && mode == Mode::RemoteDiscovery {
-        Condition::new(
-            READY,
-            Status::False,
-            "Failed",
+    let ready = Condition::new(
+        READY,
+        Status::True,
+        "Exported",
+        if svc.headless && mode == Mode::RemoteDiscovery {
+            // Linkerd mirrors no headless Service for remote discovery; the bridges import its
+            // endpoints, which remote discovery reaches pod to pod.
             format!(
-                "labelled {key}={value}, but Linkerd's service mirror makes no mirror of a headless Service exported for remote discovery: set {MODE_ANNOTATION} to gateway, with headless mirroring on the Links"
-            ),
-        )
-    } else {
-        Condition::new(
-            READY,
-            Status::True,
-            "Exported",
-            format!("labelled {key}={value}: the service mirrors of linked clusters import it"),
-        )
-    };
+                "labelled {key}={value}: the linkerd-bridges of linked clusters import its endpoints (Linkerd's service mirror makes no mirror of a headless Service exported for remote discovery)"
+            )
+        } else {
+            format!("labelled {key}={value}: the service mirrors of linked clusters import it")
+        },
+    );
     Verdict {
         label: Label::Set(mode),
         conditions: vec![

@@ -106,7 +106,7 @@ pub(super) fn mirror_peers(ns: &str, name: &str, services: &[Arc<Service>]) -> V
             headless: e.headless,
             ports: e.ports.into_iter().collect(),
             carried,
-            endpoints: Vec::new(),
+            ..ClusterExport::default()
         });
     }
     out

@@ -41,7 +41,7 @@ fn peer(cluster: &str, headless: bool, ports: &[Port]) -> ClusterExport {
         headless,
         ports: ports.to_vec(),
         carried: None,
-        endpoints: Vec::new(),
+        ..ClusterExport::default()
     }
 }
 
@@ -110,7 +110,7 @@ fn a_missing_or_external_name_service_is_not_valid_and_loses_the_label() {
 }
 
 #[test]
-fn a_valid_export_is_ready_except_headless_for_remote_discovery() {
+fn a_valid_export_is_ready_headless_for_remote_discovery_too() {
     let http = [port("http", 80)];
     let v = web(None, Mode::Federated, Some(&svc(false, &http)), &[]);
     assert_eq!(
@@ -130,9 +130,11 @@ fn a_valid_export_is_ready_except_headless_for_remote_discovery() {
         v.conditions[2].message.contains("no Link's credentials"),
         "{v:?}"
     );
+    // A headless Service for remote discovery: Linkerd mirrors none, the bridges import its
+    // endpoints.
     let v = web(None, Mode::Federated, Some(&svc(true, &http)), &[]);
-    assert_eq!(summary(&v)[1], (READY, Status::False, "Failed"));
-    assert!(v.conditions[1].message.contains("gateway"));
+    assert_eq!(summary(&v)[1], (READY, Status::True, "Exported"));
+    assert!(v.conditions[1].message.contains("import its endpoints"));
     let mut v = web(None, Mode::Gateway, Some(&svc(false, &http)), &[]);
     v.failed("the label is set to \"false\" by kubectl");
     assert_eq!(summary(&v)[1], (READY, Status::False, "Failed"));
@@ -214,15 +216,11 @@ fn events_say_what_turned_bad_and_when_it_is_exported_once() {
     assert_eq!(e.len(), 1, "{e:?}");
     assert!(e[0].warning && e[0].reason == "Conflict", "{e:?}");
     assert!(e[0].note.starts_with("PortConflict: cluster west"), "{e:?}");
-    // Valid but not ready (a headless Service for remote discovery): a warning.
-    let headless = web(
-        Some("remote-discovery"),
-        Mode::Federated,
-        Some(&svc(true, &http)),
-        &[],
-    );
+    // Valid but not ready (the label could not be written): a warning.
+    let mut failed = web(None, Mode::Federated, Some(&svc(false, &http)), &[]);
+    failed.failed("the label is set to \"false\" by kubectl");
     assert_eq!(
-        said(&headless, &as_written(&ok)),
+        said(&failed, &as_written(&ok)),
         [(true, "Failed".to_string())]
     );
 }

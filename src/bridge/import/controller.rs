@@ -24,15 +24,13 @@ use tracing::{info, warn};
 
 mod write;
 
-use super::index::{
-    Index, Indexes, Said, Told, hosts_of, key_of_local_slice, key_of_slice, keys_of_service,
-};
+use super::index::{Index, Indexes, Said, Told, key_of_slice, keys_of_service};
 use super::{Import, Naming};
 use crate::bridge::clusters::Changed;
 use crate::bridge::metrics::BridgeMetrics;
-use crate::bridge::model::{Host, LINKERDS, OURS, Problem, Reason};
 use crate::bridge::model::{LABEL_MANAGER, LABEL_SLICE_MANAGER, is_ours};
 use crate::bridge::model::{LINK, SERVICE_IMPORT};
+use crate::bridge::model::{LINKERDS, OURS, Problem, Reason};
 use crate::bridge::runtime::events::{Recorder, Type as EventType};
 use crate::bridge::runtime::feed::Feed;
 use crate::bridge::runtime::index::Written;
@@ -50,6 +48,9 @@ pub struct Settings {
     pub naming: Naming,
     /// Every import is brought up to date this often, changed or not.
     pub resync: Duration,
+    /// What an endpoint's address must pass to be written into a slice (`--deny-cidr`,
+    /// `--allow-cidr`).
+    pub policy: crate::source::policy::Policy,
 }
 
 /// Runs the import half until shutdown, once the ServiceImport and Link CRDs are served: its
@@ -68,14 +69,12 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
         |o: &DynamicObject| OURS * u8::from(is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER)),
         Codec::imports(),
     ));
-    let codec = Codec::slices();
     let slices = Feed::new(store::Writer::new(
         |s: &EndpointSlice| {
             OURS * u8::from(is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER))
         },
-        codec.clone(),
+        Codec::slices(),
     ));
-    let hosts = Feed::new(store::Writer::new(store::unmarked, codec));
     let (c, config, stop) = (&shared.client, watcher::Config::default, &shared.shutdown);
     let api = Api::all_with(c.clone(), &si);
     tokio::spawn(
@@ -89,20 +88,15 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
             .clone()
             .run(api, config_slices, "EndpointSlices", stop.clone()),
     );
-    let (api, config_hosts) = (Api::all(c.clone()), config().labels(HOSTS_SELECTOR));
-    let what = "the EndpointSlices of this cluster's headless exports";
-    tokio::spawn(hosts.clone().run(api, config_hosts, what, stop.clone()));
     let heard = Heards {
         services: shared.services.subscribe(),
         imports: imports.subscribe(),
         slices: slices.subscribe(),
-        hosts: hosts.subscribe(),
     };
     let importer = Importer {
         services: shared.services.store().clone(),
         imports: imports.store().clone(),
         slices: slices.store().clone(),
-        hosts: hosts.store().clone(),
         client: shared.client.clone(),
         recorder: crate::bridge::shared::recorder(&shared.client, &identity),
         si,
@@ -128,18 +122,10 @@ struct Heards {
     services: UnboundedReceiver<Heard>,
     imports: UnboundedReceiver<Heard>,
     slices: UnboundedReceiver<Heard>,
-    hosts: UnboundedReceiver<Heard>,
 }
 
 const NOT_LISTED: &str =
     "the first full list of Services, ServiceImports and EndpointSlices has not come yet";
-
-/// The EndpointSlices of this cluster's headless exported Services, whose hosts are this
-/// cluster's in their imports: the endpointslice controller copies a Service's labels onto its
-/// slices and adds `service.kubernetes.io/headless` (k8s.io/endpointslice v0.37.2, utils.go
-/// `setEndpointSliceLabels`). Linkerd's mirrors are left out (they carry none of Linkerd's
-/// export labels, but one labelled by hand might).
-const HOSTS_SELECTOR: &str = "service.kubernetes.io/headless,mirror.linkerd.io/exported in (true,remote-discovery),!mirror.linkerd.io/mirrored-service";
 
 struct Importer {
     client: kube::Client,
@@ -149,8 +135,6 @@ struct Importer {
     services: Store<Service>,
     imports: Store<DynamicObject>,
     slices: Store<EndpointSlice>,
-    /// This cluster's slices of its headless exported Services ([`HOSTS_SELECTOR`]).
-    hosts: Store<EndpointSlice>,
     metrics: Arc<BridgeMetrics>,
     recorder: Recorder,
     /// The exports of this cluster and the linked ones.
@@ -174,7 +158,6 @@ impl Reconciler for Importer {
         let index = self.index.lock().expect("not poisoned");
         keys.extend(index.services.keys());
         keys.extend(index.slices.keys());
-        keys.extend(index.hosts.keys());
         drop(index);
         keys.extend(self.imports.marked(OURS));
         keys.into_iter().collect()
@@ -217,14 +200,13 @@ impl Importer {
         shutdown: CancellationToken,
     ) {
         let mut changes = self.clusters.subscribe();
-        let mut listed = [false; 4];
+        let mut listed = [false; 3];
         loop {
             let got = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 h = heard.services.recv() => Some((0, h)),
                 h = heard.imports.recv() => Some((1, h)),
                 h = heard.slices.recv() => Some((2, h)),
-                h = heard.hosts.recv() => Some((3, h)),
                 change = changes.recv() => {
                     match change {
                         Some(Changed::Keys(keys)) => marks.keys(keys),
@@ -255,14 +237,10 @@ impl Importer {
                         self.written_imports.heard(&key, &self.imports);
                         marks.keys([key]);
                     }
-                    2 => {
+                    _ => {
                         let keys = |s: &EndpointSlice| key_of_slice(s).into_iter().collect();
                         let written = Some(&self.written_slices);
                         self.indexed(key, &self.slices, |i| &mut i.slices, keys, written, &marks);
-                    }
-                    _ => {
-                        let keys = |s: &EndpointSlice| key_of_local_slice(s).into_iter().collect();
-                        self.indexed(key, &self.hosts, |i| &mut i.hosts, keys, None, &marks);
                     }
                 },
             }
@@ -318,13 +296,9 @@ impl Importer {
         let mut naming = self.settings.naming.clone();
         naming.own = self.clusters.own_id();
         let mut unreadable = Vec::new();
-        let mut exports = self.clusters.exports_of(key, &mut unreadable);
-        for e in exports.by_service.values_mut().flatten() {
-            if e.link.is_none() && e.headless {
-                e.endpoints = self.own_hosts(key);
-            }
-        }
-        let mut judged = super::judge(key, &services, &links, &naming, &exports);
+        let exports = self.clusters.exports_of(key, &mut unreadable);
+        let policy = &self.settings.policy;
+        let mut judged = super::judge(key, &services, &links, (&naming, policy), &exports);
         judged
             .problems
             .extend(unreadable.into_iter().map(|message| Problem {
@@ -334,10 +308,15 @@ impl Importer {
                 reason: Reason::NotImported,
                 message,
             }));
-        let mut said = Said::default();
+        let mut said = Said {
+            refused: judged.refused,
+            ..Said::default()
+        };
         for p in judged.problems {
-            said.unusable
-                .insert((p.namespace.clone(), p.object.clone()));
+            if p.reason != Reason::AddressRefused {
+                said.unusable
+                    .insert((p.namespace.clone(), p.object.clone()));
+            }
             said.messages.insert(p);
         }
         (judged.import, said)
@@ -380,16 +359,6 @@ impl Importer {
         }
     }
 
-    /// The hosts of this cluster's headless Service `key`: each ready endpoint of its slices,
-    /// with its hostname if it has one, sorted.
-    fn own_hosts(&self, key: &Key) -> Vec<Host> {
-        let slices = self.named(|i| &i.hosts, &self.hosts, key, key_of_local_slice);
-        let mut hosts: Vec<Host> = slices.iter().flat_map(|s| hosts_of(s)).collect();
-        hosts.sort();
-        hosts.dedup();
-        hosts
-    }
-
     /// The EndpointSlices of service `key` the bridge created.
     fn our_slices(&self, key: &Key) -> Vec<Arc<EndpointSlice>> {
         let mut slices = self.named(|i| &i.slices, &self.slices, key, key_of_slice);
@@ -423,9 +392,14 @@ impl Importer {
             .by_key
             .values()
             .fold((0, 0), |(a, b), s| (a + s.foreign.0, b + s.foreign.1));
+        let refused = told.by_key.values().map(|s| s.refused).sum();
         let unusable: BTreeSet<&(String, String)> =
             told.by_key.values().flat_map(|s| &s.unusable).collect();
-        self.metrics
-            .imports([si_mine, sl_mine], [si_foreign, sl_foreign], unusable.len());
+        self.metrics.imports(
+            [si_mine, sl_mine],
+            [si_foreign, sl_foreign],
+            unusable.len(),
+            refused,
+        );
     }
 }

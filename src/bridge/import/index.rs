@@ -3,12 +3,11 @@
 //! is said about each one now.
 
 use std::collections::{BTreeSet, HashMap};
-use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use crate::bridge::model::{Host, Problem};
+use crate::bridge::model::Problem;
 use crate::bridge::runtime::Key;
 pub(super) use crate::bridge::runtime::index::Index;
 use crate::source::linkerd::shape::services_named;
@@ -18,8 +17,6 @@ use crate::source::mcs::LABEL_SERVICE_NAME;
 pub(super) struct Indexes {
     pub(super) services: Index,
     pub(super) slices: Index,
-    /// This cluster's slices of its headless exports, by service.
-    pub(super) hosts: Index,
 }
 
 /// What the import half says, by service: the problems in the log and an Event, the objects
@@ -49,6 +46,8 @@ pub(super) struct Said<M = Problem> {
     pub(super) unusable: BTreeSet<(String, String)>,
     /// Its ServiceImport and how many of its slices someone else holds.
     pub(super) foreign: (usize, usize),
+    /// How many of its endpoints' addresses were refused.
+    pub(super) refused: usize,
 }
 
 impl<M> Default for Said<M> {
@@ -57,6 +56,7 @@ impl<M> Default for Said<M> {
             messages: BTreeSet::new(),
             unusable: BTreeSet::new(),
             foreign: (0, 0),
+            refused: 0,
         }
     }
 }
@@ -107,33 +107,8 @@ pub(super) fn keys_of_service(svc: &Service) -> Vec<Key> {
 }
 
 pub(super) fn key_of_slice(s: &EndpointSlice) -> Option<Key> {
-    service_of(s, LABEL_SERVICE_NAME)
-}
-
-/// The service a slice of this cluster's own is of (the endpointslice controller's label).
-pub(super) fn key_of_local_slice(s: &EndpointSlice) -> Option<Key> {
-    service_of(s, "kubernetes.io/service-name")
-}
-
-/// The slice's namespace and the service its label `label` names.
-fn service_of(s: &EndpointSlice, label: &str) -> Option<Key> {
-    let svc = s.metadata.labels.as_ref()?.get(label)?;
+    let svc = s.metadata.labels.as_ref()?.get(LABEL_SERVICE_NAME)?;
     Some((s.metadata.namespace.clone()?, svc.clone()))
-}
-
-/// A slice's hosts: each endpoint that is ready (unset counts as ready, as the API says), with
-/// its hostname if it has one, once per address.
-pub(super) fn hosts_of(s: &EndpointSlice) -> Vec<Host> {
-    s.endpoints
-        .iter()
-        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
-        .flat_map(|e| {
-            e.addresses
-                .iter()
-                .filter_map(|a| a.parse::<IpAddr>().ok())
-                .map(|ip| (e.hostname.clone(), ip))
-        })
-        .collect()
 }
 
 #[cfg(test)]

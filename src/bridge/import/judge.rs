@@ -3,17 +3,23 @@
 //! one export order, and the [`Import`] they give.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
 
 use super::read::{Read, read};
 use super::{Import, Naming, SliceSpec, exported_metadata};
-use crate::bridge::model::{ClusterExport, Exports, Family, Host, Port, Problem, Reason};
+use crate::bridge::model::{ClusterExport, Endpoint, Exports, Family, Port, Problem, Reason};
 use crate::bridge::runtime::Key;
+use crate::model::Refusal;
 use crate::source::linkerd::carried::{Carried, export_order};
 use crate::source::linkerd::shape::Shape;
+use crate::source::policy::{Policy, refusal};
 use crate::wire::cluster_id;
+
+/// The most endpoints one EndpointSlice holds (the API's limit); more are split over several.
+pub const SLICE_ENDPOINTS: usize = 1000;
 
 /// What the judge found for one service: its import, if it has one, and the problems it
 /// stepped over.
@@ -21,16 +27,19 @@ use crate::wire::cluster_id;
 pub struct Judged {
     pub import: Option<Import>,
     pub problems: Vec<Problem>,
+    /// How many endpoints' addresses the policy refused.
+    pub refused: usize,
 }
 
 /// The import of service `key` that `services` (the Linkerd Services naming it, see
 /// [`super::index::keys_of_service`]; any other is passed over) and every cluster's exports of
-/// it give while Links to the clusters in `links` (their target cluster names) exist.
+/// it give while Links to the clusters in `links` (their target cluster names) exist; an
+/// address `policy` refuses is left out of its slices.
 pub fn judge(
     key: &Key,
     services: &[Arc<Service>],
     links: &BTreeSet<String>,
-    naming: &Naming,
+    (naming, policy): (&Naming, &Policy),
     exports: &Exports,
 ) -> Judged {
     let (ns, name) = (key.0.as_str(), key.1.as_str());
@@ -71,8 +80,10 @@ pub fn judge(
         name,
         links,
         naming,
+        policy,
         problems: Vec::new(),
         conflicts: Vec::new(),
+        refused: BTreeMap::new(),
     };
     if !members.is_empty() || theirs.is_some() {
         out.import = import(
@@ -81,6 +92,27 @@ pub fn judge(
             &hosts,
             (theirs.unwrap_or_default(), &exports.read, exports.own_read),
         );
+    }
+    out.refused = j.refused.values().map(Vec::len).sum();
+    for (cluster, refused) in std::mem::take(&mut j.refused) {
+        let shown: Vec<String> = (refused.iter().take(10))
+            .map(|(ip, why)| format!("{ip} ({why})"))
+            .collect();
+        let more = refused.len().saturating_sub(shown.len());
+        j.problems.push(Problem {
+            kind: "ServiceImport",
+            namespace: j.ns.into(),
+            object: j.name.into(),
+            reason: Reason::AddressRefused,
+            message: format!(
+                "{} of cluster {cluster}'s endpoints of {}/{} are left out of its EndpointSlices, their addresses refused: {}{}",
+                refused.len(),
+                j.ns,
+                j.name,
+                shown.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() },
+            ),
+        });
     }
     out.problems.append(&mut j.problems);
     out.problems.append(&mut j.conflicts);
@@ -94,8 +126,11 @@ struct Judging<'a> {
     name: &'a str,
     links: &'a BTreeSet<String>,
     naming: &'a Naming,
+    policy: &'a Policy,
     problems: Vec<Problem>,
     conflicts: Vec<Problem>,
+    /// The endpoints' addresses the policy refused, by cluster.
+    refused: BTreeMap<String, Vec<(IpAddr, Refusal)>>,
 }
 
 impl Judging<'_> {
@@ -289,10 +324,8 @@ fn from_linkerd<'a>(
                             link: Some(link.clone()),
                             object: Some(r.object.clone()),
                             shown: r.object.clone(),
-                            headless: false,
                             ports: with_app(&r.ports, carried.as_ref()),
-                            carried: None,
-                            endpoints: Vec::new(),
+                            ..ClusterExport::default()
                         });
                     }
                 }
@@ -303,11 +336,10 @@ fn from_linkerd<'a>(
                             link: None,
                             object: Some(r.object.clone()),
                             shown: r.object.clone(),
-                            headless: false,
                             ports: with_app(&r.ports, carried.as_ref()),
                             // Linkerd writes the federated Service from its local member.
                             carried,
-                            endpoints: Vec::new(),
+                            ..ClusterExport::default()
                         }),
                         Some(_) => {}
                         None => j.problem(
@@ -319,9 +351,9 @@ fn from_linkerd<'a>(
             }
             Shape::Mirror { link: cluster, .. } => {
                 let headless = r.headless;
-                let mut endpoints: Vec<Host> = Vec::new();
+                let mut endpoints: Vec<Endpoint> = Vec::new();
                 if !headless {
-                    endpoints.extend(r.ips.iter().map(|ip| (None, *ip)));
+                    endpoints.extend(r.ips.iter().map(|ip| Endpoint::ready(None, *ip)));
                 }
                 for h in hosts
                     .get(r.object.as_str())
@@ -333,7 +365,7 @@ fn from_linkerd<'a>(
                         (&h.shape, h.ips.first())
                         && link == cluster
                     {
-                        endpoints.push((Some(hostname.clone()), *ip));
+                        endpoints.push(Endpoint::ready(Some(hostname.clone()), *ip));
                     }
                 }
                 if let Some(m) = all
@@ -367,6 +399,7 @@ fn from_linkerd<'a>(
                     ports: with_app(&r.ports, carried.as_ref()),
                     carried,
                     endpoints,
+                    ..ClusterExport::default()
                 });
             }
             Shape::Host { .. } => {}
@@ -377,7 +410,7 @@ fn from_linkerd<'a>(
 
 /// The import the members give, oldest first: the oldest's type, the union of the ports by
 /// name, the carried fields, labels and annotations of the oldest that carried any, and the
-/// addresses (the federated Service's, else a slice per cluster and family).
+/// addresses: the federated Service's, and slices per cluster and family (see [`Slices`]).
 fn merge(j: &mut Judging, all: &[ClusterExport], federated: Option<&Read>) -> Option<Import> {
     let (ns, name) = (j.ns, j.name);
     let oldest = all.first()?;
@@ -407,7 +440,8 @@ fn merge(j: &mut Judging, all: &[ClusterExport], federated: Option<&Read>) -> Op
     let mut ports: Vec<(Port, &str)> = Vec::new();
     let mut taken: Vec<(&ClusterExport, Vec<Port>)> = Vec::new();
     let mut clusters = BTreeSet::new();
-    let mut slices: BTreeMap<(String, Family), SliceSpec> = BTreeMap::new();
+    let mut slices = Slices::default();
+    let federated_ip = federated.is_some() && !is_headless;
     for m in all {
         if m.headless != is_headless {
             if let Some(object) = &m.object {
@@ -431,17 +465,20 @@ fn merge(j: &mut Judging, all: &[ClusterExport], federated: Option<&Read>) -> Op
             }
         }
         taken.push((m, m.ports.clone()));
-        for (hostname, ip) in &m.endpoints {
-            slices
-                .entry((m.cluster.clone(), Family::of(ip)))
-                .or_insert_with(|| SliceSpec {
-                    cluster: m.cluster.clone(),
-                    family: Family::of(ip),
-                    endpoints: Vec::new(),
-                    ports: m.ports.clone(),
-                })
-                .endpoints
-                .push((hostname.clone(), *ip));
+        // Its pods where every cluster reaches them: a federated import's members, a headless
+        // export of this cluster or one without a gateway. Else the addresses Linkerd's objects
+        // give here, but for a federated import, whose address stands for them.
+        let by_pods = if federated_ip {
+            m.flat
+        } else {
+            is_headless && (m.link.is_none() || m.flat)
+        };
+        if by_pods {
+            for p in &m.pods {
+                slices.add(j, &m.cluster, &p.ports, &p.endpoints);
+            }
+        } else if !federated_ip {
+            slices.add(j, &m.cluster, &m.ports, &m.endpoints);
         }
     }
     let mut union: Vec<Port> = ports.iter().map(|(p, _)| p.clone()).collect();
@@ -461,10 +498,10 @@ fn merge(j: &mut Judging, all: &[ClusterExport], federated: Option<&Read>) -> Op
         labels,
         annotations,
         clusters,
-        slices: Vec::new(),
+        slices: slices.specs(),
     };
     match federated {
-        // A ClusterSetIP import with Linkerd's federated Service: its one address, no slices.
+        // A ClusterSetIP import with Linkerd's federated Service: its one address.
         Some(f) if !is_headless => {
             if f.ips.is_empty() {
                 return None;
@@ -473,19 +510,64 @@ fn merge(j: &mut Judging, all: &[ClusterExport], federated: Option<&Read>) -> Op
             i.families = f.families.clone();
         }
         _ => {
-            i.slices = slices
-                .into_values()
-                .map(|mut s| {
-                    s.endpoints.sort();
-                    s.endpoints.dedup();
-                    s
-                })
-                .collect();
             let families: BTreeSet<Family> = i.slices.iter().map(|s| s.family).collect();
             i.families = families.into_iter().collect();
         }
     }
+    if i.families.is_empty() && is_headless {
+        // No endpoint yet: the families the oldest export carried.
+        let words = carried.ip_families.iter().flatten();
+        i.families = (words.filter_map(|w| Family::from_word(w)))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+    }
     Some(i)
+}
+
+/// An import's slices as they are gathered: the endpoints of each cluster, family and set of
+/// ports (a cluster's pods may listen on other ports than another's, or than its Service's).
+#[derive(Default)]
+struct Slices(BTreeMap<(String, Family, Vec<Port>), Vec<Endpoint>>);
+
+impl Slices {
+    /// `endpoints` of `cluster` on `ports`, but those whose address the policy refuses.
+    fn add(&mut self, j: &mut Judging, cluster: &str, ports: &[Port], endpoints: &[Endpoint]) {
+        for e in endpoints {
+            if let Some(why) = refusal(j.policy, e.ip) {
+                j.refused
+                    .entry(cluster.into())
+                    .or_default()
+                    .push((e.ip, why));
+                continue;
+            }
+            let at = (cluster.to_string(), Family::of(&e.ip), ports.to_vec());
+            self.0.entry(at).or_default().push(e.clone());
+        }
+    }
+
+    /// The slices: per cluster and family, one per set of ports and [`SLICE_ENDPOINTS`]
+    /// endpoints, numbered.
+    fn specs(self) -> Vec<SliceSpec> {
+        let mut out: Vec<SliceSpec> = Vec::new();
+        for ((cluster, family, ports), mut endpoints) in self.0 {
+            endpoints.sort();
+            endpoints.dedup();
+            for chunk in endpoints.chunks(SLICE_ENDPOINTS) {
+                let part = (out.iter().rev())
+                    .take_while(|s| s.cluster == cluster && s.family == family)
+                    .count();
+                out.push(SliceSpec {
+                    cluster: cluster.clone(),
+                    family,
+                    part,
+                    endpoints: chunk.to_vec(),
+                    ports: ports.clone(),
+                });
+            }
+        }
+        out
+    }
 }
 
 /// Where the clusters' ports differ from the `union` (`ports`: each name's port, and whose),

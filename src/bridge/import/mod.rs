@@ -35,7 +35,7 @@ use std::net::IpAddr;
 
 use serde_json::Value;
 
-use crate::bridge::model::{Family, Host, Port};
+use crate::bridge::model::{Endpoint, Family, Port};
 use crate::wire::cluster_id;
 pub use controller::Settings;
 pub(super) use controller::run;
@@ -58,13 +58,15 @@ impl Naming {
     }
 }
 
-/// One EndpointSlice of an import: one cluster's addresses of one family.
+/// One EndpointSlice of an import: one cluster's addresses of one family (the `part`-th
+/// slice of them, from 0, where they are on several sets of ports or too many for one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SliceSpec {
     pub cluster: String,
     pub family: Family,
-    /// Hostname (headless) and address, sorted.
-    pub endpoints: Vec<Host>,
+    pub part: usize,
+    /// Sorted.
+    pub endpoints: Vec<Endpoint>,
     pub ports: Vec<Port>,
 }
 

@@ -62,17 +62,30 @@ impl Import {
         self.slices
             .iter()
             .map(|s| {
-                let name = slice_name(&self.name, &s.cluster, s.family);
+                let mut name = slice_name(&self.name, &s.cluster, s.family);
+                if s.part > 0 {
+                    name = format!("{name}-{}", s.part);
+                }
                 let endpoints: Vec<Value> = s
                     .endpoints
                     .iter()
-                    .map(|(host, ip)| {
-                        let mut e =
-                            json!({"addresses": [ip.to_string()], "conditions": {"ready": true}});
-                        if let Some(h) = host {
-                            e["hostname"] = h.clone().into();
+                    .map(|e| {
+                        let mut conditions = json!({});
+                        for (k, v) in [
+                            ("ready", e.ready),
+                            ("serving", e.serving),
+                            ("terminating", e.terminating),
+                        ] {
+                            if let Some(v) = v {
+                                conditions[k] = v.into();
+                            }
                         }
-                        e
+                        let mut o =
+                            json!({"addresses": [e.ip.to_string()], "conditions": conditions});
+                        if let Some(h) = &e.hostname {
+                            o["hostname"] = h.clone().into();
+                        }
+                        o
                     })
                     .collect();
                 let o = json!({

@@ -432,6 +432,13 @@ impl Codec {
         Codec::new("EndpointSlice", slice)
     }
 
+    /// A cluster's own EndpointSlices, as far as another slice copies them: their address
+    /// type, ports, each endpoint's addresses, conditions and hostname, and the label naming
+    /// their Service (`kubernetes.io/service-name`).
+    pub(crate) fn pods() -> Arc<Codec> {
+        Codec::new("EndpointSlice", pods)
+    }
+
     /// ServiceExports: their creation time (the oldest export wins a conflict) and generation
     /// (the conditions' `observedGeneration`) too.
     pub(crate) fn exports() -> Arc<Codec> {
@@ -479,6 +486,25 @@ fn service(v: &mut Value) {
 fn slice(v: &mut Value) {
     typed(v);
     metadata(v, &[]);
+}
+
+fn pods(v: &mut Value) {
+    typed(v);
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.retain(|k, _| matches!(k.as_str(), "name" | "namespace" | "labels"));
+        if let Some(l) = m.get_mut("labels").and_then(Value::as_object_mut) {
+            l.retain(|k, _| k == "kubernetes.io/service-name");
+        }
+    }
+    for e in (v
+        .get_mut("endpoints")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten())
+    .filter_map(Value::as_object_mut)
+    {
+        e.retain(|k, _| matches!(k.as_str(), "addresses" | "conditions" | "hostname"));
+    }
 }
 
 fn export(v: &mut Value) {

@@ -39,6 +39,7 @@ fn said(messages: &[&str], unusable: &[(&str, &str)]) -> Said<String> {
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect(),
         foreign: (0, 0),
+        refused: 0,
     }
 }
 

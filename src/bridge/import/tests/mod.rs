@@ -5,7 +5,8 @@ use k8s_openapi::api::core::v1::Service;
 use super::*;
 use crate::bridge::model::Problem;
 use crate::bridge::model::{
-    Carried, ClusterExport, Exports, Family, LABEL_MANAGER, MANAGER, Port, Reason, slice_name,
+    Carried, ClusterExport, Endpoint, Exports, Family, LABEL_MANAGER, MANAGER, Pods, Port, Reason,
+    slice_name,
 };
 use crate::bridge::runtime::Key;
 use serde_json::json;
@@ -40,7 +41,8 @@ fn judge_all(
             .filter(|s| super::index::keys_of_service(s).contains(&key))
             .cloned()
             .collect();
-        let j = super::judge(&key, &naming_it, links, naming, exports);
+        let policy = crate::source::policy::Policy::default();
+        let j = super::judge(&key, &naming_it, links, (naming, &policy), exports);
         world.imports.extend(j.import.map(|i| (key, i)));
         // One problem of an object that names several services is said once (as the
         // controller's record of what is said holds it).
@@ -273,10 +275,7 @@ fn an_exporting_cluster_imports_its_own_export_without_a_mirror() {
     assert_eq!(i.clusters, BTreeSet::from(["east".into()]));
     assert!(i.ips.is_empty());
     assert_eq!(i.slices.len(), 1);
-    assert_eq!(
-        i.slices[0].endpoints,
-        vec![(None, "198.18.0.10".parse().unwrap())]
-    );
+    assert_eq!(i.slices[0].endpoints, vec![ready_at(None, "198.18.0.10")]);
     // Without an id of its own the carried one names it; without either it is left out
     // (the export half says why, on the export).
     let mut anonymous = exports.clone();
@@ -299,16 +298,19 @@ fn an_exporting_cluster_imports_its_own_headless_hosts() {
     // the other clusters' have of theirs from Linkerd's host mirrors.
     let own = carried("east", "2026-12-04T10:00:00Z", &["tcp:5432/TCP"], true, "a");
     let hosts = vec![
-        (None, "198.18.1.12".parse().unwrap()),
-        (Some("db-0".to_string()), "198.18.1.10".parse().unwrap()),
-        (Some("db-1".to_string()), "fd00::11".parse().unwrap()),
+        ready_at(None, "198.18.1.12"),
+        ready_at(Some("db-0"), "198.18.1.10"),
+        ready_at(Some("db-1"), "fd00::11"),
     ];
     let exports = Exports {
         by_service: BTreeMap::from([(
             key("db"),
-            // Its hosts, as the controller reads them from its slices.
+            // Its hosts, as `clusters/` reads them from its slices.
             vec![ClusterExport {
-                endpoints: hosts.clone(),
+                pods: vec![Pods {
+                    ports: own.ports.clone(),
+                    endpoints: hosts.clone(),
+                }],
                 ..read_export(&key("db"), None, None, &own)
             }],
         )]),
@@ -324,7 +326,7 @@ fn an_exporting_cluster_imports_its_own_headless_hosts() {
     assert!(i.headless);
     assert_eq!(i.clusters, BTreeSet::from(["east".into()]));
     assert_eq!(i.families, vec![Family::V4, Family::V6]);
-    let slices: Vec<(&str, Family, &Vec<Host>)> = i
+    let slices: Vec<(&str, Family, &Vec<Endpoint>)> = i
         .slices
         .iter()
         .map(|s| (s.cluster.as_str(), s.family, &s.endpoints))
@@ -463,12 +465,19 @@ fn headless_mirrors_name_each_host() {
     assert_eq!(
         i.slices[0].endpoints,
         vec![
-            (Some("db-0".into()), "198.18.2.1".parse().unwrap()),
-            (Some("db-1".into()), "198.18.2.2".parse().unwrap()),
+            ready_at(Some("db-0"), "198.18.2.1"),
+            ready_at(Some("db-1"), "198.18.2.2")
         ]
     );
     assert_eq!(i.spec()["type"], "Headless");
 }
 
+/// An endpoint that is ready, as Linkerd's objects' addresses are.
+fn ready_at(hostname: Option<&str>, ip: &str) -> Endpoint {
+    Endpoint::ready(hostname.map(str::to_string), ip.parse().unwrap())
+}
+
 /// Where exports disagree, and what the judge does with what it cannot use.
 mod conflicts;
+/// The exporting clusters' endpoints in the import's slices.
+mod endpoints;

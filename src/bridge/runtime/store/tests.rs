@@ -77,6 +77,34 @@ fn each_kind_reads_back_what_was_stored() {
     w.apply(&watcher::Event::Apply(slice.clone()));
     assert_eq!(*w.reader().get("a", "web-east").expect("stored"), slice);
 
+    // A cluster's own slice of an exported Service: what an MCS slice copies of it, and the
+    // label naming its Service.
+    let own: EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": "web-x7", "namespace": "a", "resourceVersion": "8", "uid": "u",
+            "labels": {"kubernetes.io/service-name": "web", "mirror.linkerd.io/federated": "member"},
+            "annotations": {"endpoints.kubernetes.io/last-change-trigger-time": "2026-12-07T00:00:00Z"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["198.19.0.9"], "hostname": "web-0", "nodeName": "n1", "zone": "z",
+            "targetRef": {"kind": "Pod", "name": "web-0", "namespace": "a"},
+            "conditions": {"ready": false, "serving": true, "terminating": true}}],
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP", "appProtocol": "http"}]
+    }))
+    .expect("a slice");
+    let mut w = Writer::new(unmarked::<EndpointSlice>, Codec::pods());
+    w.apply(&watcher::Event::Apply(own));
+    let back = serde_json::to_value(&*w.reader().get("a", "web-x7").expect("stored")).unwrap();
+    assert_eq!(
+        back,
+        json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "web-x7", "namespace": "a", "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["198.19.0.9"], "hostname": "web-0",
+                "conditions": {"ready": false, "serving": true, "terminating": true}}],
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP", "appProtocol": "http"}]
+        })
+    );
+
     let import: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
         "metadata": {"name": "web", "namespace": "a", "resourceVersion": "9", "generation": 2},

@@ -1,0 +1,297 @@
+//! The exporting clusters' endpoints in the import's slices: which clusters' pods, on which
+//! ports, split how, and which addresses no slice may hold.
+
+use super::*;
+use crate::source::policy::Policy;
+
+/// An endpoint with its conditions as a slice says them.
+fn pod(ip: &str, ready: Option<bool>, serving: Option<bool>) -> Endpoint {
+    Endpoint {
+        ready,
+        serving,
+        ..ready_at(None, ip)
+    }
+}
+
+fn port(name: &str, number: i32) -> Port {
+    Port {
+        name: name.into(),
+        port: number,
+        protocol: "TCP".into(),
+        app_protocol: None,
+    }
+}
+
+/// `cluster`'s export of web through a Link (None: this cluster's own), exported without a
+/// gateway if `flat`, its pods as its slices give them.
+fn member(cluster: Option<&str>, flat: bool, headless: bool, pods: Vec<Pods>) -> ClusterExport {
+    let owner = cluster.unwrap_or("north");
+    let c = carried(
+        owner,
+        "2026-12-04T10:00:00Z",
+        &["http:80/TCP"],
+        headless,
+        "a",
+    );
+    let ip = (!headless).then_some("198.18.0.9");
+    ClusterExport {
+        flat,
+        pods,
+        ..read_export(&key("web"), cluster, ip, &c)
+    }
+}
+
+fn exports(members: Vec<ClusterExport>) -> Exports {
+    Exports {
+        by_service: BTreeMap::from([(key("web"), members)]),
+        read: BTreeSet::from(["east".into(), "west".into()]),
+        own_read: true,
+    }
+}
+
+fn judge_with(
+    services: &[Arc<Service>],
+    exports: &Exports,
+    policy: &Policy,
+) -> crate::bridge::import::Judged {
+    let naming = Naming {
+        own: Some("north".into()),
+        ..Naming::default()
+    };
+    crate::bridge::import::judge(
+        &key("web"),
+        services,
+        &links(&["east", "west"]),
+        (&naming, policy),
+        exports,
+    )
+}
+
+#[test]
+fn a_federated_import_keeps_its_address_and_has_the_members_pods() {
+    let local = carried(
+        "north",
+        "2026-12-04T10:00:00Z",
+        &["http:80/TCP"],
+        false,
+        "a",
+    );
+    let fed = federated_here("east", "198.18.0.10", &local);
+    let on_8080 = |endpoints| Pods {
+        ports: vec![port("http", 8080)],
+        endpoints,
+    };
+    let east = member(
+        Some("east"),
+        true,
+        false,
+        vec![on_8080(vec![
+            pod("198.18.5.1", Some(true), None),
+            pod("198.18.5.2", Some(false), Some(true)),
+        ])],
+    );
+    let own = member(
+        None,
+        true,
+        false,
+        vec![on_8080(vec![pod("198.18.6.1", None, None)])],
+    );
+    // West exports through a gateway: its pods cannot be reached from here.
+    let west = member(
+        Some("west"),
+        false,
+        false,
+        vec![on_8080(vec![pod("198.18.7.1", Some(true), None)])],
+    );
+    let j = judge_with(&[fed], &exports(vec![east, own, west]), &Policy::default());
+    let i = j.import.expect("an import");
+    assert_eq!(i.ips, vec!["198.18.0.10".parse::<IpAddr>().unwrap()]);
+    assert_eq!(i.families, vec![Family::V4]);
+    let slices: Vec<(&str, Vec<String>, &[Port])> = (i.slices.iter())
+        .map(|s| {
+            let ips = s.endpoints.iter().map(|e| e.ip.to_string()).collect();
+            (s.cluster.as_str(), ips, &s.ports[..])
+        })
+        .collect();
+    assert_eq!(
+        slices,
+        vec![
+            (
+                "east",
+                vec!["198.18.5.1".into(), "198.18.5.2".into()],
+                &[port("http", 8080)][..]
+            ),
+            (
+                "north",
+                vec!["198.18.6.1".into()],
+                &[port("http", 8080)][..]
+            ),
+        ]
+    );
+    assert_eq!(i.status()["endpointSliceObjects"], "Present");
+    // The conditions as the exporting cluster said them; none said, none written.
+    let objects = i.slice_objects();
+    let east = &objects[&slice_name("web", "east", Family::V4)];
+    assert_eq!(
+        east["endpoints"][1]["conditions"],
+        json!({"ready": false, "serving": true})
+    );
+    let north = &objects[&slice_name("web", "north", Family::V4)];
+    assert_eq!(north["endpoints"][0]["conditions"], json!({}));
+    assert_eq!(
+        north["ports"],
+        json!([{"name": "http", "port": 8080, "protocol": "TCP"}])
+    );
+}
+
+#[test]
+fn a_headless_import_has_its_hosts_and_families_before_any_endpoint() {
+    let host = |h: &str, ip: &str| Endpoint {
+        hostname: Some(h.into()),
+        ..pod(ip, Some(true), None)
+    };
+    let west = member(
+        Some("west"),
+        true,
+        true,
+        vec![Pods {
+            ports: vec![port("pg", 5432)],
+            endpoints: vec![host("db-0", "198.18.7.1"), host("db-1", "fd00::7:1")],
+        }],
+    );
+    let j = judge_with(&[], &exports(vec![west.clone()]), &Policy::default());
+    let i = j.import.expect("an import");
+    assert!(i.headless);
+    assert_eq!(i.families, vec![Family::V4, Family::V6]);
+    let hosts: Vec<(Family, Option<&str>)> = (i.slices.iter())
+        .flat_map(|s| {
+            s.endpoints
+                .iter()
+                .map(|e| (s.family, e.hostname.as_deref()))
+        })
+        .collect();
+    assert_eq!(
+        hosts,
+        vec![(Family::V4, Some("db-0")), (Family::V6, Some("db-1"))]
+    );
+    // No pod yet: the families its export carried.
+    let mut empty = west;
+    empty.pods.clear();
+    empty.carried.as_mut().unwrap().ip_families = Some(vec!["IPv6".into()]);
+    let i = judge_with(&[], &exports(vec![empty]), &Policy::default())
+        .import
+        .expect("an import");
+    assert!(i.slices.is_empty());
+    assert_eq!(i.families, vec![Family::V6]);
+    assert_eq!(i.spec()["ipFamilies"], json!(["IPv6"]));
+}
+
+#[test]
+fn addresses_no_slice_may_hold_are_left_out_and_said() {
+    let policy = Policy::from_flags(&["198.18.9.0/24".parse().unwrap()], &[], &[], &[]).unwrap();
+    let addresses = [
+        "198.18.5.1",
+        "127.0.0.1",
+        "169.254.169.254",
+        "fe80::1",
+        "::1",
+        "100.100.100.200",
+        "fd00:ec2::254",
+        "239.1.1.1",
+        "198.18.9.7",
+        "fd00::5:1",
+    ];
+    let west = member(
+        Some("west"),
+        true,
+        true,
+        vec![Pods {
+            ports: vec![port("pg", 5432)],
+            endpoints: addresses.iter().map(|a| pod(a, Some(true), None)).collect(),
+        }],
+    );
+    let j = judge_with(&[], &exports(vec![west]), &policy);
+    let i = j.import.expect("an import");
+    let kept: Vec<String> = (i.slices.iter().flat_map(|s| &s.endpoints))
+        .map(|e| e.ip.to_string())
+        .collect();
+    assert_eq!(kept, ["198.18.5.1", "fd00::5:1"]);
+    assert_eq!(j.refused, 8);
+    let said: Vec<&Problem> = (j.problems.iter())
+        .filter(|p| p.reason == Reason::AddressRefused)
+        .collect();
+    assert_eq!(said.len(), 1, "{:?}", j.problems);
+    let (p, m) = (said[0], &said[0].message);
+    assert_eq!((p.kind, p.object.as_str()), ("ServiceImport", "web"));
+    assert!(
+        m.starts_with("8 of cluster west's endpoints of shop/web"),
+        "{m}"
+    );
+    for why in [
+        "127.0.0.1 (loopback)",
+        "169.254.169.254 (link_local)",
+        "fe80::1 (link_local)",
+        "::1 (loopback)",
+        "100.100.100.200 (metadata)",
+        "fd00:ec2::254 (metadata)",
+        "239.1.1.1 (multicast)",
+        "198.18.9.7 (denied)",
+    ] {
+        assert!(m.contains(why), "{why}: {m}");
+    }
+}
+
+#[test]
+fn many_endpoints_or_other_ports_make_more_slices() {
+    let many: Vec<Endpoint> = (0..2100)
+        .map(|n| {
+            pod(
+                &format!("198.18.{}.{}", 10 + n / 250, n % 250),
+                Some(true),
+                None,
+            )
+        })
+        .collect();
+    let east = member(
+        Some("east"),
+        true,
+        true,
+        vec![
+            Pods {
+                ports: vec![port("http", 8080)],
+                endpoints: many,
+            },
+            // Pods of the same Service listening elsewhere (a named targetPort).
+            Pods {
+                ports: vec![port("http", 9090)],
+                endpoints: vec![pod("198.18.99.1", Some(true), None)],
+            },
+        ],
+    );
+    let i = judge_with(&[], &exports(vec![east]), &Policy::default())
+        .import
+        .expect("an import");
+    let parts: Vec<(usize, usize, i32)> = (i.slices.iter())
+        .map(|s| (s.part, s.endpoints.len(), s.ports[0].port))
+        .collect();
+    assert_eq!(
+        parts,
+        [
+            (0, 1000, 8080),
+            (1, 1000, 8080),
+            (2, 100, 8080),
+            (3, 1, 9090)
+        ]
+    );
+    let names: BTreeSet<String> = i.slice_objects().into_keys().collect();
+    let first = slice_name("web", "east", Family::V4);
+    let want: BTreeSet<String> = [
+        first.clone(),
+        format!("{first}-1"),
+        format!("{first}-2"),
+        format!("{first}-3"),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(names, want);
+}
