@@ -37,6 +37,7 @@ pub struct BridgeMetrics {
     not_taken_over: IntGaugeVec,
     unusable: IntGauge,
     refused: IntGauge,
+    left_out: IntGaugeVec,
     linked: IntGaugeVec,
     own_id: IntGauge,
     /// Why each half is not ready yet, if it is not.
@@ -106,6 +107,12 @@ impl BridgeMetrics {
             "clusterset_dns_bridge_refused_endpoints",
             "Endpoints of exporting clusters left out of the import half's EndpointSlices because their address is refused (loopback, link-local, metadata, multicast, --deny-cidr, outside --allow-cidr; each import's in an Event and the log).",
         );
+        let left_out = gauge_vec(
+            &r,
+            "clusterset_dns_bridge_left_out_objects",
+            "Objects a linked cluster sent beyond --max-objects-per-link, by Link: left out of the bridge's stores (its exports are then read in part).",
+            &["link"],
+        );
         let linked = gauge_vec(
             &r,
             "clusterset_dns_bridge_linked_clusters",
@@ -144,6 +151,7 @@ impl BridgeMetrics {
             not_taken_over,
             unusable,
             refused,
+            left_out,
             linked,
             own_id,
             waiting: Mutex::new(BTreeMap::from([(
@@ -160,6 +168,11 @@ impl BridgeMetrics {
             .with_label_values(&["unread"])
             .set(unread as i64);
         self.own_id.set(i64::from(own_id));
+    }
+
+    /// How many objects Link `link`'s cluster sent beyond the limit.
+    pub fn left_out(&self, link: &str, n: usize) {
+        self.left_out.with_label_values(&[link]).set(n as i64);
     }
 
     pub fn leading(&self, on: bool) {

@@ -56,6 +56,8 @@ pub struct Config {
     pub lease: lease::Config,
     /// `--cluster-id`: this cluster's id, over its ClusterProperty's.
     pub cluster_id: Option<String>,
+    /// `--max-objects-per-link`: the most objects of each kind kept of one linked cluster.
+    pub max_per_link: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +115,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
     );
     let clusters = clusters::start(
         client.clone(),
-        config.cluster_id.clone(),
+        (config.cluster_id.clone(), config.max_per_link),
         metrics.clone(),
         &services,
         shutdown.clone(),

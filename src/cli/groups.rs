@@ -380,6 +380,12 @@ pub struct BridgeFlags {
         value_delimiter = ','
     )]
     pub allow_cidr: Vec<Cidr>,
+    /// The most objects of each kind (exported Services, their EndpointSlices, per Linkerd
+    /// export label) kept of one linked cluster: a cluster that sends more cannot grow the
+    /// bridge's memory, and what is beyond it is left out (logged, and counted in
+    /// clusterset_dns_bridge_left_out_objects). 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub max_objects_per_link: usize,
 }
 
 /// A half of the linkerd-bridge.

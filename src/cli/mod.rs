@@ -210,6 +210,7 @@ impl Bridge {
                     policy: Policy::from_flags(&f.deny_cidr, &f.allow_cidr, &[], &[])?,
                 }),
             cluster_id: naming.own.clone(),
+            max_per_link: unlimited_if_zero(f.max_objects_per_link),
             admin: self.admin.admin_listen,
             lease: crate::bridge::runtime::lease::Config {
                 namespace: f.lease_namespace.clone(),

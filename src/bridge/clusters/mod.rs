@@ -98,6 +98,8 @@ struct State {
     own_listed: [bool; 3],
     /// What packs the linked clusters' exported Services, and every cluster's slices of them.
     codecs: Option<[Arc<Codec>; 2]>,
+    /// The most objects of each of a linked cluster's watches kept (`--max-objects-per-link`).
+    limit: usize,
     /// By the Link's namespace and name.
     links: BTreeMap<Key, Linked>,
     links_listed: bool,
@@ -246,7 +248,7 @@ impl Clusters {
 /// [`CRD_RECHECK`]); runs until `shutdown`.
 pub(crate) fn start(
     client: kube::Client,
-    cluster_id: Option<String>,
+    (cluster_id, limit): (Option<String>, usize),
     metrics: Arc<super::metrics::BridgeMetrics>,
     services: &Feed<Service>,
     shutdown: CancellationToken,
@@ -268,6 +270,7 @@ pub(crate) fn start(
             slices.each_ref().map(|f| f.store().clone()),
         ));
         s.codecs = Some(codecs);
+        s.limit = limit;
     }
     match cluster_id {
         Some(id) => {
@@ -516,8 +519,12 @@ impl Clusters {
         stop: CancellationToken,
     ) {
         let link = format!("{}/{}", key.0, key.1);
-        let codecs = self.lock().codecs.clone().expect("set at start");
-        let (feeds, readers, slices) = writers(&codecs);
+        let (codecs, limit) = {
+            let s = self.lock();
+            (s.codecs.clone().expect("set at start"), s.limit)
+        };
+        let (feeds, readers, slices) = writers(&codecs, limit);
+        let mut left_out = 0;
         let mut said: Option<String> = None;
         // Credentials read and not yet used: their client, and the kubeconfig it is made of.
         let mut next: Option<(kube::Client, String)> = None;
@@ -546,6 +553,17 @@ impl Clusters {
             }
             let mut events = std::pin::pin!(watch_exported(remote, &feeds));
             loop {
+                let now = feeds.left_out();
+                if now != left_out {
+                    if left_out == 0 {
+                        warn!(link = %link, "its cluster sends more exported Services or EndpointSlices than --max-objects-per-link ({limit}) of a kind: those beyond it are left out");
+                    }
+                    left_out = now;
+                    let metrics = self.lock().metrics.clone();
+                    if let Some(m) = metrics {
+                        m.left_out(&key.1, now);
+                    }
+                }
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     ev = events.next() => match ev {

@@ -173,6 +173,16 @@ pub(super) struct Feeds {
     slices: [Arc<Mutex<store::Writer<EndpointSlice>>>; 2],
 }
 
+impl Feeds {
+    /// How many objects the stores left out, beyond their limit.
+    pub(super) fn left_out(&self) -> usize {
+        fn n<K>(w: &Arc<Mutex<store::Writer<K>>>) -> usize {
+            w.lock().expect("not poisoned").left_out
+        }
+        self.services.iter().map(n).sum::<usize>() + self.slices.iter().map(n).sum::<usize>()
+    }
+}
+
 /// What one event of a linked cluster's watches changed: an exported Service, one of their
 /// slices, or every watch listed.
 pub(super) enum Told {
@@ -227,10 +237,14 @@ pub(super) fn watch_exported(
 }
 
 /// The stores of one linked cluster's exported Services and their slices, packed by `codecs`
-/// (one of each for every linked cluster: their objects look alike).
-pub(super) fn writers(codecs: &[Arc<Codec>; 2]) -> (Feeds, ExportedStores, SliceStores) {
-    let service = || store::Writer::new(store::unmarked, codecs[0].clone());
-    let slice = || store::Writer::new(store::unmarked, codecs[1].clone());
+/// (one of each for every linked cluster: their objects look alike), each of at most `limit`
+/// objects.
+pub(super) fn writers(
+    codecs: &[Arc<Codec>; 2],
+    limit: usize,
+) -> (Feeds, ExportedStores, SliceStores) {
+    let service = || store::Writer::new(store::unmarked, codecs[0].clone()).limited(limit);
+    let slice = || store::Writer::new(store::unmarked, codecs[1].clone()).limited(limit);
     let services = [service(), service()];
     let slices = [slice(), slice()];
     let readers = ExportedStores::Linked(services.each_ref().map(store::Writer::reader));

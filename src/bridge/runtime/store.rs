@@ -281,6 +281,11 @@ pub(crate) struct Writer<K> {
     listing: Option<HashMap<Key, Entry>>,
     /// Whether a list was done: what a reader that comes late is told it missed.
     pub(crate) listed: bool,
+    /// The most objects kept: one more is left out (a watch that floods the store cannot grow
+    /// it without bound).
+    limit: usize,
+    /// How many objects were left out since the last list began.
+    pub(crate) left_out: usize,
 }
 
 impl<K: kube::Resource + Serialize> Writer<K> {
@@ -294,7 +299,15 @@ impl<K: kube::Resource + Serialize> Writer<K> {
             marks,
             listing: None,
             listed: false,
+            limit: usize::MAX,
+            left_out: 0,
         }
+    }
+
+    /// This writer, keeping at most `limit` objects.
+    pub(crate) fn limited(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
     }
 
     pub(crate) fn reader(&self) -> Store<K> {
@@ -311,10 +324,14 @@ impl<K: kube::Resource + Serialize> Writer<K> {
         let mut map = match ev {
             watcher::Event::Init => {
                 self.listing = Some(HashMap::new());
+                self.left_out = 0;
                 return Vec::new();
             }
             watcher::Event::InitApply(o) => {
-                if let Some((key, entry)) = self.entry(o) {
+                let full = self.listing.as_ref().is_some_and(|l| l.len() >= self.limit);
+                if full {
+                    self.left_out += 1;
+                } else if let Some((key, entry)) = self.entry(o) {
                     self.listing.get_or_insert_default().insert(key, entry);
                 }
                 return Vec::new();
@@ -326,6 +343,10 @@ impl<K: kube::Resource + Serialize> Writer<K> {
                 let Some((key, entry)) = self.entry(o) else {
                     return Vec::new();
                 };
+                if map.len() >= self.limit && !map.contains_key(&key) {
+                    self.left_out += 1;
+                    return Vec::new();
+                }
                 let now = entry.marks;
                 let was = map.insert(key.clone(), entry).map_or(0, |e| e.marks);
                 vec![Heard::Key { key, was, now }]

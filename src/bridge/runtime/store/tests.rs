@@ -316,3 +316,39 @@ fn a_kind_makes_a_new_dictionary_when_its_texts_stop_packing_well() {
         );
     }
 }
+
+/// A limited store keeps what it has and leaves out what comes beyond its limit, in a list and
+/// after; what goes makes room again.
+#[test]
+fn a_limited_store_leaves_out_what_is_beyond_its_limit() {
+    let mut w = Writer::new(unmarked::<Service>, Codec::services()).limited(2);
+    let store = w.reader();
+    w.apply(&watcher::Event::Init);
+    for name in ["a", "b", "c"] {
+        w.apply(&watcher::Event::InitApply(service("x", name, "1")));
+    }
+    w.apply(&watcher::Event::InitDone);
+    assert_eq!((store.len(), w.left_out), (2, 1));
+    assert!(store.get("x", "c").is_none());
+    // A change of one kept is taken; a new one is not.
+    assert!(
+        !w.apply(&watcher::Event::Apply(service("x", "a", "2")))
+            .is_empty()
+    );
+    assert!(
+        w.apply(&watcher::Event::Apply(service("x", "d", "1")))
+            .is_empty()
+    );
+    assert_eq!((store.len(), w.left_out), (2, 2));
+    w.apply(&watcher::Event::Delete(service("x", "b", "3")));
+    assert!(
+        !w.apply(&watcher::Event::Apply(service("x", "d", "2")))
+            .is_empty()
+    );
+    assert!(store.get("x", "d").is_some());
+    // A new list counts afresh.
+    w.apply(&watcher::Event::Init);
+    w.apply(&watcher::Event::InitApply(service("x", "a", "4")));
+    w.apply(&watcher::Event::InitDone);
+    assert_eq!((store.len(), w.left_out), (1, 0));
+}
