@@ -272,8 +272,15 @@ fn an_httproute_to_each_serviceimport_shape_resolves_in_envoy_gateway() {
 
     // Linkerd's objects (web federated from east and west with a local member, api mirrored
     // from both, db a gateway-mode headless export with two hosts from east), and the bridge's
-    // import half writing their imports.
+    // import half writing their imports. The local member has a pod listening on 8080, in the
+    // slice the endpointslice controller writes for it (the Service's labels copied).
     linkerd_objects(&k);
+    let pod = "198.19.250.7";
+    k.apply(&format!(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: web-p1, namespace: shop, labels: {{kubernetes.io/service-name: web, \
+         endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io, mirror.linkerd.io/federated: member}}}}\n\
+         addressType: IPv4\nports: [{{name: http, port: 8080, protocol: TCP}}]\nendpoints: [{{addresses: ['{pod}'], conditions: {{ready: true}}}}]\n"
+    ));
     let bridge = Bridge::start(&k, &IMPORT_ARGS);
     let web_ip = cluster_ip(&k, "shop", "web-federated");
     let api = [
@@ -321,7 +328,7 @@ fn an_httproute_to_each_serviceimport_shape_resolves_in_envoy_gateway() {
     );
 
     // 1. Envoy Gateway's defaults (the documented route without its BackendTrafficPolicy): an
-    // import with slices routes to them; a federated import has none, so no endpoints.
+    // import routes to its slices, a federated one to its members' pods.
     let readme = readme_route();
     let without_policy: String = readme
         .split("---\n")
@@ -336,6 +343,17 @@ fn an_httproute_to_each_serviceimport_shape_resolves_in_envoy_gateway() {
     k.apply(&(route("shop", "api", "front", "api", 80) + &route("data", "db", "back", "db", 80)));
     let front = Xds::start(&gw, &eg, "shop/front");
     let back = Xds::start(&gw, &eg, "data/back");
+    route_settles(&k, &eg, "shop", "web", &[ACCEPTED, RESOLVED]);
+    route_settles(&k, &eg, "shop", "api", &[ACCEPTED, RESOLVED]);
+    route_settles(&k, &eg, "data", "db", &[ACCEPTED, RESOLVED]);
+    front.settles(&eg, "httproute/shop/api/rule/0", Some(&port80(&api)));
+    back.settles(&eg, "httproute/data/db/rule/0", Some(&port80(&db)));
+    let pods = [format!("{pod}:8080")];
+    front.settles(&eg, "httproute/shop/web/rule/0", Some(&pods));
+
+    // Without its members' pods (the slice gone), a federated import has no slices, so no
+    // endpoints.
+    k.delete("endpointslice", "shop", "web-p1");
     route_settles(
         &k,
         &eg,
@@ -347,11 +365,7 @@ fn an_httproute_to_each_serviceimport_shape_resolves_in_envoy_gateway() {
             "BackendsAvailable=False/EndpointsNotFound",
         ],
     );
-    route_settles(&k, &eg, "shop", "api", &[ACCEPTED, RESOLVED]);
-    route_settles(&k, &eg, "data", "db", &[ACCEPTED, RESOLVED]);
-    front.settles(&eg, "httproute/shop/api/rule/0", Some(&port80(&api)));
-    back.settles(&eg, "httproute/data/db/rule/0", Some(&port80(&db)));
-    assert_eq!(front.addresses("httproute/shop/web/rule/0"), None);
+    front.settles(&eg, "httproute/shop/web/rule/0", None);
     eprintln!(
         "default routing: web {:?}, api {:?}, db {:?}",
         route_conditions(&k, "shop", "web"),
