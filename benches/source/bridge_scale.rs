@@ -19,6 +19,14 @@
 //! the writes each made. The last line is `bridge-scale: n=… …`. `BRIDGE=path` runs that build
 //! of the bridge instead of this one.
 //!
+//! `ENDPOINTS=<e>` (default 0) gives each of this cluster's exports `e` pods: Linkerd's
+//! federated Service of its local member (`svc<i>-federated`, as the `-local-mirror` service
+//! mirror writes it) and the member's EndpointSlice as the endpointslice controller writes it
+//! (the Service's labels copied, Linkerd's federated label included; pods on port 8080), so
+//! that its import is the federated one with a slice of those pods (the same writes). Then N/10
+//! more changes: one pod added to an export's slice, timed until the bridge's slice holds it.
+//! A build before the bridge published pods never converges on that world.
+//!
 //! `HOLD=<seconds>`, for profiling a bridge over a large world without making the world each
 //! time (at 10,000 it takes 15-20 minutes): no floor, and once the bridge has converged the
 //! bench stops it and keeps the API server for that long, printing the kubeconfig to start
@@ -51,6 +59,44 @@ fn service(ns: &str, name: &str) -> Service {
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": name, "namespace": ns},
         "spec": {"ports": [{"name": "http", "protocol": "TCP", "port": 80}]}
+    }))
+    .unwrap()
+}
+
+/// Where the endpoint changes' pods are.
+const CHANGED_PODS: &str = "198.19.250.";
+
+/// Linkerd's federated Service of this cluster's export `svc<i>`, its local member, as the
+/// `-local-mirror` service mirror writes it.
+fn local_federated(i: u32) -> Service {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {
+            "name": format!("svc{i}-federated"), "namespace": "scale",
+            "labels": {"mirror.linkerd.io/mirrored-service": "true"},
+            "annotations": {"multicluster.linkerd.io/local-discovery": format!("svc{i}")}
+        },
+        "spec": {"ports": [{"name": "http", "protocol": "TCP", "port": 80}]}
+    }))
+    .unwrap()
+}
+
+/// The EndpointSlice of export `svc<i>` with its `e` pods (and, if given, one more), as the
+/// endpointslice controller writes it once the export half labelled the Service.
+fn pods(i: u32, e: u32, more: Option<&str>) -> EndpointSlice {
+    let mut endpoints: Vec<serde_json::Value> = (0..e)
+        .map(|p| json!({"addresses": [format!("198.19.{}.{}", p % 250, i % 250 + 1)], "conditions": {"ready": true}}))
+        .collect();
+    endpoints.extend(more.map(|a| json!({"addresses": [a], "conditions": {"ready": true}})));
+    serde_json::from_value(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("svc{i}-pods"), "namespace": "scale", "labels": {
+            "kubernetes.io/service-name": format!("svc{i}"),
+            "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
+            "mirror.linkerd.io/federated": "member"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
+        "endpoints": endpoints
     }))
     .unwrap()
 }
@@ -167,13 +213,19 @@ impl Seen {
             watcher(slices, cfg().labels(BRIDGE_SLICES))
                 .default_backoff()
                 .applied_objects()
-                .map(|s| {
-                    let s = s.ok()?;
-                    let svc = s
-                        .metadata
-                        .labels?
-                        .remove("multicluster.kubernetes.io/service-name")?;
-                    Some(format!("slice/{svc}"))
+                .flat_map(|s| {
+                    let mut keys = Vec::new();
+                    if let Ok(mut s) = s
+                        && let Some(svc) = (s.metadata.labels.as_mut())
+                            .and_then(|l| l.remove("multicluster.kubernetes.io/service-name"))
+                    {
+                        // The pods the endpoint changes add.
+                        let added = (s.endpoints.iter().flat_map(|e| &e.addresses))
+                            .filter(|a| a.starts_with(CHANGED_PODS));
+                        keys.extend(added.map(|a| Some(format!("pod/{svc}/{a}"))));
+                        keys.push(Some(format!("slice/{svc}")));
+                    }
+                    futures::stream::iter(keys)
                 })
                 .boxed(),
         );
@@ -458,6 +510,11 @@ pub fn run() {
         .map(|v| v.parse().expect("N= a number of exports"))
         .unwrap_or(1000);
     assert!(n >= 20 && n % 2 == 0, "N= an even number, 20 or more");
+    let e: u32 = std::env::var("ENDPOINTS")
+        .ok()
+        .map(|v| v.parse().expect("ENDPOINTS= a number of pods per export"))
+        .unwrap_or(0);
+    assert!(e <= 1000, "ENDPOINTS= at most 1,000: one slice each");
     // Room for 4N + N/10 Services' ClusterIPs and the floor's N (a /16: 65,534).
     let k = Cluster::start_with("198.18.0.0/16");
     for crd in [
@@ -501,11 +558,21 @@ pub fn run() {
         "scale",
         &mcs("ServiceExport", "serviceexports"),
     );
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "scale");
     let made = Instant::now();
     rt.block_on(
         futures::stream::iter(0..2 * n).for_each_concurrent(16, |i| {
-            let (services, exports) = (services.clone(), exports.clone());
+            let (services, exports, slices) = (services.clone(), exports.clone(), slices.clone());
             async move {
+                if i < n && e > 0 {
+                    let federated = local_federated(i);
+                    services
+                        .create(&Default::default(), &federated)
+                        .await
+                        .unwrap();
+                    let pods = pods(i, e, None);
+                    slices.create(&Default::default(), &pods).await.unwrap();
+                }
                 let name = format!("svc{i}");
                 services
                     .create(&Default::default(), &service("scale", &name))
@@ -537,6 +604,11 @@ pub fn run() {
         n / 2,
         made.elapsed()
     );
+    if e > 0 {
+        println!(
+            "and {n} local federated Services, and {n} EndpointSlices of {e} pods each, one per export"
+        );
+    }
 
     let dns = spawn_binary(&["--kubeconfig", &k.kubeconfig("dns"), "--source", "mcs"]);
     let seen = Seen::default();
@@ -649,6 +721,31 @@ pub fn run() {
         imported.push(ms(at - t0));
         imported_made.push(ms(at.saturating_duration_since(made)));
     }
+    // N/10 endpoint changes, one at a time: a pod added to an export's slice.
+    let mut endpoint_ms = Vec::new();
+    for j in (0..n / 10).filter(|_| e > 0) {
+        let (name, pod) = (format!("svc{j}"), format!("{CHANGED_PODS}{}", j % 250 + 1));
+        let slice = pods(j, e, Some(&pod));
+        let t0 = Instant::now();
+        let pp = PatchParams::default();
+        let patch = json!({"endpoints": slice.endpoints});
+        rt.block_on(slices.patch(&format!("{name}-pods"), &pp, &Patch::Merge(&patch)))
+            .unwrap();
+        let key = format!("pod/{name}/{pod}");
+        until(format!("{pod} in {name}'s slice"), 30, || {
+            seen.at(&key).is_some()
+        });
+        endpoint_ms.push(ms(seen.at(&key).unwrap().saturating_duration_since(t0)));
+    }
+    let endpoint = (!endpoint_ms.is_empty()).then(|| spread(endpoint_ms));
+    if let Some((p50, p90, p99, max)) = endpoint {
+        println!(
+            "{} endpoint changes, one at a time, median / p90 / p99 / max ms: a pod added to an export's slice → in the bridge's slice {p50:.1} / {p90:.1} / {p99:.1} / {max:.1}",
+            n / 10
+        );
+    }
+    let (p50, p99) = endpoint.map_or((0.0, 0.0), |(a, _, c, _)| (a, c));
+    let endpoint_words = format!("endpoints={e} endpoint_p50_ms={p50:.1} endpoint_p99_ms={p99:.1}");
     let (e50, e90, e99, emax) = spread(exported);
     let (i50, i90, i99, imax) = spread(imported);
     let (a50, a90, a99, amax) = spread(answered);
@@ -724,7 +821,7 @@ pub fn run() {
     println!("restarted bridge: RSS {rss2:.1} MB, high-water {hwm2:.1} MB");
     drop(bridge);
     println!(
-        "bridge-scale: n={n} converge_s={converge:.1} floor_s={:.1} rss_mb={rss:.1} hwm_mb={hwm:.1} writes={wrote} min_writes={} restart_writes={restart} resync_writes={resync} export_p50_ms={e50:.1} export_p99_ms={e99:.1} import_p50_ms={i50:.1} import_p99_ms={i99:.1} answer_p50_ms={a50:.1} answer_p99_ms={a99:.1} create_p99_ms={c99:.1} import_made_p99_ms={im99:.1} answer_made_p99_ms={am99:.1}",
+        "bridge-scale: n={n} converge_s={converge:.1} floor_s={:.1} rss_mb={rss:.1} hwm_mb={hwm:.1} writes={wrote} min_writes={} restart_writes={restart} resync_writes={resync} export_p50_ms={e50:.1} export_p99_ms={e99:.1} import_p50_ms={i50:.1} import_p99_ms={i99:.1} answer_p50_ms={a50:.1} answer_p99_ms={a99:.1} create_p99_ms={c99:.1} import_made_p99_ms={im99:.1} answer_made_p99_ms={am99:.1} {endpoint_words}",
         f.secs,
         min_writes(n)
     );

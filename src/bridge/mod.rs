@@ -115,7 +115,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
     );
     let clusters = clusters::start(
         client.clone(),
-        (config.cluster_id.clone(), config.max_per_link),
+        (
+            config.cluster_id.clone(),
+            config.max_per_link,
+            config.import.is_some(),
+        ),
         metrics.clone(),
         &services,
         shutdown.clone(),

@@ -100,6 +100,9 @@ struct State {
     codecs: Option<[Arc<Codec>; 2]>,
     /// The most objects of each of a linked cluster's watches kept (`--max-objects-per-link`).
     limit: usize,
+    /// Whether the exports' pods are read (the import half runs: the export half needs none,
+    /// and its role may not read EndpointSlices).
+    pods: bool,
     /// By the Link's namespace and name.
     links: BTreeMap<Key, Linked>,
     links_listed: bool,
@@ -248,7 +251,7 @@ impl Clusters {
 /// [`CRD_RECHECK`]); runs until `shutdown`.
 pub(crate) fn start(
     client: kube::Client,
-    (cluster_id, limit): (Option<String>, usize),
+    (cluster_id, limit, pods): (Option<String>, usize, bool),
     metrics: Arc<super::metrics::BridgeMetrics>,
     services: &Feed<Service>,
     shutdown: CancellationToken,
@@ -256,7 +259,7 @@ pub(crate) fn start(
     let clusters = Clusters::default();
     let codecs = [Codec::services(), Codec::pods()];
     let slices = [0, 1].map(|_| Feed::new(store::Writer::new(store::unmarked, codecs[1].clone())));
-    for (feed, selector) in slices.iter().zip(selectors()) {
+    for (feed, selector) in slices.iter().zip(selectors()).filter(|_| pods) {
         let api: Api<EndpointSlice> = Api::all(client.clone());
         let config = watcher::Config::default().labels(&selector);
         let what = "this cluster's EndpointSlices of its exported Services";
@@ -271,6 +274,9 @@ pub(crate) fn start(
         ));
         s.codecs = Some(codecs);
         s.limit = limit;
+        s.pods = pods;
+        // Not read: nothing to wait for.
+        s.own_listed = [false, !pods, !pods];
     }
     match cluster_id {
         Some(id) => {
@@ -295,8 +301,9 @@ pub(crate) fn start(
             let (n, h) = tokio::select! {
                 _ = stop.cancelled() => return,
                 h = a.recv() => (0, h),
-                h = b.recv() => (1, h),
-                h = d.recv() => (2, h),
+                // Not read, the slices' feeds are gone: nothing to hear.
+                h = b.recv(), if pods => (1, h),
+                h = d.recv(), if pods => (2, h),
             };
             match h {
                 Some(Heard::Listed) => {
@@ -519,9 +526,9 @@ impl Clusters {
         stop: CancellationToken,
     ) {
         let link = format!("{}/{}", key.0, key.1);
-        let (codecs, limit) = {
+        let (codecs, limit, pods) = {
             let s = self.lock();
-            (s.codecs.clone().expect("set at start"), s.limit)
+            (s.codecs.clone().expect("set at start"), s.limit, s.pods)
         };
         let (feeds, readers, slices) = writers(&codecs, limit);
         let mut left_out = 0;
@@ -551,7 +558,7 @@ impl Clusters {
                 l.exports = Some(readers.clone());
                 l.slices = Some(slices.clone());
             }
-            let mut events = std::pin::pin!(watch_exported(remote, &feeds));
+            let mut events = std::pin::pin!(watch_exported(remote, &feeds, pods));
             loop {
                 let now = feeds.left_out();
                 if now != left_out {

@@ -211,18 +211,20 @@ fn watch_into<K: Watched<DynamicType = ()> + serde::Serialize>(
         .boxed()
 }
 
-/// The watches of one linked cluster's exported Services and their slices into `feeds`: each
-/// object changed, and [`Told::Listed`] once every watch has listed.
+/// The watches of one linked cluster's exported Services and, if `pods`, their slices into
+/// `feeds`: each object changed, and [`Told::Listed`] once every watch has listed.
 pub(super) fn watch_exported(
     client: kube::Client,
     feeds: &Feeds,
+    pods: bool,
 ) -> impl futures::Stream<Item = Result<Told, watcher::Error>> + use<> {
     let selectors = selectors();
     let services = (feeds.services.iter().zip(&selectors).enumerate())
         .map(|(n, (w, sel))| watch_into(&client, w.clone(), sel, n));
     let slices = (feeds.slices.iter().zip(&selectors).enumerate())
+        .filter(|_| pods)
         .map(|(n, (w, sel))| watch_into(&client, w.clone(), sel, n + 2));
-    let mut listed = [false; 4];
+    let mut listed = [false, false, !pods, !pods];
     futures::stream::select_all(services.chain(slices)).filter_map(move |ev| {
         futures::future::ready(match ev {
             Ok((n, Heard::Listed)) => {
