@@ -2,8 +2,8 @@
 //! reads or writes MCS and Linkerd objects: the names the bridge writes by (its field manager,
 //! the labels that say an object is its own, the annotation it carries an export's spec in, its
 //! EndpointSlices' names), the CRDs it uses, one cluster's export of a service
-//! ([`ClusterExport`] around [`Carried`]) with its [`Port`]s, an address [`Family`], an
-//! export's [`Condition`], and a [`Problem`] to say.
+//! ([`ClusterExport`] around [`Carried`]) with its [`Port`]s and [`Endpoint`]s (its pods as
+//! [`Pods`]), an address [`Family`], an export's [`Condition`], and a [`Problem`] to say.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;

@@ -263,8 +263,8 @@ pub(super) fn writers(
 /// says, with no export time (it then sorts after every export that has one). A carried
 /// annotation, or ClusterIPs, that cannot be read are an error that says why (the import half's
 /// own reading of ClusterIPs, [`crate::bridge::model::cluster_ips`]). This cluster's own
-/// export's addresses are its ClusterIPs (a headless one's hosts are its slices', which the
-/// import half reads); another's are Linkerd's objects' here.
+/// export's addresses are its ClusterIPs; another's are Linkerd's objects' here; the pods of
+/// either are its cluster's slices' ([`SliceStores::pods`], filled in by the caller).
 pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport, String> {
     let text = svc
         .metadata

@@ -16,11 +16,13 @@
 //!   <host>.<svc>.<ns>.svc.<domain>` and a ClusterIP each.
 //!
 //! Per exported service: with a federated Service, `ClusterSetIP` at its ClusterIPs, clusters
-//! from its members and no slices; else with headless mirrors, `Headless` with one slice per
-//! cluster (and family) naming each host (this cluster's own headless export: its ready
-//! endpoints, from its Service's EndpointSlices); else `ClusterSetIP` without `ips` and one slice per
-//! cluster holding its mirror's ClusterIP. A cluster counts only while a Link to it exists
-//! (Linkerd leaves mirrors behind when a Link is deleted).
+//! from its members and slices of the members' pods (those exported without a gateway, as their
+//! own EndpointSlices say them, read by [`crate::bridge::clusters`]); else headless, `Headless`
+//! with slices per cluster (and family) of its hosts: the pods of an export without a gateway
+//! and of this cluster's own, a gateway-mode export's headless mirrors; else `ClusterSetIP`
+//! without `ips` and one slice per cluster holding its mirror's ClusterIP. Every address passes
+//! the policy (`--deny-cidr`, `--allow-cidr`) first. A cluster counts only while a Link to it
+//! exists (Linkerd leaves mirrors behind when a Link is deleted).
 
 mod controller;
 mod index;
