@@ -201,14 +201,19 @@ impl Clusters {
                 .collect(),
             ..Exports::default()
         };
-        let mut found = Vec::new();
-        let own = (s.own.as_ref().and_then(|e| e.get(key))).map(|svc| (None, svc, &s.own_slices));
+        // The Services under the lock; their slices, decoding, after it (reconciles of every
+        // import come here).
+        let own = (s.own.as_ref().and_then(|e| e.get(key)))
+            .map(|svc| (None, svc, s.own_slices.clone()));
         let linked = s.links.values().filter_map(|l| {
             let svc = l.exports.as_ref()?.get(key)?;
-            Some((Some(l.target.as_str()), svc, &l.slices))
+            Some((Some(l.target.clone()), svc, l.slices.clone()))
         });
-        for (link, svc, slices) in own.into_iter().chain(linked) {
-            match cluster_export(link, &svc) {
+        let exports: Vec<_> = own.into_iter().chain(linked).collect();
+        drop(s);
+        let mut found = Vec::new();
+        for (link, svc, slices) in exports {
+            match cluster_export(link.as_deref(), &svc) {
                 Ok(mut e) => {
                     if let Some(slices) = slices.as_ref().filter(|_| e.flat || e.headless) {
                         e.pods = slices.pods(key);

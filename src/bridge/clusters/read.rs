@@ -11,12 +11,13 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use serde_json::Value;
 
-use crate::bridge::model::{ClusterExport, EXPORTED, Endpoint, Pods, Port};
+use crate::bridge::model::{ClusterExport, EXPORTED, Endpoint, Family, Pods, Port};
 use crate::bridge::runtime::index::Index;
 use crate::bridge::runtime::store::{self, Codec, Heard, Store};
-use crate::bridge::runtime::{Key, Watched};
+use crate::bridge::runtime::{self, Key, Watched};
 use crate::source::linkerd::LABEL_MIRRORED;
 use crate::source::linkerd::carried::{ANNOTATION, Carried};
+use crate::source::mcs::LABEL_KUBERNETES_SERVICE_NAME;
 
 /// The selectors of exported Services, in every cluster: what Linkerd's service mirror reads
 /// with a Link's default selectors (`federatedServiceSelector`, and `selector` with
@@ -120,29 +121,21 @@ impl SliceStores {
 
 /// The service a slice is of: the endpointslice controller's label.
 fn service_of(s: &EndpointSlice) -> Option<Key> {
-    let svc = s.metadata.labels.as_ref()?.get(SERVICE_NAME)?;
-    Some((s.metadata.namespace.clone()?, svc.clone()))
+    runtime::service_of(s, LABEL_KUBERNETES_SERVICE_NAME)
 }
-
-const SERVICE_NAME: &str = "kubernetes.io/service-name";
 
 /// What an MCS slice copies of one of a cluster's own slices: its IP endpoints (an address
 /// that does not parse as its type's is left out: the API server validates them) and ports
 /// (one without a number, "every port", is left out).
 pub(super) fn pods(s: &EndpointSlice) -> Pods {
-    let family = match s.address_type.as_str() {
-        "IPv4" | "IPv6" => Some(s.address_type.as_str()),
-        _ => None,
-    };
+    let family = Family::from_word(&s.address_type);
     let endpoints = (s.endpoints.iter().filter(|_| family.is_some()))
         .flat_map(|e| {
             let c = e.conditions.clone().unwrap_or_default();
             e.addresses
                 .iter()
                 .filter_map(|a| a.parse().ok())
-                .filter(|ip: &std::net::IpAddr| {
-                    Some(if ip.is_ipv4() { "IPv4" } else { "IPv6" }) == family
-                })
+                .filter(|ip: &std::net::IpAddr| Some(Family::of(ip)) == family)
                 .map(move |ip| Endpoint {
                     hostname: e.hostname.clone(),
                     ip,

@@ -24,7 +24,7 @@ use tracing::{info, warn};
 
 mod write;
 
-use super::index::{Index, Indexes, Said, Told, key_of_slice, keys_of_service};
+use super::index::{Index, Indexes, Said, Told, keys_of_service};
 use super::{Import, Naming};
 use crate::bridge::clusters::Changed;
 use crate::bridge::metrics::BridgeMetrics;
@@ -36,7 +36,7 @@ use crate::bridge::runtime::feed::Feed;
 use crate::bridge::runtime::index::Written;
 use crate::bridge::runtime::runner::{self, Marks, Reconciler, Timing};
 use crate::bridge::runtime::store::{self, Codec, Heard, Store};
-use crate::bridge::runtime::{Key, api_error};
+use crate::bridge::runtime::{self, Key, api_error};
 use crate::bridge::shared::Shared;
 use crate::source::linkerd::selected;
 use crate::source::mcs::LABEL_SERVICE_NAME;
@@ -402,4 +402,9 @@ impl Importer {
             refused,
         );
     }
+}
+
+/// The import a slice is of: the MCS label.
+fn key_of_slice(s: &EndpointSlice) -> Option<Key> {
+    runtime::service_of(s, LABEL_SERVICE_NAME)
 }

@@ -5,13 +5,11 @@
 use std::collections::{BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use crate::bridge::model::Problem;
 use crate::bridge::runtime::Key;
 pub(super) use crate::bridge::runtime::index::Index;
 use crate::source::linkerd::shape::services_named;
-use crate::source::mcs::LABEL_SERVICE_NAME;
 
 #[derive(Default)]
 pub(super) struct Indexes {
@@ -104,11 +102,6 @@ pub(super) fn keys_of_service(svc: &Service) -> Vec<Key> {
         keys.push((ns.clone(), object.clone()));
     }
     keys
-}
-
-pub(super) fn key_of_slice(s: &EndpointSlice) -> Option<Key> {
-    let svc = s.metadata.labels.as_ref()?.get(LABEL_SERVICE_NAME)?;
-    Some((s.metadata.namespace.clone()?, svc.clone()))
 }
 
 #[cfg(test)]

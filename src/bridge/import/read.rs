@@ -40,14 +40,7 @@ pub(super) fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
     let spec = svc.spec.clone().unwrap_or_default();
     let ips = cluster_ips(&spec)?;
     let families = match spec.ip_families {
-        Some(f) if !f.is_empty() => f
-            .iter()
-            .filter_map(|w| match w.as_str() {
-                "IPv4" => Some(Family::V4),
-                "IPv6" => Some(Family::V6),
-                _ => None,
-            })
-            .collect(),
+        Some(f) if !f.is_empty() => f.iter().filter_map(|w| Family::from_word(w)).collect(),
         _ => ips.iter().map(Family::of).collect(),
     };
     let ports = spec.ports.iter().flatten().map(Port::of).collect();

@@ -514,7 +514,7 @@ fn pods(v: &mut Value) {
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         m.retain(|k, _| matches!(k.as_str(), "name" | "namespace" | "labels"));
         if let Some(l) = m.get_mut("labels").and_then(Value::as_object_mut) {
-            l.retain(|k, _| k == "kubernetes.io/service-name");
+            l.retain(|k, _| k == crate::source::mcs::LABEL_KUBERNETES_SERVICE_NAME);
         }
     }
     for e in (v

@@ -327,7 +327,7 @@ impl Kind for LocalSlices {
 }
 
 /// The label the endpointslice controller names a slice's Service by.
-const LABEL_KUBERNETES_SERVICE_NAME: &str = "kubernetes.io/service-name";
+pub const LABEL_KUBERNETES_SERVICE_NAME: &str = "kubernetes.io/service-name";
 /// The label the endpointslice controller puts on a headless Service's slices.
 const LABEL_HEADLESS: &str = "service.kubernetes.io/headless";
 /// Submariner Lighthouse's marks on its MCS slices (`coredns/constants/constants.go`@9d3c39e).
