@@ -386,6 +386,12 @@ pub struct BridgeFlags {
     /// clusterset_dns_bridge_left_out_objects). 0: no limit.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub max_objects_per_link: usize,
+    /// Whether clients outside the mesh reach an import's ClusterSetIP: its EndpointSlices name
+    /// Linkerd's federated Service too (`kubernetes.io/service-name`), so kube-proxy routes
+    /// that Service's ClusterIP to the exporting clusters' pods, as the MCS API's controller
+    /// routes an import's. false: only meshed clients reach it (their proxies route it).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub route_outside_mesh: bool,
 }
 
 /// A half of the linkerd-bridge.

@@ -208,6 +208,7 @@ impl Bridge {
                     naming: naming.clone(),
                     resync: f.resync,
                     policy: Policy::from_flags(&f.deny_cidr, &f.allow_cidr, &[], &[])?,
+                    route_outside_mesh: f.route_outside_mesh,
                 }),
             cluster_id: naming.own.clone(),
             max_per_link: unlimited_if_zero(f.max_objects_per_link),

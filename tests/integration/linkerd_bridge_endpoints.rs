@@ -19,7 +19,7 @@ use common::k8s::Cluster;
 use common::{spawn_binary, until};
 
 use crate::linkerd_bridge::{Bridge, events};
-use crate::linkerd_bridge_conflicts::{link_to, member, service_mirror};
+use crate::linkerd_bridge_conflicts::{get_json, link_to, member, service_mirror};
 use crate::linkerd_bridge_import::{list, summary};
 
 /// A Service `name` in `shop` exported with the default mode (federated; headless: remote
@@ -176,6 +176,34 @@ fn every_cluster_imports_the_exporting_clusters_endpoints() {
             serde_json::json!({"ready": false, "serving": true, "terminating": true}),
             "{cluster}"
         );
+        // Each names the federated Service too, for kube-proxy (--route-outside-mesh, on by
+        // default); the headless import's do not.
+        assert_eq!(
+            routed(k, "web"),
+            ["web-federated", "web-federated"],
+            "{cluster}"
+        );
+        assert!(routed(k, "db").iter().all(String::is_empty), "{cluster}");
+        // Linkerd's federated Service is Linkerd's alone: the bridge wrote nothing into it.
+        let fed = get_json(
+            k,
+            &[
+                "get",
+                "service",
+                "-n",
+                "shop",
+                "web-federated",
+                "--show-managed-fields",
+            ],
+        )
+        .expect("web-federated");
+        let managers: Vec<&str> = (fed["metadata"]["managedFields"].as_array().unwrap().iter())
+            .filter_map(|m| m["manager"].as_str())
+            .collect();
+        assert!(
+            !managers.is_empty() && !managers.contains(&"clusterset-dns-linkerd-bridge"),
+            "{cluster}: {managers:?}"
+        );
     }
     // The refused addresses: said on the import in both clusters, and counted.
     for (i, (cluster, k)) in set.iter().enumerate() {
@@ -242,4 +270,32 @@ fn every_cluster_imports_the_exporting_clusters_endpoints() {
         set.iter()
             .all(|(_, k)| slice_ports(k, "web", "west").is_empty())
     });
+
+    // East's bridge restarted with --route-outside-mesh=false: its slices stop naming the
+    // federated Service (one it created with the label), nothing else changes; west's keep it.
+    let [east_bridge, _west_bridge] = bridges;
+    drop(east_bridge);
+    let mut off = args.to_vec();
+    off.extend(["--route-outside-mesh", "false"]);
+    let east_bridge = Bridge::start(&east, &off);
+    until(
+        common::wait::Lazy(|| format!("{:?}\n{}", routed(&east, "web"), east_bridge.log())),
+        40,
+        || routed(&east, "web") == [""],
+    );
+    assert_eq!(slice_ports(&east, "web", "east").len(), 1);
+    assert_eq!(routed(&west, "web"), ["web-federated"]);
+}
+
+/// The Service each of `k`'s MCS slices of `name` names for kube-proxy (`kubernetes.io/
+/// service-name`; empty: none).
+fn routed(k: &Cluster, name: &str) -> Vec<String> {
+    let selector = format!("multicluster.kubernetes.io/service-name={name}");
+    list(k, "shop", "endpointslices", &selector)
+        .iter()
+        .map(|s| {
+            let label = &s["metadata"]["labels"]["kubernetes.io/service-name"];
+            label.as_str().unwrap_or_default().to_string()
+        })
+        .collect()
 }

@@ -203,8 +203,8 @@ impl Clusters {
         };
         // The Services under the lock; their slices, decoding, after it (reconciles of every
         // import come here).
-        let own = (s.own.as_ref().and_then(|e| e.get(key)))
-            .map(|svc| (None, svc, s.own_slices.clone()));
+        let own =
+            (s.own.as_ref().and_then(|e| e.get(key))).map(|svc| (None, svc, s.own_slices.clone()));
         let linked = s.links.values().filter_map(|l| {
             let svc = l.exports.as_ref()?.get(key)?;
             Some((Some(l.target.clone()), svc, l.slices.clone()))

@@ -51,6 +51,9 @@ pub struct Settings {
     /// What an endpoint's address must pass to be written into a slice (`--deny-cidr`,
     /// `--allow-cidr`).
     pub policy: crate::source::policy::Policy,
+    /// `--route-outside-mesh`: an import's slices name Linkerd's federated Service for
+    /// kube-proxy (see [`Import::route`]).
+    pub route_outside_mesh: bool,
 }
 
 /// Runs the import half until shutdown, once the ServiceImport and Link CRDs are served: its
@@ -299,6 +302,13 @@ impl Importer {
         let exports = self.clusters.exports_of(key, &mut unreadable);
         let policy = &self.settings.policy;
         let mut judged = super::judge(key, &services, &links, (&naming, policy), &exports);
+        if let Some(i) = judged
+            .import
+            .as_mut()
+            .filter(|_| !self.settings.route_outside_mesh)
+        {
+            i.route = None;
+        }
         judged
             .problems
             .extend(unreadable.into_iter().map(|message| Problem {

@@ -499,6 +499,7 @@ fn merge(j: &mut Judging, all: &[ClusterExport], federated: Option<&Read>) -> Op
         annotations,
         clusters,
         slices: slices.specs(),
+        route: None,
     };
     match federated {
         // A ClusterSetIP import with Linkerd's federated Service: its one address.
@@ -508,6 +509,7 @@ fn merge(j: &mut Judging, all: &[ClusterExport], federated: Option<&Read>) -> Op
             }
             i.ips = f.ips.clone();
             i.families = f.families.clone();
+            i.route = Some(f.object.clone());
         }
         _ => {
             let families: BTreeSet<Family> = i.slices.iter().map(|s| s.family).collect();

@@ -90,4 +90,10 @@ pub struct Import {
     pub annotations: BTreeMap<String, String>,
     pub clusters: BTreeSet<String>,
     pub slices: Vec<SliceSpec>,
+    /// The Service kube-proxy routes the import's `ips` by: Linkerd's federated Service, whose
+    /// ClusterIP they are. It has no selector and Linkerd writes no endpoints for it (its
+    /// destination service resolves it by its members), so the slices name it too, as the MCS
+    /// API's controller names an import's derived Service; a client outside the mesh then
+    /// reaches the pods. None: only meshed clients reach them (`--route-outside-mesh=false`).
+    pub route: Option<String>,
 }

@@ -13,7 +13,7 @@ use crate::bridge::model::{
     FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, slice_name,
 };
 use crate::source::linkerd::carried::Carried;
-use crate::source::mcs::{LABEL_SERVICE_NAME, LABEL_SOURCE_CLUSTER};
+use crate::source::mcs::{LABEL_KUBERNETES_SERVICE_NAME, LABEL_SERVICE_NAME, LABEL_SOURCE_CLUSTER};
 use crate::wire::{is_label_value, label_key};
 
 impl Import {
@@ -88,7 +88,7 @@ impl Import {
                         o
                     })
                     .collect();
-                let o = json!({
+                let mut o = json!({
                     "apiVersion": "discovery.k8s.io/v1",
                     "kind": "EndpointSlice",
                     "metadata": {
@@ -104,6 +104,9 @@ impl Import {
                     "endpoints": endpoints,
                     "ports": s.ports.iter().map(port_json).collect::<Vec<_>>(),
                 });
+                if let Some(route) = &self.route {
+                    o["metadata"]["labels"][LABEL_KUBERNETES_SERVICE_NAME] = route.clone().into();
+                }
                 (name, o)
             })
             .collect()

@@ -18,6 +18,7 @@ use super::Importer;
 use crate::bridge::model::{FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, Problem};
 use crate::bridge::model::{Reason, is_ours};
 use crate::bridge::runtime::Key;
+use crate::source::mcs::LABEL_KUBERNETES_SERVICE_NAME;
 
 impl Importer {
     /// Brings service `key` to `want`: its ServiceImport and slices written, or taken away.
@@ -174,13 +175,26 @@ impl Importer {
                         &kube::Resource::object_ref(&*h, &()),
                     );
                 }
-                Some(h) if covers(&serde_json::to_value(&*h).unwrap_or_default(), object) => {}
+                Some(h)
+                    if covers(&serde_json::to_value(&*h).unwrap_or_default(), object)
+                        && !route_stale(&h, object) => {}
                 Some(h) => {
+                    let mut over = h.metadata.resource_version.clone();
+                    if route_stale(&h, object) {
+                        // Created with it (not applied): the apply would leave it there.
+                        let unroute =
+                            json!({"metadata": {"labels": {LABEL_KUBERNETES_SERVICE_NAME: null}}});
+                        let o = slice_api
+                            .patch(slice, &PatchParams::default(), &Patch::Merge(&unroute))
+                            .await?;
+                        let next = o.metadata.resource_version.clone();
+                        self.written_slices
+                            .wrote(std::mem::replace(&mut over, next), o);
+                    }
                     let o = slice_api
                         .patch(slice, &apply, &Patch::Apply(object))
                         .await?;
-                    self.written_slices
-                        .wrote(h.metadata.resource_version.clone(), o);
+                    self.written_slices.wrote(over, o);
                 }
                 None => {
                     let new: EndpointSlice =
@@ -256,4 +270,11 @@ fn absent_is_done<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Whether slice `have` names a Service for kube-proxy that `want` no longer names
+/// (`--route-outside-mesh=false`, or the federated Service gone).
+fn route_stale(have: &EndpointSlice, want: &serde_json::Value) -> bool {
+    let had = (have.metadata.labels.as_ref()).and_then(|l| l.get(LABEL_KUBERNETES_SERVICE_NAME));
+    had.is_some_and(|h| want["metadata"]["labels"][LABEL_KUBERNETES_SERVICE_NAME] != h.as_str())
 }

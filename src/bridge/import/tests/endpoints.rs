@@ -142,6 +142,23 @@ fn a_federated_import_keeps_its_address_and_has_the_members_pods() {
         north["ports"],
         json!([{"name": "http", "port": 8080, "protocol": "TCP"}])
     );
+    // Every slice names Linkerd's federated Service too, so kube-proxy routes its ClusterIP
+    // (the import's address) to the pods; the MCS labels stay.
+    assert_eq!(i.route.as_deref(), Some("web-federated"));
+    for s in objects.values() {
+        let labels = &s["metadata"]["labels"];
+        assert_eq!(labels["kubernetes.io/service-name"], "web-federated");
+        assert_eq!(labels["multicluster.kubernetes.io/service-name"], "web");
+    }
+    // Routed only by the mesh (`--route-outside-mesh=false`): the MCS labels alone.
+    let unrouted = Import { route: None, ..i };
+    for s in unrouted.slice_objects().values() {
+        assert!(
+            s["metadata"]["labels"]
+                .get("kubernetes.io/service-name")
+                .is_none()
+        );
+    }
 }
 
 #[test]
@@ -174,6 +191,15 @@ fn a_headless_import_has_its_hosts_and_families_before_any_endpoint() {
         hosts,
         vec![(Family::V4, Some("db-0")), (Family::V6, Some("db-1"))]
     );
+    // Nothing for kube-proxy to route: a headless import has no address of its own.
+    assert_eq!(i.route, None);
+    for s in i.slice_objects().values() {
+        assert!(
+            s["metadata"]["labels"]
+                .get("kubernetes.io/service-name")
+                .is_none()
+        );
+    }
     // No pod yet: the families its export carried.
     let mut empty = west;
     empty.pods.clear();
