@@ -99,7 +99,39 @@ fn link_with(from: &Cluster, to: &Cluster, to_name: &str, token: &str) {
     from.apply(&serde_json::to_string(&link).unwrap());
 }
 
-pub(crate) fn get_json(k: &Cluster, args: &[&str]) -> Option<Value> {
+/// What the replay of Linkerd's service mirror needs of a cluster: an API server set up by
+/// the test ([`Cluster`]) or a node of real components (the cluster set's).
+pub(crate) trait Kube {
+    fn kubectl(&self) -> std::process::Command;
+    fn apply(&self, yaml: &str);
+    fn delete(&self, kind: &str, ns: &str, name: &str);
+}
+
+impl<K: Kube + ?Sized> Kube for &K {
+    fn kubectl(&self) -> std::process::Command {
+        (**self).kubectl()
+    }
+    fn apply(&self, yaml: &str) {
+        (**self).apply(yaml);
+    }
+    fn delete(&self, kind: &str, ns: &str, name: &str) {
+        (**self).delete(kind, ns, name);
+    }
+}
+
+impl Kube for Cluster {
+    fn kubectl(&self) -> std::process::Command {
+        Cluster::kubectl(self)
+    }
+    fn apply(&self, yaml: &str) {
+        Cluster::apply(self, yaml);
+    }
+    fn delete(&self, kind: &str, ns: &str, name: &str) {
+        Cluster::delete(self, kind, ns, name);
+    }
+}
+
+pub(crate) fn get_json<K: Kube + ?Sized>(k: &K, args: &[&str]) -> Option<Value> {
     let out = k
         .kubectl()
         .args(args)
@@ -112,7 +144,7 @@ pub(crate) fn get_json(k: &Cluster, args: &[&str]) -> Option<Value> {
 }
 
 /// The Services of `shop` in `k`, by name.
-fn services(k: &Cluster) -> Vec<Value> {
+fn services<K: Kube + ?Sized>(k: &K) -> Vec<Value> {
     get_json(k, &["get", "services", "-n", "shop"])
         .and_then(|v| v["items"].as_array().cloned())
         .unwrap_or_default()
@@ -156,7 +188,7 @@ fn ports_of(svc: &Value) -> Value {
 
 /// What Linkerd's service mirrors write in each cluster for the exported Services of both
 /// (see the module's doc): `<svc>-federated` from the members, local first; gone with the last.
-pub(crate) fn service_mirror(set: &[(&str, &Cluster); 2]) {
+pub(crate) fn service_mirror<K: Kube>(set: &[(&str, &K); 2]) {
     let all: Vec<Vec<Value>> = set.iter().map(|(_, k)| services(k)).collect();
     let federated_member = |s: &Value| {
         s["metadata"]["labels"]["mirror.linkerd.io/federated"] == "member"

@@ -13,6 +13,7 @@ mod binary;
 mod chart;
 mod cluster;
 mod clusterset;
+mod clusterset_bridge;
 mod compat;
 mod deploy;
 mod differential;

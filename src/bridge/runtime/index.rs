@@ -249,6 +249,18 @@ impl<K: kube::Resource> Written<K> {
         self.map.lock().expect("not poisoned").len()
     }
 
+    /// The bridge deleted the version `deleted` and created `written` in its place: the store
+    /// may still show either the old one or none.
+    pub(in crate::bridge) fn recreated(&self, deleted: Option<String>, written: K) {
+        let meta = written.meta();
+        let at = (
+            meta.namespace.clone().unwrap_or_default(),
+            meta.name.clone().unwrap_or_default(),
+        );
+        let mut map = self.map.lock().expect("not poisoned");
+        map.insert(at, (vec![deleted, None], std::sync::Arc::new(written)));
+    }
+
     /// `ns/name` was deleted: the store is right about it from now on.
     pub(in crate::bridge) fn forget(&self, ns: &str, name: &str) {
         let at = (ns.to_string(), name.to_string());

@@ -6,7 +6,7 @@ use super::*;
 
 /// West's `spec.ips` for `web`: its own, written by west's controller from the derived Service
 /// it made (the test never writes spec.ips), inside west's Service CIDR.
-pub(super) fn derived_ips(west: &Member) -> String {
+pub(crate) fn derived_ips(west: &Member) -> String {
     // The import's address is west's own, written by west's controller from the derived
     // Service it made: the test never writes spec.ips.
     until(
@@ -49,7 +49,7 @@ pub(super) fn derived_ips(west: &Member) -> String {
 }
 
 /// Connects from west to `name` until each of east's `web` pods has answered (40 tries).
-pub(super) fn every_backend_reached(west: &Member, east: &Member, name: &str) {
+pub(crate) fn every_backend_reached(west: &Member, east: &Member, name: &str) {
     let east_pods: BTreeSet<String> = east
         .node
         .k(&[
@@ -84,7 +84,7 @@ pub(super) fn every_backend_reached(west: &Member, east: &Member, name: &str) {
 /// log), the controller's spec.ips (seen by a watch of west's API, `ips_lines`: the controller's
 /// own log has whole seconds), and our part, from spec.ips seen to our server answering with
 /// them (`history`).
-pub(super) fn export_chain(
+pub(crate) fn export_chain(
     east: &Member,
     ips_lines: Vec<(SystemTime, String)>,
     history: &History,
@@ -146,7 +146,7 @@ pub(super) fn export_chain(
 /// serving certificates are not checked), then the chart's HPA on CPU, then a bounded load
 /// straight at our Service: the Deployment goes from 2 replicas to 3 and, after the load, back
 /// to 2, while a client resolves through CoreDNS throughout.
-pub(super) fn scale_out(west: &Member) {
+pub(crate) fn scale_out(west: &Member) {
     let node = &west.node;
     let ms = setup("tests/metrics-server/setup.sh");
     let dir = node.dir.join("metrics-server");

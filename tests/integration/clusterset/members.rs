@@ -5,7 +5,7 @@
 #[allow(unused_imports)]
 use super::*;
 
-pub(super) const EAST: Net = Net {
+pub(crate) const EAST: Net = Net {
     name: "east",
     node_ip: "198.18.0.2",
     api_service_ip: "198.19.0.1",
@@ -13,7 +13,7 @@ pub(super) const EAST: Net = Net {
     pod_cidr: "198.18.64.0/24",
     service_cidr: "198.19.0.0/17",
 };
-pub(super) const WEST: Net = Net {
+pub(crate) const WEST: Net = Net {
     name: "west",
     node_ip: "198.18.0.3",
     api_service_ip: "198.19.128.1",
@@ -23,7 +23,7 @@ pub(super) const WEST: Net = Net {
 };
 
 /// Our Service's fixed address in a cluster (the chart's service.clusterIP).
-pub(super) fn our_ip(net: &Net) -> &'static str {
+pub(crate) fn our_ip(net: &Net) -> &'static str {
     if net.name == "east" {
         "198.19.0.53"
     } else {
@@ -32,20 +32,20 @@ pub(super) fn our_ip(net: &Net) -> &'static str {
 }
 
 /// How many more services `east` exports for the withdrawal's figures (beside web and db).
-pub(super) const EXTRA: usize = 20;
+pub(crate) const EXTRA: usize = 20;
 
 /// One cluster's part of the set.
-pub(super) struct Member {
-    pub(super) node: Node,
+pub(crate) struct Member {
+    pub(crate) node: Node,
 }
 
 impl Member {
-    pub(super) fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         self.node.net.name
     }
 
     /// Runs `script` with bash in the client pod; its output, or None if it failed.
-    pub(super) fn client(&self, script: &str) -> Option<String> {
+    pub(crate) fn client(&self, script: &str) -> Option<String> {
         let out = self
             .node
             .kubectl(&["-n", "demo", "exec", "client", "--", "bash", "-c", script]);
@@ -56,7 +56,7 @@ impl Member {
 
     /// getaddrinfo's IPv4 addresses for `name` in the client pod (glibc, through the kubelet's
     /// resolv.conf and CoreDNS), sorted; empty when it fails.
-    pub(super) fn resolve(&self, name: &str) -> Vec<String> {
+    pub(crate) fn resolve(&self, name: &str) -> Vec<String> {
         let out = self
             .client(&format!("getent ahostsv4 {name}"))
             .unwrap_or_default();
@@ -70,13 +70,13 @@ impl Member {
 
     /// One TCP connection from the client pod to `host` port 80 (bash's /dev/tcp, which resolves
     /// with getaddrinfo): what the backend wrote (`<pod> <cluster>`), or None.
-    pub(super) fn connect(&self, host: &str) -> Option<String> {
+    pub(crate) fn connect(&self, host: &str) -> Option<String> {
         self.client(&format!("exec 3<>/dev/tcp/{host}/80 && timeout 5 cat <&3"))
             .filter(|s| !s.is_empty())
     }
 
     /// The first of import `name`'s spec.ips in demo (empty while it has none).
-    pub(super) fn first_ip(&self, name: &str) -> String {
+    pub(crate) fn first_ip(&self, name: &str) -> String {
         self.node.k(&[
             "-n",
             "demo",
@@ -89,7 +89,7 @@ impl Member {
     }
 
     /// The pods' IPs of `selector` in demo, sorted.
-    pub(super) fn pod_ips(&self, selector: &str) -> Vec<String> {
+    pub(crate) fn pod_ips(&self, selector: &str) -> Vec<String> {
         let out = self.node.k(&[
             "-n",
             "demo",
@@ -111,7 +111,7 @@ impl Member {
 
     /// Every name of `names` asked of our Service from the node's namespace, in one `dig`
     /// (None when dig failed).
-    pub(super) fn dig_all(&self, names: &[String]) -> Option<Vec<Vec<String>>> {
+    pub(crate) fn dig_all(&self, names: &[String]) -> Option<Vec<Vec<String>>> {
         dig_all(&self.node.ns, our_ip(self.node.net), names)
     }
 }
@@ -119,7 +119,7 @@ impl Member {
 /// `dig` in network namespace `ns` at `server`, every name in one run: the sorted A addresses
 /// of each, in the order of `names` (empty when it has none); None when dig failed (a timeout),
 /// which is no answer at all, not an empty one.
-pub(super) fn dig_all(ns: &str, server: &str, names: &[String]) -> Option<Vec<Vec<String>>> {
+pub(crate) fn dig_all(ns: &str, server: &str, names: &[String]) -> Option<Vec<Vec<String>>> {
     let mut cmd = Command::new("nsenter");
     cmd.arg(format!("--net=/run/netns/{ns}")).args([
         "--",
@@ -155,19 +155,19 @@ pub(super) fn dig_all(ns: &str, server: &str, names: &[String]) -> Option<Vec<Ve
 }
 
 /// A name's answers over time: each change, with the wall-clock time it was first seen.
-pub(super) type History = Vec<(SystemTime, Vec<String>)>;
+pub(crate) type History = Vec<(SystemTime, Vec<String>)>;
 
 /// Answers of `names` from a member's own server, polled back to back in a thread: for each
 /// name, every change with the wall-clock time it was first seen.
-pub(super) struct Watch {
-    pub(super) stop: Arc<AtomicBool>,
-    pub(super) thread: Option<std::thread::JoinHandle<Vec<History>>>,
+pub(crate) struct Watch {
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) thread: Option<std::thread::JoinHandle<Vec<History>>>,
 }
 
 impl Watch {
     /// Starts watching `names`; returns once every name has a first answer on record, so that
     /// what happens next is seen against what was answered before it.
-    pub(super) fn start(m: &Member, names: Vec<String>) -> Watch {
+    pub(crate) fn start(m: &Member, names: Vec<String>) -> Watch {
         let stop = Arc::new(AtomicBool::new(false));
         let first = Arc::new(AtomicBool::new(false));
         let ns = m.node.ns.clone();
@@ -199,7 +199,7 @@ impl Watch {
         }
     }
 
-    pub(super) fn finish(mut self) -> Vec<History> {
+    pub(crate) fn finish(mut self) -> Vec<History> {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.take().unwrap().join().unwrap()
     }
@@ -207,13 +207,13 @@ impl Watch {
 
 /// `kubectl get --watch` in a member's namespace: each line it prints, with the wall-clock time
 /// it arrived (when a watcher of the API learns of a change).
-pub(super) struct ApiWatch {
-    pub(super) child: std::process::Child,
-    pub(super) lines: Arc<std::sync::Mutex<Vec<(SystemTime, String)>>>,
+pub(crate) struct ApiWatch {
+    pub(crate) child: std::process::Child,
+    pub(crate) lines: Arc<std::sync::Mutex<Vec<(SystemTime, String)>>>,
 }
 
 impl ApiWatch {
-    pub(super) fn start(m: &Member, args: &[&str]) -> ApiWatch {
+    pub(crate) fn start(m: &Member, args: &[&str]) -> ApiWatch {
         use std::io::BufRead;
         let mut child = m
             .node
@@ -234,7 +234,7 @@ impl ApiWatch {
         ApiWatch { child, lines }
     }
 
-    pub(super) fn finish(mut self) -> Vec<(SystemTime, String)> {
+    pub(crate) fn finish(mut self) -> Vec<(SystemTime, String)> {
         let _ = self.child.kill();
         let _ = self.child.wait();
         std::mem::take(&mut *self.lines.lock().unwrap())
@@ -242,13 +242,13 @@ impl ApiWatch {
 }
 
 /// A wall-clock time in a log line (RFC 3339, as the syncer and controller-runtime write it).
-pub(super) fn log_time(s: &str) -> SystemTime {
+pub(crate) fn log_time(s: &str) -> SystemTime {
     humantime::parse_rfc3339_weak(s.trim_end_matches('Z'))
         .unwrap_or_else(|e| panic!("{s:?} is not a time: {e}"))
 }
 
 /// The syncer's writes so far (one JSON object per line of its log).
-pub(super) fn syncer_writes(east: &Member) -> Vec<serde_json::Value> {
+pub(crate) fn syncer_writes(east: &Member) -> Vec<serde_json::Value> {
     std::fs::read_to_string(east.node.path("syncer.log"))
         .unwrap_or_default()
         .lines()
@@ -259,14 +259,14 @@ pub(super) fn syncer_writes(east: &Member) -> Vec<serde_json::Value> {
 
 /// `to` - `from` in milliseconds, negative when `to` came first (a log line is written when the
 /// API call returns, which can be after a watcher saw its effect).
-pub(super) fn signed_ms(from: SystemTime, to: SystemTime) -> f64 {
+pub(crate) fn signed_ms(from: SystemTime, to: SystemTime) -> f64 {
     match to.duration_since(from) {
         Ok(d) => d.as_secs_f64() * 1000.0,
         Err(e) => -e.duration().as_secs_f64() * 1000.0,
     }
 }
 
-pub(super) fn start_syncer(east: &mut Member, clusters: &[(&str, String)]) {
+pub(crate) fn start_syncer(east: &mut Member, clusters: &[(&str, String)]) {
     let bin = setup("tests/mcs/setup.sh").join("bin/syncer");
     let mut args = Vec::new();
     for (name, kubeconfig) in clusters {
@@ -275,7 +275,7 @@ pub(super) fn start_syncer(east: &mut Member, clusters: &[(&str, String)]) {
     east.node.spawn("syncer", &bin, &args);
 }
 
-pub(super) fn workloads(m: &Member, web: bool) {
+pub(crate) fn workloads(m: &Member, web: bool) {
     let cluster = m.name();
     let mut yaml = format!(
         "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: db, namespace: demo}}\n\
@@ -307,7 +307,7 @@ pub(super) fn workloads(m: &Member, web: bool) {
     m.node.apply(&yaml);
 }
 
-pub(super) fn export(m: &Member, name: &str) {
+pub(crate) fn export(m: &Member, name: &str) {
     m.node.apply(&format!(
         "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata: {{name: {name}, namespace: demo}}\n"
     ));
@@ -315,7 +315,7 @@ pub(super) fn export(m: &Member, name: &str) {
 
 /// Sets up one member: the CRDs, its ClusterProperty, the MCS controller, clusterset-dns from
 /// the chart behind CoreDNS.
-pub(super) fn member_setup(m: &mut Member, mcs: &std::path::Path) {
+pub(crate) fn member_setup(m: &mut Member, mcs: &std::path::Path) {
     let node = &m.node;
     let name = node.net.name;
     node.install_crds(
@@ -400,7 +400,7 @@ pub(super) fn member_setup(m: &mut Member, mcs: &std::path::Path) {
 /// how to use it and how to tear it down; the test then waits until the stop file is removed
 /// or the minutes are over, and returns true, so the caller stops there and the nodes are torn
 /// down as after any run. Without it, returns false at once.
-pub(super) fn hold_if_asked(east: &Member, west: &Member) -> bool {
+pub(crate) fn hold_if_asked(east: &Member, west: &Member) -> bool {
     let Ok(minutes) = std::env::var("CLUSTERSET_KEEP") else {
         return false;
     };

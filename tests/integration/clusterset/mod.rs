@@ -24,8 +24,8 @@ use common::node::{Net, Node, join, lookups, repo, setup};
 use common::percentile;
 use common::until;
 
-mod checks;
-mod members;
+pub(crate) mod checks;
+pub(crate) mod members;
 
 use checks::*;
 use members::*;

@@ -178,23 +178,28 @@ impl Importer {
                 Some(h)
                     if covers(&serde_json::to_value(&*h).unwrap_or_default(), object)
                         && !route_stale(&h, object) => {}
+                Some(h) if route_stale(&h, object) => {
+                    // Deleted as it is and created anew: kube-proxy drops a slice's endpoints
+                    // from a Service only when it sees the slice go while naming it (a slice
+                    // whose label is taken away it ignores, keeping the routes; k8s.io/kubernetes
+                    // v1.37.2 pkg/proxy/endpointslicecache.go `endpointSliceCacheKeys`).
+                    absent_is_done(slice_api.delete(slice, &DeleteParams::default()).await)?;
+                    let new: EndpointSlice =
+                        serde_json::from_value(object.clone()).expect("a slice");
+                    let pp = PostParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..PostParams::default()
+                    };
+                    let o = slice_api.create(&pp, &new).await?;
+                    self.written_slices
+                        .recreated(h.metadata.resource_version.clone(), o);
+                }
                 Some(h) => {
-                    let mut over = h.metadata.resource_version.clone();
-                    if route_stale(&h, object) {
-                        // Created with it (not applied): the apply would leave it there.
-                        let unroute =
-                            json!({"metadata": {"labels": {LABEL_KUBERNETES_SERVICE_NAME: null}}});
-                        let o = slice_api
-                            .patch(slice, &PatchParams::default(), &Patch::Merge(&unroute))
-                            .await?;
-                        let next = o.metadata.resource_version.clone();
-                        self.written_slices
-                            .wrote(std::mem::replace(&mut over, next), o);
-                    }
                     let o = slice_api
                         .patch(slice, &apply, &Patch::Apply(object))
                         .await?;
-                    self.written_slices.wrote(over, o);
+                    self.written_slices
+                        .wrote(h.metadata.resource_version.clone(), o);
                 }
                 None => {
                     let new: EndpointSlice =
@@ -272,8 +277,8 @@ fn absent_is_done<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
     }
 }
 
-/// Whether slice `have` names a Service for kube-proxy that `want` no longer names
-/// (`--route-outside-mesh=false`, or the federated Service gone).
+/// Whether slice `have` names a Service for kube-proxy that `want` does not (`--route-outside-mesh=false`,
+/// or the federated Service gone or another).
 fn route_stale(have: &EndpointSlice, want: &serde_json::Value) -> bool {
     let had = (have.metadata.labels.as_ref()).and_then(|l| l.get(LABEL_KUBERNETES_SERVICE_NAME));
     had.is_some_and(|h| want["metadata"]["labels"][LABEL_KUBERNETES_SERVICE_NAME] != h.as_str())

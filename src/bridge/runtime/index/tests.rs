@@ -80,6 +80,26 @@ fn what_was_written_is_read_until_the_store_shows_another_version() {
 }
 
 #[test]
+fn a_slice_deleted_and_created_anew_is_read_while_the_store_shows_the_old_one_or_none() {
+    use std::sync::Arc;
+    let w = Written::default();
+    let rv = |o: Option<Arc<k8s_openapi::api::discovery::v1::EndpointSlice>>| {
+        o.and_then(|o| o.metadata.resource_version.clone())
+    };
+    w.recreated(Some("5".into()), slice("a", "9"));
+    let five = Some(Arc::new(slice("a", "5")));
+    assert_eq!(rv(w.read("shop", "a", five)).as_deref(), Some("9"));
+    assert_eq!(rv(w.read("shop", "a", None)).as_deref(), Some("9"));
+    let nine = Some(Arc::new(slice("a", "9")));
+    assert_eq!(rv(w.read("shop", "a", nine)).as_deref(), Some("9"));
+    assert_eq!(
+        rv(w.read("shop", "a", None)),
+        None,
+        "the store from then on"
+    );
+}
+
+#[test]
 fn a_held_write_is_let_go_when_the_watch_shows_the_store_past_it() {
     use super::super::store::{Codec, Writer, unmarked};
     use kube::runtime::watcher::Event;
