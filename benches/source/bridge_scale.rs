@@ -27,6 +27,9 @@
 //! more changes: one pod added to an export's slice, timed until the bridge's slice holds it.
 //! A build before the bridge published pods never converges on that world.
 //!
+//! `UNEXPORTED=<u>` then makes `u` slices of Services nobody exports (as a linked cluster full
+//! of them has) and changes each once: the bridge's CPU per event, its memory, and its writes.
+//!
 //! `HOLD=<seconds>`, for profiling a bridge over a large world without making the world each
 //! time (at 10,000 it takes 15-20 minutes): no floor, and once the bridge has converged the
 //! bench stops it and keeps the API server for that long, printing the kubeconfig to start
@@ -504,6 +507,69 @@ fn min_writes(n: u32) -> u64 {
     2 * n + 3 * (n + n / 2) + 2 * (n / 2)
 }
 
+/// `u` slices of Services nobody exports (`other<i>`, `e` pods each, labelled as the
+/// endpointslice controller labels them, without Linkerd's export label) made, then each
+/// changed once (a pod added), 16 at a time: the bridge's CPU and memory over it, and its
+/// writes (none). Its watches of slices select by Linkerd's export labels, as they do through a
+/// Link's credentials, so the API server never sends it these.
+fn unexported_slices(
+    rt: &tokio::runtime::Runtime,
+    slices: &Api<EndpointSlice>,
+    bridge: &Bridge,
+    k: &Cluster,
+    u: u32,
+    e: u32,
+) {
+    let pid = bridge.child.id();
+    let (rss0, _) = bridge.memory_mb();
+    let cpu0 = super::cpu_seconds_of(pid);
+    let writes0 = k.writes();
+    let t0 = Instant::now();
+    let slice = |i: u32, more: Option<&str>| {
+        let mut s = pods(i, e, more);
+        let labels = s.metadata.labels.get_or_insert_default();
+        labels.remove("mirror.linkerd.io/federated");
+        labels.insert("kubernetes.io/service-name".into(), format!("other{i}"));
+        s.metadata.name = Some(format!("other{i}-pods"));
+        s
+    };
+    rt.block_on(futures::stream::iter(0..u).for_each_concurrent(16, |i| {
+        let s = slice(i, None);
+        async move {
+            slices.create(&Default::default(), &s).await.unwrap();
+        }
+    }));
+    let made = t0.elapsed();
+    rt.block_on(futures::stream::iter(0..u).for_each_concurrent(16, |i| {
+        let s = slice(i, Some("198.18.255.1"));
+        let patch = json!({"endpoints": s.endpoints});
+        async move {
+            let pp = PatchParams::default();
+            let name = format!("other{i}-pods");
+            slices
+                .patch(&name, &pp, &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    }));
+    let secs = t0.elapsed();
+    std::thread::sleep(Duration::from_secs(3));
+    let cpu = super::cpu_seconds_of(pid) - cpu0;
+    let (rss1, hwm1) = bridge.memory_mb();
+    let (wrote, words) = writes_between(
+        &writes0,
+        &k.writes(),
+        &["leases", "events", "endpointslices"],
+    );
+    let all_slices = writes_between(&writes0, &k.writes(), &["leases", "events"]).0 - wrote;
+    println!(
+        "unexported: {u} slices of {e} pods of Services nobody exports made in {made:.1?} and each changed once, {secs:.1?} in all ({} events): the bridge used {cpu:.2} s of CPU ({:.1} µs an event); RSS {rss0:.1} → {rss1:.1} MB, high-water {hwm1:.1} MB; writes meanwhile but slices {wrote} ({words}), slice writes {all_slices} (the bench's own: {})",
+        2 * u,
+        cpu * 1e6 / (2 * u) as f64,
+        2 * u,
+    );
+}
+
 pub fn run() {
     let n: u32 = std::env::var("N")
         .ok()
@@ -515,6 +581,9 @@ pub fn run() {
         .map(|v| v.parse().expect("ENDPOINTS= a number of pods per export"))
         .unwrap_or(0);
     assert!(e <= 1000, "ENDPOINTS= at most 1,000: one slice each");
+    let unexported: Option<u32> = std::env::var("UNEXPORTED")
+        .ok()
+        .map(|v| v.parse().expect("UNEXPORTED= a number of slices"));
     // Room for 4N + N/10 Services' ClusterIPs and the floor's N (a /16: 65,534).
     let k = Cluster::start_with("198.18.0.0/16");
     for crd in [
@@ -743,6 +812,9 @@ pub fn run() {
             "{} endpoint changes, one at a time, median / p90 / p99 / max ms: a pod added to an export's slice → in the bridge's slice {p50:.1} / {p90:.1} / {p99:.1} / {max:.1}",
             n / 10
         );
+    }
+    if let Some(u) = unexported {
+        unexported_slices(&rt, &slices, &bridge, &k, u, e.max(10));
     }
     let (p50, p99) = endpoint.map_or((0.0, 0.0), |(a, _, c, _)| (a, c));
     let endpoint_words = format!("endpoints={e} endpoint_p50_ms={p50:.1} endpoint_p99_ms={p99:.1}");
