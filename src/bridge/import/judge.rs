@@ -474,8 +474,27 @@ fn merge(j: &mut Judging, all: &[ClusterExport], federated: Option<&Read>) -> Op
             is_headless && (m.link.is_none() || m.flat)
         };
         if by_pods {
+            // In a ClusterSetIP import, a port name whose port an older export has otherwise is
+            // the older one's (the import's): this cluster's pods are left out of it, so that
+            // nothing routes the import's port to them (a headless import's hosts stay: its
+            // names do not depend on ports).
+            let conflicting: Vec<&str> = (m.ports.iter())
+                .filter(|_| federated_ip)
+                .filter(|p| {
+                    ports.iter().any(|(q, _)| {
+                        q.name == p.name && (q.port, &q.protocol) != (p.port, &p.protocol)
+                    })
+                })
+                .map(|p| p.name.as_str())
+                .collect();
             for p in &m.pods {
-                slices.add(j, &m.cluster, &p.ports, &p.endpoints);
+                let kept: Vec<Port> = (p.ports.iter())
+                    .filter(|q| !conflicting.contains(&q.name.as_str()))
+                    .cloned()
+                    .collect();
+                if !kept.is_empty() {
+                    slices.add(j, &m.cluster, &kept, &p.endpoints);
+                }
             }
         } else if !federated_ip {
             slices.add(j, &m.cluster, &m.ports, &m.endpoints);

@@ -321,3 +321,55 @@ fn many_endpoints_or_other_ports_make_more_slices() {
     .collect();
     assert_eq!(names, want);
 }
+
+#[test]
+fn a_port_an_older_export_has_otherwise_is_routed_to_the_older_clusters_pods_only() {
+    // This cluster's export is the older: http is port 80 here, 8080 in east's.
+    let local = carried(
+        "north",
+        "2026-12-04T10:00:00Z",
+        &["admin:9000/TCP", "http:80/TCP"],
+        false,
+        "a",
+    );
+    let theirs = carried(
+        "east",
+        "2026-12-04T11:00:00Z",
+        &["admin:9000/TCP", "http:8080/TCP"],
+        false,
+        "a",
+    );
+    let fed = federated_here("east", "198.18.0.10", &local);
+    let pods = |ip: &str| {
+        vec![Pods {
+            ports: vec![port("admin", 9001), port("http", 8080)],
+            endpoints: vec![pod(ip, Some(true), None)],
+        }]
+    };
+    let own = ClusterExport {
+        flat: true,
+        pods: pods("198.18.6.1"),
+        ..read_export(&key("web"), None, Some("198.18.0.9"), &local)
+    };
+    let east = ClusterExport {
+        flat: true,
+        pods: pods("198.18.5.1"),
+        ..read_export(&key("web"), Some("east"), Some("198.18.0.9"), &theirs)
+    };
+    let i = judge_with(&[fed], &exports(vec![own, east]), &Policy::default())
+        .import
+        .expect("an import");
+    let ports_of = |cluster: &str| -> Vec<Vec<Port>> {
+        (i.slices.iter())
+            .filter(|s| s.cluster == cluster)
+            .map(|s| s.ports.clone())
+            .collect()
+    };
+    // The import's http is the older export's; east's pods are not in it, so kube-proxy sends
+    // the import's http to this cluster's pods only, and admin to both.
+    assert_eq!(
+        ports_of("north"),
+        [vec![port("admin", 9001), port("http", 8080)]]
+    );
+    assert_eq!(ports_of("east"), [vec![port("admin", 9001)]]);
+}
