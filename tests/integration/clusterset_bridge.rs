@@ -19,7 +19,7 @@ use common::node::{Node, join, repo};
 use common::until;
 use serde_json::json;
 
-use crate::clusterset::members::{EAST, Member, WEST, our_ip};
+use crate::clusterset::members::{EAST, Member, WEST, hold_if_asked, our_ip};
 use crate::linkerd_bridge_conflicts::{Kube, get_json, service_mirror};
 
 impl Kube for Member {
@@ -231,13 +231,75 @@ fn reached(east: &Member, name: &str, n: usize) -> Vec<String> {
     (0..n).filter_map(|_| east.connect(name)).collect()
 }
 
+/// With `CLUSTERSET_KEEP=<minutes>` (`tests/clusterset-up.sh --bridge`), the set is left
+/// running for a hand run of the MCS API's conformance suite: Linkerd's real service mirror
+/// instead of the test's replay (`LINKERD_CONTROLLER`, linkerd2's `controller` binary built from
+/// its source: `service-mirror` for the Link with `-enable-headless-services`, and one
+/// `-local-mirror`, in each cluster), the stand-ins of the suite's pod images
+/// (tests/mcs/conformance-images.sh) in both nodes, and web exported from west to show the set
+/// works. Returns true once the set was held (see [`hold_if_asked`]); false at once without it.
+fn keep_for_a_hand_run(east: &mut Member, west: &mut Member) -> bool {
+    if std::env::var("CLUSTERSET_KEEP").is_err() {
+        return false;
+    }
+    let controller = std::env::var("LINKERD_CONTROLLER").unwrap_or_else(|_| {
+        panic!("CLUSTERSET_KEEP with the bridge: give LINKERD_CONTROLLER=<linkerd2's controller binary>, whose service mirror writes Linkerd's objects here")
+    });
+    let images = common::node::setup("tests/mcs/conformance-images.sh");
+    for m in [&*east, &*west] {
+        for tar in ["socat.tar", "netshoot.tar"] {
+            let out = m
+                .node
+                .ctr(&["images", "import", images.join(tar).to_str().unwrap()]);
+            assert!(
+                out.status.success(),
+                "ctr import {tar}: {}",
+                common::output_text(&out)
+            );
+        }
+    }
+    // Stopped with the node's other processes when the test ends.
+    for (m, other) in [(&mut *east, "west"), (&mut *west, "east")] {
+        let kubeconfig = m.node.path("admin.kubeconfig");
+        // Through env: the mirror takes its Lease identity from HOSTNAME, as a pod has it.
+        let args = |metrics: &str, more: &[&str]| -> Vec<String> {
+            let mut a = vec![
+                format!("HOSTNAME={}-{metrics}", m.name()),
+                controller.clone(),
+                "service-mirror".to_string(),
+                format!("-kubeconfig={kubeconfig}"),
+                "-namespace=linkerd-multicluster".into(),
+                format!("-metrics-addr=127.0.0.1:{metrics}"),
+            ];
+            a.extend(more.iter().map(|m| m.to_string()));
+            a
+        };
+        let (link, local) = (
+            args("9998", &["-enable-headless-services", other]),
+            args("9997", &["-local-mirror"]),
+        );
+        let bin = std::path::Path::new("/usr/bin/env");
+        m.node.spawn("linkerd-service-mirror", bin, &link);
+        m.node.spawn("linkerd-local-mirror", bin, &local);
+    }
+    export(west, "web");
+    until(
+        "east's client connects to web through Linkerd's own mirror",
+        Duration::from_secs(120),
+        || east.connect("web.shop.svc.clusterset.local").is_some(),
+    );
+    hold_if_asked(east, west, "web.shop.svc.clusterset.local")
+}
+
 #[test]
 fn the_bridge_routes_clients_outside_the_mesh_to_every_exporting_clusters_pods() {
     let _module = common::module(module_path!());
     let mut steps = Steps::default();
 
     steps.next("0. two clusters from real components, joined");
+    // Built once before the nodes start in parallel, which would otherwise both build them.
     let _ = common::node::setup("tests/cluster/images.sh");
+    let _ = common::docker::build_image(&common::docker::engine());
     let (east, west) = std::thread::scope(|s| {
         let e = s.spawn(|| Node::start(&EAST));
         let w = s.spawn(|| Node::start(&WEST));
@@ -247,7 +309,7 @@ fn the_bridge_routes_clients_outside_the_mesh_to_every_exporting_clusters_pods()
         panic!("a node did not start (its panic is above)");
     };
     join(&east, &west);
-    let (east, west) = (Member { node: east }, Member { node: west });
+    let (mut east, mut west) = (Member { node: east }, Member { node: west });
 
     steps.next("1. in each: the CRDs, Linkerd's remote access, the chart with both bridge halves; Links both ways");
     member_setup(&east);
@@ -260,6 +322,9 @@ fn the_bridge_routes_clients_outside_the_mesh_to_every_exporting_clusters_pods()
     west.node.rollout("shop", "deployment/web");
     west.node.rollout("shop", "statefulset/db");
     east.node.wait_ready("client");
+    if keep_for_a_hand_run(&mut east, &mut west) {
+        return;
+    }
     let set = [("east", &east), ("west", &west)];
     let mirror = || service_mirror(&set);
     let bridge_log = |m: &Member| {

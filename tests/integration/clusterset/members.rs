@@ -400,7 +400,7 @@ pub(crate) fn member_setup(m: &mut Member, mcs: &std::path::Path) {
 /// how to use it and how to tear it down; the test then waits until the stop file is removed
 /// or the minutes are over, and returns true, so the caller stops there and the nodes are torn
 /// down as after any run. Without it, returns false at once.
-pub(crate) fn hold_if_asked(east: &Member, west: &Member) -> bool {
+pub(crate) fn hold_if_asked(east: &Member, west: &Member, probe: &str) -> bool {
     let Ok(minutes) = std::env::var("CLUSTERSET_KEEP") else {
         return false;
     };
@@ -460,7 +460,7 @@ pub(crate) fn hold_if_asked(east: &Member, west: &Member) -> bool {
         );
     }
     // And east's cluster DNS answers a clusterset.local name, as the printed dig will.
-    let web = ["web.demo.svc.clusterset.local".to_string()];
+    let web = [probe.to_string()];
     let answers = dig_all(&east.node.ns, east.node.net.dns_service_ip, &web);
     assert!(
         matches!(answers.as_deref(), Some([a]) if !a.is_empty()),
@@ -473,7 +473,7 @@ pub(crate) fn hold_if_asked(east: &Member, west: &Member) -> bool {
          kubeconfig (contexts east and west): {kubeconfig}\n\
          Use it from east's network namespace, where both API servers and both clusters' DNS answer:\n  \
          nsenter --net=/run/netns/{ns} -- kubectl --kubeconfig {kubeconfig} --context west -n demo get serviceimports\n  \
-         nsenter --net=/run/netns/{ns} -- dig @{east_dns} web.demo.svc.clusterset.local\n\
+         nsenter --net=/run/netns/{ns} -- dig @{east_dns} {probe}\n\
          A shell there: nsenter --net=/run/netns/{ns} -- bash (then KUBECONFIG={kubeconfig}).\n\
          Tear it down: rm {stop}  (the test then stops every process it started and removes the namespaces)\n",
         ns = east.node.ns,

@@ -39,6 +39,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     let mcs = setup("tests/mcs/setup.sh");
     // Built once before the nodes start in parallel, which would otherwise both build them.
     let _ = setup("tests/cluster/images.sh");
+    let _ = common::docker::build_image(&common::docker::engine());
     let (east, west) = std::thread::scope(|s| {
         let e = s.spawn(|| Node::start(&EAST));
         let w = s.spawn(|| Node::start(&WEST));
@@ -199,7 +200,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
     );
     eprintln!("east's Events on ServiceExport web:\n{}", events());
 
-    if hold_if_asked(&east, &west) {
+    if hold_if_asked(&east, &west, "web.demo.svc.clusterset.local") {
         return;
     }
 
