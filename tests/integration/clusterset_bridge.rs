@@ -92,6 +92,7 @@ fn member_setup(m: &Member) {
         "linkerdBridge.enabled=true".into(),
         "linkerdBridge.replicaCount=1".into(),
         "hardening.denyCidrs={198.18.111.0/24}".into(),
+        "linkerdBridge.import.routeOutsideMesh=true".into(),
     ];
     let mut args = vec![
         "install",

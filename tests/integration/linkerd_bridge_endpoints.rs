@@ -94,7 +94,14 @@ fn every_cluster_imports_the_exporting_clusters_endpoints() {
     );
     link_to(&east, &west, "west");
     link_to(&west, &east, "east");
-    let args = ["--resync", "5s", "--deny-cidr", "198.18.111.0/24"];
+    let args = [
+        "--resync",
+        "5s",
+        "--deny-cidr",
+        "198.18.111.0/24",
+        "--route-outside-mesh",
+        "true",
+    ];
     let bridges = [Bridge::start(&east, &args), Bridge::start(&west, &args)];
     let set = [("east", &east), ("west", &west)];
 
@@ -176,8 +183,8 @@ fn every_cluster_imports_the_exporting_clusters_endpoints() {
             serde_json::json!({"ready": false, "serving": true, "terminating": true}),
             "{cluster}"
         );
-        // Each names the federated Service too, for kube-proxy (--route-outside-mesh, on by
-        // default); the headless import's do not.
+        // Each names the federated Service too, for kube-proxy (--route-outside-mesh); the
+        // headless import's do not.
         assert_eq!(
             routed(k, "web"),
             ["web-federated", "web-federated"],
@@ -271,12 +278,12 @@ fn every_cluster_imports_the_exporting_clusters_endpoints() {
             .all(|(_, k)| slice_ports(k, "web", "west").is_empty())
     });
 
-    // East's bridge restarted with --route-outside-mesh=false: its slices stop naming the
+    // East's bridge restarted without --route-outside-mesh: its slices stop naming the
     // federated Service (one it created with the label), nothing else changes; west's keep it.
     let [east_bridge, _west_bridge] = bridges;
     drop(east_bridge);
     let mut off = args.to_vec();
-    off.extend(["--route-outside-mesh", "false"]);
+    off.truncate(args.len() - 2);
     let east_bridge = Bridge::start(&east, &off);
     until(
         common::wait::Lazy(|| format!("{:?}\n{}", routed(&east, "web"), east_bridge.log())),
