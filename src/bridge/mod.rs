@@ -35,8 +35,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::source::kube::ClientError;
-pub use export::Settings as ExportSettings;
-pub use import::Settings as ImportSettings;
+pub use export::Config as ExportConfig;
+pub use import::Config as ImportConfig;
 use metrics::BridgeMetrics;
 use runtime::lease;
 use shared::Shared;
@@ -47,9 +47,9 @@ pub use runtime::Key;
 pub struct Config {
     pub kube: crate::source::kube::Config,
     /// The export half, if it runs.
-    pub export: Option<ExportSettings>,
+    pub export: Option<ExportConfig>,
     /// The import half, if it runs.
-    pub import: Option<ImportSettings>,
+    pub import: Option<ImportConfig>,
     /// The admin HTTP server: /metrics, /health, /ready.
     pub admin: SocketAddr,
     /// The Lease the replicas share, so that one writes at a time.

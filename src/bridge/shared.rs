@@ -82,7 +82,7 @@ impl Shared {
     {
         let (marks, marked) = runner::Marks::channel();
         let (ready, ready_rx) = tokio::sync::watch::channel(false);
-        let settings = runner::Settings {
+        let settings = runner::Config {
             concurrency: CONCURRENT,
             backoff: runner::Backoff::DEFAULT,
             resync,

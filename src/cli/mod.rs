@@ -197,14 +197,14 @@ impl Bridge {
             export: f
                 .halves
                 .contains(&Half::Export)
-                .then_some(crate::bridge::ExportSettings {
+                .then_some(crate::bridge::ExportConfig {
                     default_mode: f.default_mode.into(),
                     resync: f.resync,
                 }),
             import: f
                 .halves
                 .contains(&Half::Import)
-                .then_some(crate::bridge::ImportSettings {
+                .then_some(crate::bridge::ImportConfig {
                     naming: naming.clone(),
                     resync: f.resync,
                     policy: Policy::from_flags(&f.deny_cidr, &f.allow_cidr, &[], &[])?,

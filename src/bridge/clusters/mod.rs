@@ -45,7 +45,9 @@ use super::runtime::feed::Feed;
 use super::runtime::store::{self, Codec, Heard};
 use crate::source::about::{CLUSTER_ID, ClusterProperties};
 use crate::source::object::Kind as _;
-use read::{ExportedStores, SliceStores, Told, link_spec, remote_client, watch_exported, writers};
+use read::{
+    ExportedStores, Learned, SliceStores, link_spec, remote_client, watch_exported, writers,
+};
 pub use read::{cluster_export, is_exported, selectors};
 
 /// How long a Link whose credentials cannot be used waits before they are read again.
@@ -579,15 +581,15 @@ impl Clusters {
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     ev = events.next() => match ev {
-                        Some(Ok(Told::Listed)) => {
+                        Some(Ok(Learned::Listed)) => {
                             if let Some(l) = self.lock().links.get_mut(&key) {
                                 l.listed = true;
                             }
                             self.reach(&key, Reach::Read);
                             self.tell(Changed::All);
                         }
-                        Some(Ok(Told::Service(key))) => self.tell(Changed::Keys(vec![key])),
-                        Some(Ok(Told::Slice(key))) => self.tell(Changed::Keys(slices.heard(&key))),
+                        Some(Ok(Learned::Service(key))) => self.tell(Changed::Keys(vec![key])),
+                        Some(Ok(Learned::Slice(key))) => self.tell(Changed::Keys(slices.heard(&key))),
                         Some(Err(e)) => {
                             let why = format!("watching its exported Services and their EndpointSlices: {e}");
                             warn!(link = %link, "{why}");

@@ -178,7 +178,7 @@ impl Feeds {
 
 /// What one event of a linked cluster's watches changed: an exported Service, one of their
 /// slices, or every watch listed.
-pub(super) enum Told {
+pub(super) enum Learned {
     Service(Key),
     Slice(Key),
     Listed,
@@ -205,12 +205,12 @@ fn watch_into<K: Watched<DynamicType = ()> + serde::Serialize>(
 }
 
 /// The watches of one linked cluster's exported Services and, if `pods`, their slices into
-/// `feeds`: each object changed, and [`Told::Listed`] once every watch has listed.
+/// `feeds`: each object changed, and [`Learned::Listed`] once every watch has listed.
 pub(super) fn watch_exported(
     client: kube::Client,
     feeds: &Feeds,
     pods: bool,
-) -> impl futures::Stream<Item = Result<Told, watcher::Error>> + use<> {
+) -> impl futures::Stream<Item = Result<Learned, watcher::Error>> + use<> {
     let selectors = selectors();
     let services = (feeds.services.iter().zip(&selectors).enumerate())
         .map(|(n, (w, sel))| watch_into(&client, w.clone(), sel, n));
@@ -222,10 +222,10 @@ pub(super) fn watch_exported(
         futures::future::ready(match ev {
             Ok((n, Heard::Listed)) => {
                 listed[n] = true;
-                (listed == [true; 4]).then_some(Ok(Told::Listed))
+                (listed == [true; 4]).then_some(Ok(Learned::Listed))
             }
-            Ok((n, Heard::Key { key, .. })) if n < 2 => Some(Ok(Told::Service(key))),
-            Ok((_, Heard::Key { key, .. })) => Some(Ok(Told::Slice(key))),
+            Ok((n, Heard::Key { key, .. })) if n < 2 => Some(Ok(Learned::Service(key))),
+            Ok((_, Heard::Key { key, .. })) => Some(Ok(Learned::Slice(key))),
             Err(e) => Some(Err(e)),
         })
     })

@@ -32,7 +32,7 @@ use crate::bridge::shared::Shared;
 
 /// Runs the export half until shutdown, once the ServiceExport CRD is served: its watches, and
 /// the runner that brings each export marked to its verdict while this replica leads.
-pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity: String) {
+pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: String) {
     let Some(resource) = shared.wait_for("export", &SERVICE_EXPORT).await else {
         return;
     };
@@ -78,7 +78,7 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity:
 
 /// What the export half is run with.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct Config {
     /// The mode of a ServiceExport without the mode annotation.
     pub default_mode: export::Mode,
     /// Every export is brought to its verdict this often, changed or not.
@@ -88,7 +88,7 @@ pub struct Settings {
 struct Exporter {
     client: kube::Client,
     resource: ApiResource,
-    config: Settings,
+    config: Config,
     exports: Store<DynamicObject>,
     services: Store<Service>,
     metrics: Arc<BridgeMetrics>,

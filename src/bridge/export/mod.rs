@@ -8,6 +8,6 @@ mod read;
 #[cfg(test)]
 mod tests;
 
-pub use controller::Settings;
+pub use controller::Config;
 pub(super) use controller::run;
 pub use judge::*;

@@ -43,7 +43,7 @@ use crate::source::mcs::LABEL_SERVICE_NAME;
 
 /// What the import half is run with.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct Config {
     /// How clusters are named in `status.clusters` and the slices' `source-cluster`.
     pub naming: Naming,
     /// Every import is brought up to date this often, changed or not.
@@ -58,7 +58,7 @@ pub struct Settings {
 
 /// Runs the import half until shutdown, once the ServiceImport and Link CRDs are served: its
 /// watches, and the runner that brings each service marked up to date while this replica leads.
-pub(in crate::bridge) async fn run(shared: Shared, settings: Settings, identity: String) {
+pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: String) {
     let Some(si) = shared.wait_for("import", &SERVICE_IMPORT).await else {
         return;
     };
@@ -133,7 +133,7 @@ const NOT_LISTED: &str =
 struct Importer {
     client: kube::Client,
     si: ApiResource,
-    settings: Settings,
+    settings: Config,
     /// Every Service of this cluster; Linkerd's marked [`LINKERDS`].
     services: Store<Service>,
     imports: Store<DynamicObject>,

@@ -39,7 +39,7 @@ use serde_json::Value;
 
 use crate::bridge::model::{Endpoint, Family, Port};
 use crate::wire::cluster_id;
-pub use controller::Settings;
+pub use controller::Config;
 pub(super) use controller::run;
 pub use judge::{Judged, judge};
 pub(super) use object::exported_metadata;

@@ -237,7 +237,7 @@ pub fn set(tx: &watch::Sender<bool>, on: bool) -> bool {
 
 /// How a half's keys are worked through.
 #[derive(Debug, Clone, Copy)]
-pub struct Settings {
+pub struct Config {
     /// How many keys are brought up to date at once (each is a round trip or two to the API
     /// server).
     pub concurrency: usize,
@@ -290,7 +290,7 @@ pub async fn run<R: Reconciler>(
     mut marks: mpsc::UnboundedReceiver<Mark<R::Key>>,
     mut leading: watch::Receiver<bool>,
     mut ready: watch::Receiver<bool>,
-    settings: Settings,
+    settings: Config,
     shutdown: CancellationToken,
 ) {
     let mut queue: Queue<R::Key> = Queue::new(settings.concurrency, settings.backoff);

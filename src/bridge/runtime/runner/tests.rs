@@ -198,7 +198,7 @@ fn start(keys: Vec<&'static str>) -> Started {
     let (leading, lrx) = watch::channel(false);
     let (ready, rrx) = watch::channel(false);
     let shutdown = CancellationToken::new();
-    let settings = Settings {
+    let settings = Config {
         concurrency: 4,
         backoff: Backoff::DEFAULT,
         resync: Duration::from_secs(300),
