@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use hyper::{Method, StatusCode};
+use hyper::Method;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Registry,
     TextEncoder,
@@ -54,12 +54,6 @@ impl BridgeMetrics {
     pub fn new() -> Self {
         use crate::metrics::{counter, gauge, gauge_vec, registered};
         let r = Registry::new();
-        let reconciles = counter(
-            &r,
-            "clusterset_dns_bridge_reconciles_total",
-            "Exports (or imports) brought up to date, by half and result (success, error: retried).",
-            &["half", "result"],
-        );
         // From a millisecond (a judgement with nothing to write) to ten seconds (a key behind
         // a whole resync, or an API server that is slow to answer).
         let histogram = |name: &str, help: &str| {
@@ -72,93 +66,89 @@ impl BridgeMetrics {
                 HistogramVec::new(opts, &["half"]).expect("valid metric"),
             )
         };
-        let queued = histogram(
-            "clusterset_dns_bridge_queue_duration_seconds",
-            "How long a key (an export, or an import's service) waited from a watch event, or a resync, saying it may need work to its reconcile starting, by half (client-go's workqueue_queue_duration_seconds).",
-        );
-        let worked = histogram(
-            "clusterset_dns_bridge_reconcile_duration_seconds",
-            "How long bringing one key up to date took, judging and writing, by half (client-go's workqueue_work_duration_seconds).",
-        );
-        let managed = gauge_vec(
-            &r,
-            "clusterset_dns_bridge_managed",
-            "Objects the bridge manages: ServiceExports it reads, Services that carry a label it applied, ServiceImports and EndpointSlices it wrote.",
-            &["kind"],
-        );
-        let leader = gauge(
-            &r,
-            "clusterset_dns_bridge_leader",
-            "1 while this replica holds the bridge's Lease and writes; the others wait with their watches warm.",
-        );
-        let not_taken_over = gauge_vec(
-            &r,
-            "clusterset_dns_bridge_not_taken_over",
-            "Objects the import half would write but someone else created (another MCS implementation, a person): left as they are.",
-            &["kind"],
-        );
-        let unusable = gauge(
-            &r,
-            "clusterset_dns_bridge_unusable_objects",
-            "Services written by Linkerd's service mirror that the import half cannot use (each named in an Event and the log).",
-        );
-        let refused = gauge(
-            &r,
-            "clusterset_dns_bridge_refused_endpoints",
-            "Endpoints of exporting clusters left out of the import half's EndpointSlices because their address is refused (loopback, link-local, metadata, multicast, --deny-cidr, outside --allow-cidr; each import's in an Event and the log).",
-        );
-        let left_out = gauge_vec(
-            &r,
-            "clusterset_dns_bridge_left_out_objects",
-            "Objects a linked cluster sent beyond --max-objects-per-link, by Link: left out of the bridge's stores (its exports are then read in part).",
-            &["link"],
-        );
-        let linked = gauge_vec(
-            &r,
-            "clusterset_dns_bridge_linked_clusters",
-            "Linked clusters by whether their exports are read through their Link's credentials (read) or not (unread: judged from Linkerd's objects here, why in the log and the exports' Conflict messages).",
-            &["state"],
-        );
-        let own_id = gauge(
-            &r,
-            "clusterset_dns_bridge_cluster_id_known",
-            "1 when this cluster has an id (its ClusterProperty cluster.clusterset.k8s.io, or --cluster-id); 0 leaves its own exports out of its own imports.",
-        );
-        for half in ["export", "import"] {
-            for result in ["success", "error"] {
-                reconciles.with_label_values(&[half, result]);
-            }
-            queued.with_label_values(&[half]);
-            worked.with_label_values(&[half]);
-        }
-        for kind in ["ServiceExport", "Service", "ServiceImport", "EndpointSlice"] {
-            managed.with_label_values(&[kind]);
-        }
-        for kind in ["ServiceImport", "EndpointSlice"] {
-            not_taken_over.with_label_values(&[kind]);
-        }
-        for state in ["read", "unread"] {
-            linked.with_label_values(&[state]);
-        }
-        BridgeMetrics {
-            registry: r,
-            reconciles,
-            queued,
-            worked,
-            managed,
+        let m = BridgeMetrics {
+            registry: r.clone(),
+            reconciles: counter(
+                &r,
+                "clusterset_dns_bridge_reconciles_total",
+                "Exports (or imports) brought up to date, by half and result (success, error: retried).",
+                &["half", "result"],
+            ),
+            queued: histogram(
+                "clusterset_dns_bridge_queue_duration_seconds",
+                "How long a key (an export, or an import's service) waited from a watch event, or a resync, saying it may need work to its reconcile starting, by half (client-go's workqueue_queue_duration_seconds).",
+            ),
+            worked: histogram(
+                "clusterset_dns_bridge_reconcile_duration_seconds",
+                "How long bringing one key up to date took, judging and writing, by half (client-go's workqueue_work_duration_seconds).",
+            ),
+            managed: gauge_vec(
+                &r,
+                "clusterset_dns_bridge_managed",
+                "Objects the bridge manages: ServiceExports it reads, Services that carry a label it applied, ServiceImports and EndpointSlices it wrote.",
+                &["kind"],
+            ),
             conditions: Mutex::default(),
-            leader,
-            not_taken_over,
-            unusable,
-            refused,
-            left_out,
-            linked,
-            own_id,
+            leader: gauge(
+                &r,
+                "clusterset_dns_bridge_leader",
+                "1 while this replica holds the bridge's Lease and writes; the others wait with their watches warm.",
+            ),
+            not_taken_over: gauge_vec(
+                &r,
+                "clusterset_dns_bridge_not_taken_over",
+                "Objects the import half would write but someone else created (another MCS implementation, a person): left as they are.",
+                &["kind"],
+            ),
+            unusable: gauge(
+                &r,
+                "clusterset_dns_bridge_unusable_objects",
+                "Services written by Linkerd's service mirror that the import half cannot use (each named in an Event and the log).",
+            ),
+            refused: gauge(
+                &r,
+                "clusterset_dns_bridge_refused_endpoints",
+                "Endpoints of exporting clusters left out of the import half's EndpointSlices because their address is refused (loopback, link-local, metadata, multicast, --deny-cidr, outside --allow-cidr; each import's in an Event and the log).",
+            ),
+            left_out: gauge_vec(
+                &r,
+                "clusterset_dns_bridge_left_out_objects",
+                "Objects a linked cluster sent beyond --max-objects-per-link, by Link: left out of the bridge's stores (its exports are then read in part).",
+                &["link"],
+            ),
+            linked: gauge_vec(
+                &r,
+                "clusterset_dns_bridge_linked_clusters",
+                "Linked clusters by whether their exports are read through their Link's credentials (read) or not (unread: judged from Linkerd's objects here, why in the log and the exports' Conflict messages).",
+                &["state"],
+            ),
+            own_id: gauge(
+                &r,
+                "clusterset_dns_bridge_cluster_id_known",
+                "1 when this cluster has an id (its ClusterProperty cluster.clusterset.k8s.io, or --cluster-id); 0 leaves its own exports out of its own imports.",
+            ),
             waiting: Mutex::new(BTreeMap::from([(
                 "bridge",
                 "starting: the Kubernetes API has not answered yet".into(),
             )])),
+        };
+        for half in ["export", "import"] {
+            for result in ["success", "error"] {
+                m.reconciles.with_label_values(&[half, result]);
+            }
+            m.queued.with_label_values(&[half]);
+            m.worked.with_label_values(&[half]);
         }
+        for kind in ["ServiceExport", "Service", "ServiceImport", "EndpointSlice"] {
+            m.managed.with_label_values(&[kind]);
+        }
+        for kind in ["ServiceImport", "EndpointSlice"] {
+            m.not_taken_over.with_label_values(&[kind]);
+        }
+        for state in ["read", "unread"] {
+            m.linked.with_label_values(&[state]);
+        }
+        m
     }
 
     /// The linked clusters whose exports are read and not, and whether this one has an id.
@@ -269,50 +259,27 @@ impl BridgeMetrics {
         method: &Method,
         path: &str,
     ) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
-        use crate::admin::reply;
-        const TEXT: &str = "text/plain; charset=utf-8";
-        if method != Method::GET && method != Method::HEAD {
-            return reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "only GET and HEAD\n");
-        }
-        match path {
-            "/metrics" => {
-                let mut buf = Vec::new();
-                TextEncoder::new()
-                    .encode(&self.registry.gather(), &mut buf)
-                    .expect("text encoding cannot fail");
-                self.write_conditions(&mut buf);
-                reply(
-                    StatusCode::OK,
-                    "text/plain; version=0.0.4; charset=utf-8",
-                    buf,
-                )
-            }
-            "/health" => reply(StatusCode::OK, TEXT, "ok\n"),
-            "/ready" => {
-                let waiting = self.waiting.lock().expect("not poisoned");
-                if waiting.is_empty() {
-                    reply(StatusCode::OK, TEXT, "ready\n")
-                } else {
-                    let why: Vec<String> = waiting
-                        .iter()
-                        .map(|(half, why)| match *half {
-                            "bridge" => why.clone(),
-                            half => format!("{half} half: {why}"),
-                        })
-                        .collect();
-                    reply(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        TEXT,
-                        format!("not ready: {}\n", why.join("; ")),
-                    )
-                }
-            }
-            _ => reply(
-                StatusCode::NOT_FOUND,
-                TEXT,
-                "not found: try /metrics, /health or /ready\n",
-            ),
-        }
+        let waiting = self.waiting.lock().expect("not poisoned").clone();
+        let why: Vec<String> = (waiting.into_iter())
+            .map(|(half, why)| match half {
+                "bridge" => why,
+                half => format!("{half} half: {why}"),
+            })
+            .collect();
+        let ready = if why.is_empty() {
+            Ok(())
+        } else {
+            Err(why.join("; "))
+        };
+        let metrics = || {
+            let mut buf = Vec::new();
+            TextEncoder::new()
+                .encode(&self.registry.gather(), &mut buf)
+                .expect("text encoding cannot fail");
+            self.write_conditions(&mut buf);
+            buf
+        };
+        crate::admin::answer(method, path, metrics, ready)
     }
 }
 
