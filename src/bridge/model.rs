@@ -262,6 +262,25 @@ pub struct Problem {
     pub message: String,
 }
 
+impl Problem {
+    /// About `kind` `ns`/`object`.
+    pub fn new(
+        kind: &'static str,
+        (ns, object): (&str, &str),
+        reason: Reason,
+        message: String,
+    ) -> Self {
+        let (namespace, object) = (ns.into(), object.into());
+        Problem {
+            kind,
+            namespace,
+            object,
+            reason,
+            message,
+        }
+    }
+}
+
 /// Why a [`Problem`] is said: its Event's reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Reason {

@@ -5,17 +5,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+
 use k8s_openapi::api::core::v1::Service;
 use kube::discovery::ApiResource;
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 use tracing::error;
 
 use super::clusters;
+use super::clusters::Changed;
 use super::metrics::BridgeMetrics;
 use super::model::{EXPORTED, LABELLED, LINKERDS, MANAGER, owned_labels};
 use super::runtime::crd::{CRD_RECHECK, Crd, resource};
 use super::runtime::feed::Feed;
-use super::runtime::{Key, api_error, events, runner};
+use super::runtime::runner::{self, Marks};
+use super::runtime::store::Heard;
+use super::runtime::{Key, api_error, events};
 
 /// How many keys each half brings up to date at once.
 const CONCURRENT: usize = 16;
@@ -68,35 +74,67 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    /// Runs a half: its watches (`watch`, given where to mark keys and where to say that
-    /// everything was listed) beside the runner that brings what they mark up to date while
-    /// this replica leads.
-    pub(super) async fn drive<R, F>(
+    /// Runs a half (`name`) while this replica leads: the runner that brings what is marked up
+    /// to date, and the half's watches. Each change its feeds (`heard`) tell of marks what
+    /// `on_key` says it can affect (given which feed, the key, and its marks before and now);
+    /// a feed's full list, or a cluster that came, went or was listed, marks everything. The
+    /// half is ready (on `/ready`, and for the runner) once every feed and every cluster was
+    /// listed: until then a judgement would leave out what exists (`not_listed` says why).
+    pub(super) async fn drive<R>(
         &self,
-        half: &R,
+        (name, half): (&'static str, &R),
         resync: Duration,
-        watch: impl FnOnce(runner::Marks<Key>, tokio::sync::watch::Sender<bool>) -> F,
+        (heard, not_listed): (Vec<UnboundedReceiver<Heard>>, &str),
+        on_key: impl Fn(usize, Key, [u8; 2], &Marks<Key>),
     ) where
         R: runner::Reconciler<Key = Key>,
-        F: std::future::Future<Output = ()>,
     {
-        let (marks, marked) = runner::Marks::channel();
+        let (marks, marked) = Marks::channel();
         let (ready, ready_rx) = tokio::sync::watch::channel(false);
-        let settings = runner::Config {
+        let config = runner::Config {
             concurrency: CONCURRENT,
             backoff: runner::Backoff::DEFAULT,
             resync,
         };
-        let leading = self.leading.clone();
-        let working = runner::run(
-            half,
-            marked,
-            leading,
-            ready_rx,
-            settings,
-            self.shutdown.clone(),
-        );
-        tokio::join!(watch(marks, ready), working);
+        let (leading, shutdown) = (self.leading.clone(), self.shutdown.clone());
+        let working = runner::run(half, marked, leading, ready_rx, config, shutdown);
+        let mut listed = vec![false; heard.len()];
+        let feeds = heard.into_iter().enumerate().map(|(n, rx)| {
+            let told = futures::stream::unfold(rx, |mut rx| async { Some((rx.recv().await?, rx)) });
+            Box::pin(told.map(move |h| (n, h)))
+        });
+        let mut feeds = futures::stream::select_all(feeds);
+        let mut changes = self.clusters.subscribe();
+        let watching = async {
+            loop {
+                tokio::select! {
+                    _ = self.shutdown.cancelled() => return,
+                    h = feeds.next() => match h {
+                        Some((n, Heard::Listed)) => {
+                            listed[n] = true;
+                            marks.all();
+                        }
+                        Some((n, Heard::Key { key, was, now })) => on_key(n, key, [was, now], &marks),
+                        None => return,
+                    },
+                    change = changes.recv() => match change {
+                        Some(Changed::Keys(keys)) => marks.keys(keys),
+                        Some(Changed::All) => marks.all(),
+                        None => return,
+                    },
+                }
+                let why = if listed.contains(&false) {
+                    Some(not_listed)
+                } else if !self.clusters.settled() {
+                    Some("the linked clusters' exports have not all been listed yet")
+                } else {
+                    None
+                };
+                self.metrics.waiting(name, why.map(str::to_string));
+                runner::set(&ready, why.is_none());
+            }
+        };
+        tokio::join!(watching, working);
     }
 
     /// `crd` at the first of its versions the API server serves, waiting (and saying why on

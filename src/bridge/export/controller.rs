@@ -11,22 +11,19 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::judge::{self as export, ClusterExport, Compared, Exported, Label, Verdict};
 use super::judge::{conditions, owned_labels};
 use super::read::{carried, exported, keys_of_service, linkerd_wrote, mirror_peers};
-use crate::bridge::clusters::{Changed, Clusters};
+use crate::bridge::clusters::Clusters;
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::model::{CARRIED, FIELD_MANAGER, LABELLED, LINKERDS, Port, SERVICE_EXPORT};
 use crate::bridge::runtime::events::{Recorder, Type as EventType};
 use crate::bridge::runtime::feed::Feed;
 use crate::bridge::runtime::index::{Index, Written};
-use crate::bridge::runtime::runner::{self, Marks, Reconciler, Timing};
-use crate::bridge::runtime::store::{self, Codec, Heard, Store};
+use crate::bridge::runtime::runner::{Marks, Reconciler, Timing};
+use crate::bridge::runtime::store::{self, Codec, Store};
 use crate::bridge::runtime::{Key, api_error};
 use crate::bridge::shared::Shared;
 
@@ -36,10 +33,7 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
     let Some(resource) = shared.wait_for("export", &SERVICE_EXPORT).await else {
         return;
     };
-    shared.metrics.waiting(
-        "export",
-        Some("the first full list of ServiceExports and Services has not come yet".into()),
-    );
+    shared.metrics.waiting("export", Some(NOT_LISTED.into()));
     info!(version = %resource.version, default_mode = %settings.default_mode, "linkerd-bridge: export half starting");
     let exports = Feed::new(store::Writer::new(store::unmarked, Codec::exports()));
     let api = Api::all_with(shared.client.clone(), &resource);
@@ -65,16 +59,18 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
         written_exports: Written::default(),
         linkerds: Default::default(),
     };
-    let heard = (exports.subscribe(), shared.services.subscribe());
-    let changes = shared.clusters.subscribe();
+    let heard = vec![exports.subscribe(), shared.services.subscribe()];
+    let half = ("export", &exporter);
+    let on_key = |feed, key, [was, now]: [u8; 2], marks: &Marks<Key>| {
+        exporter.heard(feed, key, was | now, marks);
+    };
     let resync = exporter.config.resync;
-    let shutdown = shared.shutdown.clone();
     shared
-        .drive(&exporter, resync, |marks, ready| {
-            exporter.watch(heard, changes, marks, ready, shutdown)
-        })
+        .drive(half, resync, (heard, NOT_LISTED), on_key)
         .await;
 }
+
+const NOT_LISTED: &str = "the first full list of ServiceExports and Services has not come yet";
 
 /// What the export half is run with.
 #[derive(Debug, Clone)]
@@ -138,74 +134,31 @@ impl Reconciler for Exporter {
 }
 
 impl Exporter {
-    /// Marks what each change the feeds tell of can affect, keeping the index of Linkerd's
-    /// Services; says when everything was listed once (the runner waits for it).
-    async fn watch(
-        &self,
-        (mut exports, mut services): (UnboundedReceiver<Heard>, UnboundedReceiver<Heard>),
-        mut changes: UnboundedReceiver<Changed>,
-        marks: Marks<Key>,
-        ready: watch::Sender<bool>,
-        shutdown: CancellationToken,
-    ) {
-        let (mut exports_listed, mut services_listed) = (false, false);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                heard = exports.recv() => match heard {
-                    Some(Heard::Listed) => {
-                        exports_listed = true;
-                        marks.all();
-                    }
-                    Some(Heard::Key { key, .. }) => {
-                        self.written_exports.heard(&key, &self.exports);
-                        marks.keys([key]);
-                    }
-                    None => return,
-                },
-                heard = services.recv() => match heard {
-                    Some(Heard::Listed) => {
-                        services_listed = true;
-                        marks.all();
-                    }
-                    Some(Heard::Key { key, was, now }) => {
-                        self.written_services.heard(&key, &self.services);
-                        // One of Linkerd's Services: what it stands for now and stood for
-                        // before changes too.
-                        if (was | now) & LINKERDS != 0 {
-                            let mut linkerds = self.linkerds.lock().expect("not poisoned");
-                            let svc = self.services.get(&key.0, &key.1).filter(|s| linkerd_wrote(s));
-                            marks.keys(match svc {
-                                Some(s) => {
-                                    let named = keys_of_service(&s);
-                                    let before = linkerds.set(&key.0, &key.1, named.clone());
-                                    named.into_iter().chain(before).collect()
-                                }
-                                None => linkerds.remove(&key),
-                            });
-                        }
-                        marks.keys([key]);
-                    }
-                    None => return,
-                },
-                change = changes.recv() => match change {
-                    // A peer's export of a service changed: the export of it here may
-                    // conflict now, or no more.
-                    Some(Changed::Keys(keys)) => marks.keys(keys),
-                    Some(Changed::All) => marks.all(),
-                    None => return,
-                },
-            }
-            let why = if !(exports_listed && services_listed) {
-                Some("the first full list of ServiceExports and Services has not come yet")
-            } else if !self.clusters.settled() {
-                Some("the linked clusters' exports have not all been listed yet")
-            } else {
-                None
-            };
-            self.metrics.waiting("export", why.map(str::to_string));
-            runner::set(&ready, why.is_none());
+    /// Marks what a change of export (`feed` 0) or Service (1) `key` can affect, keeping the
+    /// index of Linkerd's Services (`marked`: its marks before and now).
+    fn heard(&self, feed: usize, key: Key, marked: u8, marks: &Marks<Key>) {
+        if feed == 0 {
+            self.written_exports.heard(&key, &self.exports);
+            return marks.keys([key]);
         }
+        self.written_services.heard(&key, &self.services);
+        // One of Linkerd's Services: what it stands for now and stood for before changes too.
+        if marked & LINKERDS != 0 {
+            let mut linkerds = self.linkerds.lock().expect("not poisoned");
+            let svc = self
+                .services
+                .get(&key.0, &key.1)
+                .filter(|s| linkerd_wrote(s));
+            marks.keys(match svc {
+                Some(s) => {
+                    let named = keys_of_service(&s);
+                    let before = linkerds.set(&key.0, &key.1, named.clone());
+                    named.into_iter().chain(before).collect()
+                }
+                None => linkerds.remove(&key),
+            });
+        }
+        marks.keys([key]);
     }
 
     /// Every export, and every Service the bridge has labelled (whose export may be gone).

@@ -17,16 +17,12 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher;
-use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 mod write;
 
 use super::index::{Index, Indexes, Said, Told, keys_of_service};
 use super::{Import, Naming};
-use crate::bridge::clusters::Changed;
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::model::{LABEL_MANAGER, LABEL_SLICE_MANAGER, is_ours};
 use crate::bridge::model::{LINK, SERVICE_IMPORT};
@@ -34,8 +30,8 @@ use crate::bridge::model::{LINKERDS, OURS, Problem, Reason};
 use crate::bridge::runtime::events::{Recorder, Type as EventType};
 use crate::bridge::runtime::feed::Feed;
 use crate::bridge::runtime::index::Written;
-use crate::bridge::runtime::runner::{self, Marks, Reconciler, Timing};
-use crate::bridge::runtime::store::{self, Codec, Heard, Store};
+use crate::bridge::runtime::runner::{Marks, Reconciler, Timing};
+use crate::bridge::runtime::store::{self, Codec, Store};
 use crate::bridge::runtime::{self, Key, api_error};
 use crate::bridge::shared::Shared;
 use crate::source::linkerd::selected;
@@ -91,11 +87,6 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
             .clone()
             .run(api, config_slices, "EndpointSlices", stop.clone()),
     );
-    let heard = Heards {
-        services: shared.services.subscribe(),
-        imports: imports.subscribe(),
-        slices: slices.subscribe(),
-    };
     let importer = Importer {
         services: shared.services.store().clone(),
         imports: imports.store().clone(),
@@ -111,20 +102,19 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
         written_imports: Written::default(),
         written_slices: Written::default(),
     };
+    let heard = vec![
+        shared.services.subscribe(),
+        imports.subscribe(),
+        slices.subscribe(),
+    ];
+    let half = ("import", &importer);
+    let on_key = |feed, key, [was, now]: [u8; 2], marks: &Marks<Key>| {
+        importer.heard(feed, key, was | now, marks);
+    };
     let resync = importer.settings.resync;
-    let shutdown = shared.shutdown.clone();
     shared
-        .drive(&importer, resync, |marks, ready| {
-            importer.watch(heard, marks, ready, shutdown)
-        })
+        .drive(half, resync, (heard, NOT_LISTED), on_key)
         .await;
-}
-
-/// What the import half's feeds tell it.
-struct Heards {
-    services: UnboundedReceiver<Heard>,
-    imports: UnboundedReceiver<Heard>,
-    slices: UnboundedReceiver<Heard>,
 }
 
 const NOT_LISTED: &str =
@@ -193,70 +183,29 @@ impl Reconciler for Importer {
 }
 
 impl Importer {
-    /// Keeps the indexes up to date with what the feeds tell, and marks what each change can
-    /// affect; says when everything was listed once (the runner waits for it).
-    async fn watch(
-        &self,
-        mut heard: Heards,
-        marks: Marks<Key>,
-        ready: watch::Sender<bool>,
-        shutdown: CancellationToken,
-    ) {
-        let mut changes = self.clusters.subscribe();
-        let mut listed = [false; 3];
-        loop {
-            let got = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                h = heard.services.recv() => Some((0, h)),
-                h = heard.imports.recv() => Some((1, h)),
-                h = heard.slices.recv() => Some((2, h)),
-                change = changes.recv() => {
-                    match change {
-                        Some(Changed::Keys(keys)) => marks.keys(keys),
-                        Some(Changed::All) => marks.all(),
-                        None => return,
-                    }
-                    None
-                }
-            };
-            match got {
-                None => {}
-                Some((_, None)) => return,
-                Some((feed, Some(Heard::Listed))) => {
-                    listed[feed] = true;
-                    marks.all();
-                }
-                Some((feed, Some(Heard::Key { key, was, now }))) => match feed {
-                    // One of Linkerd's Services, now or before.
-                    0 if (was | now) & LINKERDS != 0 => {
-                        let keys = |s: &Service| match selected(s.metadata.labels.as_ref()) {
-                            true => keys_of_service(s),
-                            false => Vec::new(),
-                        };
-                        self.indexed(key, &self.services, |i| &mut i.services, keys, None, &marks);
-                    }
-                    0 => {}
-                    1 => {
-                        self.written_imports.heard(&key, &self.imports);
-                        marks.keys([key]);
-                    }
-                    _ => {
-                        let keys = |s: &EndpointSlice| key_of_slice(s).into_iter().collect();
-                        let written = Some(&self.written_slices);
-                        self.indexed(key, &self.slices, |i| &mut i.slices, keys, written, &marks);
-                    }
-                },
+    /// Keeps the indexes up to date with a change of Service (`feed` 0), ServiceImport (1) or
+    /// EndpointSlice (2) `key`, and marks what it can affect (`marked`: its marks before and
+    /// now).
+    fn heard(&self, feed: usize, key: Key, marked: u8, marks: &Marks<Key>) {
+        match feed {
+            // One of Linkerd's Services, now or before.
+            0 if marked & LINKERDS != 0 => {
+                let keys = |s: &Service| match selected(s.metadata.labels.as_ref()) {
+                    true => keys_of_service(s),
+                    false => Vec::new(),
+                };
+                self.indexed(key, &self.services, |i| &mut i.services, keys, None, marks);
             }
-            let why = if listed.contains(&false) {
-                Some(NOT_LISTED)
-            } else if !self.clusters.settled() {
-                // Judged now, an import would leave out exports that exist.
-                Some("the linked clusters' exports have not all been listed yet")
-            } else {
-                None
-            };
-            self.metrics.waiting("import", why.map(str::to_string));
-            runner::set(&ready, why.is_none());
+            0 => {}
+            1 => {
+                self.written_imports.heard(&key, &self.imports);
+                marks.keys([key]);
+            }
+            _ => {
+                let keys = |s: &EndpointSlice| key_of_slice(s).into_iter().collect();
+                let written = Some(&self.written_slices);
+                self.indexed(key, &self.slices, |i| &mut i.slices, keys, written, marks);
+            }
         }
     }
 
@@ -311,12 +260,8 @@ impl Importer {
         }
         judged
             .problems
-            .extend(unreadable.into_iter().map(|message| Problem {
-                kind: "Service",
-                namespace: key.0.clone(),
-                object: key.1.clone(),
-                reason: Reason::NotImported,
-                message,
+            .extend(unreadable.into_iter().map(|message| {
+                Problem::new("Service", (&key.0, &key.1), Reason::NotImported, message)
             }));
         let mut said = Said {
             refused: judged.refused,

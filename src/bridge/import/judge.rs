@@ -55,13 +55,10 @@ pub fn judge(
         match read(ns, s) {
             Ok(Some(r)) => reads.push(r),
             Ok(None) => {}
-            Err(message) => out.problems.push(Problem {
-                namespace: ns.into(),
-                object: object.clone(),
-                kind: "Service",
-                reason: Reason::NotImported,
-                message,
-            }),
+            Err(message) => {
+                let p = Problem::new("Service", (ns, object), Reason::NotImported, message);
+                out.problems.push(p);
+            }
         }
     }
     // The service's own objects, and the headless mirrors' hosts by parent object name.
@@ -99,20 +96,21 @@ pub fn judge(
             .map(|(ip, why)| format!("{ip} ({why})"))
             .collect();
         let more = refused.len().saturating_sub(shown.len());
-        j.problems.push(Problem {
-            kind: "ServiceImport",
-            namespace: j.ns.into(),
-            object: j.name.into(),
-            reason: Reason::AddressRefused,
-            message: format!(
-                "{} of cluster {cluster}'s endpoints of {}/{} are left out of its EndpointSlices, their addresses refused: {}{}",
-                refused.len(),
-                j.ns,
-                j.name,
-                shown.join(", "),
-                if more > 0 { format!(" and {more} more") } else { String::new() },
-            ),
-        });
+        let message = format!(
+            "{} of cluster {cluster}'s endpoints of {}/{} are left out of its EndpointSlices, their addresses refused: {}{}",
+            refused.len(),
+            j.ns,
+            j.name,
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            },
+        );
+        let at = (j.ns, j.name);
+        let p = Problem::new("ServiceImport", at, Reason::AddressRefused, message);
+        j.problems.push(p);
     }
     out.problems.append(&mut j.problems);
     out.problems.append(&mut j.conflicts);
@@ -135,23 +133,18 @@ struct Judging<'a> {
 
 impl Judging<'_> {
     fn problem(&mut self, object: &str, message: String) {
-        self.problems.push(Problem {
-            namespace: self.ns.into(),
-            object: object.into(),
-            kind: "Service",
-            reason: Reason::NotImported,
-            message,
-        });
+        let p = Problem::new("Service", (self.ns, object), Reason::NotImported, message);
+        self.problems.push(p);
     }
 
     fn conflict(&mut self, object: &str, message: String) {
-        self.conflicts.push(Problem {
-            namespace: self.ns.into(),
-            object: object.into(),
-            kind: "Service",
-            reason: Reason::ExportConflict,
+        let p = Problem::new(
+            "Service",
+            (self.ns, object),
+            Reason::ExportConflict,
             message,
-        });
+        );
+        self.conflicts.push(p);
     }
 
     /// The cluster id of a member through Link `cluster`, if that Link exists.

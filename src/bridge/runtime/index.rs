@@ -193,11 +193,7 @@ impl<K: kube::Resource> Written<K> {
 
     /// The bridge wrote `written` over the version `over` (None: it created it).
     pub(in crate::bridge) fn wrote(&self, over: Option<String>, written: K) {
-        let meta = written.meta();
-        let at = (
-            meta.namespace.clone().unwrap_or_default(),
-            meta.name.clone().unwrap_or_default(),
-        );
+        let at = super::key(written.meta());
         let mut map = self.map.lock().expect("not poisoned");
         let mut versions = vec![over.clone()];
         // A write over its own last write: the store may still show any version before.
@@ -214,10 +210,7 @@ impl<K: kube::Resource> Written<K> {
     /// write itself, or a later one), the store is right about it from now on.
     pub(in crate::bridge) fn seen(&self, o: &K) {
         let meta = o.meta();
-        let at = (
-            meta.namespace.clone().unwrap_or_default(),
-            meta.name.clone().unwrap_or_default(),
-        );
+        let at = super::key(meta);
         let mut map = self.map.lock().expect("not poisoned");
         if map
             .get(&at)
@@ -252,11 +245,7 @@ impl<K: kube::Resource> Written<K> {
     /// The bridge deleted the version `deleted` and created `written` in its place: the store
     /// may still show either the old one or none.
     pub(in crate::bridge) fn recreated(&self, deleted: Option<String>, written: K) {
-        let meta = written.meta();
-        let at = (
-            meta.namespace.clone().unwrap_or_default(),
-            meta.name.clone().unwrap_or_default(),
-        );
+        let at = super::key(written.meta());
         let mut map = self.map.lock().expect("not poisoned");
         map.insert(at, (vec![deleted, None], std::sync::Arc::new(written)));
     }

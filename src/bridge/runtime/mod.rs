@@ -19,6 +19,15 @@ use tokio::time::Instant;
 /// ServiceImport (and the service Linkerd's objects stand for).
 pub type Key = (String, String);
 
+/// The key of the object `meta` is of.
+pub(crate) fn key(meta: &kube::api::ObjectMeta) -> Key {
+    let (ns, name) = (meta.namespace.as_deref(), meta.name.as_deref());
+    (
+        ns.unwrap_or_default().into(),
+        name.unwrap_or_default().into(),
+    )
+}
+
 /// The field manager of everything the bridge writes: what it applied is what it takes back,
 /// and the only manager whose records [`slim`] keeps.
 pub const FIELD_MANAGER: &str = "clusterset-dns-linkerd-bridge";

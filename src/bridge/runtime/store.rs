@@ -352,11 +352,7 @@ impl<K: kube::Resource + Serialize> Writer<K> {
                 vec![Heard::Key { key, was, now }]
             }
             watcher::Event::Delete(o) => {
-                let m = o.meta();
-                let key = (
-                    m.namespace.clone().unwrap_or_default(),
-                    m.name.clone().unwrap_or_default(),
-                );
+                let key = super::key(o.meta());
                 match map.remove(&key) {
                     Some(was) => vec![told(key, Some(was), None)],
                     None => Vec::new(),

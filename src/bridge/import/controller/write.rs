@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tracing::info;
@@ -17,7 +17,7 @@ use super::super::object::{
 use super::Importer;
 use crate::bridge::model::{FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, Problem};
 use crate::bridge::model::{Reason, is_ours};
-use crate::bridge::runtime::Key;
+use crate::bridge::runtime::{self, Key};
 use crate::source::mcs::LABEL_KUBERNETES_SERVICE_NAME;
 
 impl Importer {
@@ -56,11 +56,7 @@ impl Importer {
         };
         if !ours {
             let o = existing.expect("not ours: it exists");
-            self.not_taken_over(
-                said,
-                "ServiceImport",
-                &kube::Resource::object_ref(&*o, &self.si),
-            );
+            self.not_taken_over(said, "ServiceImport", &o.metadata);
             return Ok(());
         }
         // The ServiceImport, applied server-side under the bridge's field manager: what it no
@@ -91,8 +87,7 @@ impl Importer {
                     Err(kube::Error::Api(e)) if e.code == 409 => {
                         let o = si_api.get(name).await?;
                         if !is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER) {
-                            let reference = kube::Resource::object_ref(&o, &self.si);
-                            self.not_taken_over(said, "ServiceImport", &reference);
+                            self.not_taken_over(said, "ServiceImport", &o.metadata);
                             return Ok(());
                         }
                         serde_json::to_value(o).unwrap_or_default()
@@ -164,71 +159,45 @@ impl Importer {
         // The slices: each written unless someone else's has its name; the bridge's others
         // taken away.
         let wanted = want.slice_objects();
+        let create = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        let new = |object: &serde_json::Value| -> EndpointSlice {
+            serde_json::from_value(object.clone()).expect("a slice")
+        };
         for (slice, object) in &wanted {
             let in_store = self.slices.get(ns, slice);
-            let have = self.written_slices.read(ns, slice, in_store);
-            match have {
-                Some(h) if !is_ours(h.metadata.labels.as_ref(), LABEL_SLICE_MANAGER) => {
-                    self.not_taken_over(
-                        said,
-                        "EndpointSlice",
-                        &kube::Resource::object_ref(&*h, &()),
-                    );
-                }
-                Some(h)
-                    if covers(&serde_json::to_value(&*h).unwrap_or_default(), object)
-                        && !route_stale(&h, object) => {}
-                Some(h) if route_stale(&h, object) => {
-                    // Deleted as it is and created anew: kube-proxy drops a slice's endpoints
-                    // from a Service only when it sees the slice go while naming it (a slice
-                    // whose label is taken away it ignores, keeping the routes; k8s.io/kubernetes
-                    // v1.37.2 pkg/proxy/endpointslicecache.go `endpointSliceCacheKeys`).
-                    absent_is_done(slice_api.delete(slice, &DeleteParams::default()).await)?;
-                    let new: EndpointSlice =
-                        serde_json::from_value(object.clone()).expect("a slice");
-                    let pp = PostParams {
-                        field_manager: Some(FIELD_MANAGER.into()),
-                        ..PostParams::default()
-                    };
-                    let o = slice_api.create(&pp, &new).await?;
-                    self.written_slices
-                        .recreated(h.metadata.resource_version.clone(), o);
-                }
-                Some(h) => {
-                    let o = slice_api
-                        .patch(slice, &apply, &Patch::Apply(object))
-                        .await?;
-                    self.written_slices
-                        .wrote(h.metadata.resource_version.clone(), o);
-                }
-                None => {
-                    let new: EndpointSlice =
-                        serde_json::from_value(object.clone()).expect("a slice");
-                    let pp = PostParams {
-                        field_manager: Some(FIELD_MANAGER.into()),
-                        ..PostParams::default()
-                    };
-                    match slice_api.create(&pp, &new).await {
-                        Ok(o) => self.written_slices.wrote(None, o),
-                        Err(kube::Error::Api(e)) if e.code == 409 => {
-                            let h = slice_api.get(slice).await?;
-                            if is_ours(h.metadata.labels.as_ref(), LABEL_SLICE_MANAGER) {
-                                let o = slice_api
-                                    .patch(slice, &apply, &Patch::Apply(object))
-                                    .await?;
-                                self.written_slices
-                                    .wrote(h.metadata.resource_version.clone(), o);
-                            } else {
-                                self.not_taken_over(
-                                    said,
-                                    "EndpointSlice",
-                                    &kube::Resource::object_ref(&h, &()),
-                                );
-                            }
-                        }
-                        Err(e) => return Err(e),
+            let have = match self.written_slices.read(ns, slice, in_store) {
+                Some(h) => h,
+                None => match slice_api.create(&create, &new(object)).await {
+                    Ok(o) => {
+                        self.written_slices.wrote(None, o);
+                        continue;
                     }
-                }
+                    // Created since the store last showed it: judged as it is.
+                    Err(kube::Error::Api(e)) if e.code == 409 => {
+                        Arc::new(slice_api.get(slice).await?)
+                    }
+                    Err(e) => return Err(e),
+                },
+            };
+            let over = have.metadata.resource_version.clone();
+            if !is_ours(have.metadata.labels.as_ref(), LABEL_SLICE_MANAGER) {
+                self.not_taken_over(said, "EndpointSlice", &have.metadata);
+            } else if route_stale(&have, object) {
+                // Deleted as it is and created anew: kube-proxy drops a slice's endpoints
+                // from a Service only when it sees the slice go while naming it (a slice
+                // whose label is taken away it ignores, keeping the routes; k8s.io/kubernetes
+                // v1.37.2 pkg/proxy/endpointslicecache.go `endpointSliceCacheKeys`).
+                absent_is_done(slice_api.delete(slice, &DeleteParams::default()).await)?;
+                let o = slice_api.create(&create, &new(object)).await?;
+                self.written_slices.recreated(over, o);
+            } else if !covers(&serde_json::to_value(&*have).unwrap_or_default(), object) {
+                let o = slice_api
+                    .patch(slice, &apply, &Patch::Apply(object))
+                    .await?;
+                self.written_slices.wrote(over, o);
             }
         }
         for s in mine {
@@ -243,11 +212,8 @@ impl Importer {
 
     /// Notes that `o` is someone else's and stays so: said once in the log and an Event on
     /// it, and counted.
-    fn not_taken_over(&self, said: &mut Said, kind: &'static str, o: &ObjectReference) {
-        let (ns, name) = (
-            o.namespace.clone().unwrap_or_default(),
-            o.name.clone().unwrap_or_default(),
-        );
+    fn not_taken_over(&self, said: &mut Said, kind: &'static str, meta: &ObjectMeta) {
+        let (ns, name) = runtime::key(meta);
         let label = if kind == "EndpointSlice" {
             said.foreign.1 += 1;
             LABEL_SLICE_MANAGER
@@ -258,13 +224,8 @@ impl Importer {
         let note = format!(
             "{kind} {ns}/{name} was not created by the linkerd-bridge (no label {label}={MANAGER}): it is left as it is, and the service's import from Linkerd is not written"
         );
-        said.messages.insert(Problem {
-            kind,
-            namespace: ns,
-            object: name,
-            reason: Reason::NotTakenOver,
-            message: note,
-        });
+        let p = Problem::new(kind, (&ns, &name), Reason::NotTakenOver, note);
+        said.messages.insert(p);
     }
 }
 
