@@ -41,8 +41,6 @@ use metrics::BridgeMetrics;
 use runtime::lease;
 use shared::Shared;
 
-pub use runtime::Key;
-
 #[derive(Debug, Clone)]
 pub struct Config {
     pub kube: crate::source::kube::Config,

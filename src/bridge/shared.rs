@@ -18,7 +18,7 @@ use super::clusters::Changed;
 use super::metrics::BridgeMetrics;
 use super::model::{EXPORTED, LABELLED, LINKERDS, MANAGER, owned_labels};
 use super::runtime::crd::{CRD_RECHECK, Crd, resource};
-use super::runtime::feed::Feed;
+use super::runtime::feed::{Feed, merged};
 use super::runtime::runner::{self, Marks};
 use super::runtime::store::Heard;
 use super::runtime::{Key, api_error, events};
@@ -99,11 +99,7 @@ impl Shared {
         let (leading, shutdown) = (self.leading.clone(), self.shutdown.clone());
         let working = runner::run(half, marked, leading, ready_rx, config, shutdown);
         let mut listed = vec![false; heard.len()];
-        let feeds = heard.into_iter().enumerate().map(|(n, rx)| {
-            let told = futures::stream::unfold(rx, |mut rx| async { Some((rx.recv().await?, rx)) });
-            Box::pin(told.map(move |h| (n, h)))
-        });
-        let mut feeds = futures::stream::select_all(feeds);
+        let mut feeds = std::pin::pin!(merged(heard));
         let mut changes = self.clusters.subscribe();
         let watching = async {
             loop {

@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -41,7 +41,7 @@ mod read;
 use super::model::{EXPORTED, Exports, LINK};
 use super::runtime::Key;
 use super::runtime::crd::{CRD_RECHECK, resource};
-use super::runtime::feed::Feed;
+use super::runtime::feed::{Feed, merged};
 use super::runtime::store::{self, Codec, Heard};
 use crate::source::about::{CLUSTER_ID, ClusterProperties};
 use crate::source::object::Kind as _;
@@ -297,34 +297,34 @@ pub(crate) fn start(
         }
     }
     let (c, stop) = (clusters.clone(), shutdown.clone());
-    let mut heard = [
+    // Not read, the slices' feeds are not heard.
+    let heard = [
         services.subscribe(),
         slices[0].subscribe(),
         slices[1].subscribe(),
     ];
+    let mut heard = Box::pin(merged(
+        heard.into_iter().take(if pods { 3 } else { 1 }).collect(),
+    ));
     tokio::spawn(async move {
         loop {
-            let [a, b, d] = &mut heard;
-            let (n, h) = tokio::select! {
+            let h = tokio::select! {
                 _ = stop.cancelled() => return,
-                h = a.recv() => (0, h),
-                // Not read, the slices' feeds are gone: nothing to hear.
-                h = b.recv(), if pods => (1, h),
-                h = d.recv(), if pods => (2, h),
+                h = heard.next() => h,
             };
             match h {
-                Some(Heard::Listed) => {
+                Some((n, Heard::Listed)) => {
                     c.lock().own_listed[n] = true;
                     c.tell(Changed::All);
                 }
-                Some(Heard::Key { key, was, now }) if n == 0 && (was | now) & EXPORTED != 0 => {
+                Some((0, Heard::Key { key, was, now })) if (was | now) & EXPORTED != 0 => {
                     c.tell(Changed::Keys(vec![key]));
                 }
-                Some(Heard::Key { key, .. }) if n > 0 => {
+                Some((0, Heard::Key { .. })) => {}
+                Some((_, Heard::Key { key, .. })) => {
                     let own = c.lock().own_slices.clone().expect("set at start");
                     c.tell(Changed::Keys(own.heard(&key)));
                 }
-                Some(Heard::Key { .. }) => {}
                 None => return,
             }
         }
@@ -406,54 +406,43 @@ impl Clusters {
         }
     }
 
+    /// Reads every Link, and through each its cluster's exports (from [`Self::linked`]) until
+    /// the Link goes; a relist tells of a Link gone while unwatched as gone.
     async fn follow_links(
         self,
         client: kube::Client,
         link: ApiResource,
         shutdown: CancellationToken,
     ) {
+        let links = Feed::new(store::Writer::new(store::unmarked, Codec::links()));
+        let mut heard = links.subscribe();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &link);
-        let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
-        let mut listing: Option<BTreeSet<Key>> = None;
+        let config = watcher::Config::default();
+        tokio::spawn(links.clone().run(api, config, "Links", shutdown.clone()));
         loop {
-            let ev = tokio::select! {
+            let h = tokio::select! {
                 _ = shutdown.cancelled() => break,
-                ev = events.next() => ev,
+                h = heard.recv() => h,
             };
-            match ev {
-                Some(Ok(watcher::Event::Init)) => listing = Some(BTreeSet::new()),
-                Some(Ok(watcher::Event::InitApply(l))) => {
-                    if let Some(spec) = link_spec(&l) {
-                        listing.get_or_insert_default().insert(spec.0.clone());
-                        self.linked(&client, spec, &shutdown);
+            match h {
+                Some(Heard::Key { key, .. }) => {
+                    match links
+                        .store()
+                        .get(&key.0, &key.1)
+                        .as_deref()
+                        .and_then(link_spec)
+                    {
+                        Some(spec) => self.linked(&client, spec, &shutdown),
+                        None => {
+                            self.unlinked(&key);
+                            self.tell(Changed::All);
+                        }
                     }
                 }
-                Some(Ok(watcher::Event::InitDone)) => {
-                    let seen = listing.take().unwrap_or_default();
-                    let gone: Vec<Key> = {
-                        let s = self.lock();
-                        s.links
-                            .keys()
-                            .filter(|k| !seen.contains(k))
-                            .cloned()
-                            .collect()
-                    };
-                    gone.iter().for_each(|k| self.unlinked(k));
+                Some(Heard::Listed) => {
                     self.lock().links_listed = true;
                     self.tell(Changed::All);
                 }
-                Some(Ok(watcher::Event::Apply(l))) => {
-                    if let Some(spec) = link_spec(&l) {
-                        self.linked(&client, spec, &shutdown);
-                    }
-                }
-                Some(Ok(watcher::Event::Delete(l))) => {
-                    if let Some((key, ..)) = link_spec(&l) {
-                        self.unlinked(&key);
-                        self.tell(Changed::All);
-                    }
-                }
-                Some(Err(e)) => warn!(error = %e, "watching Links"),
                 None => break,
             }
         }

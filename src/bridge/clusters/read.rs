@@ -271,11 +271,7 @@ pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport
         None => (Carried::of_service(&spec), false),
     };
     let ips = crate::bridge::model::cluster_ips(&spec)?;
-    let (ns, name) = (
-        svc.metadata.namespace.as_deref(),
-        svc.metadata.name.as_deref(),
-    );
-    let (ns, name) = (ns.unwrap_or_default(), name.unwrap_or_default());
+    let (ns, name) = runtime::key(&svc.metadata);
     let mut ports = carried.ports.clone();
     ports.sort();
     ports.dedup();

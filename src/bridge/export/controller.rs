@@ -24,7 +24,7 @@ use crate::bridge::runtime::feed::Feed;
 use crate::bridge::runtime::index::{Index, Written};
 use crate::bridge::runtime::runner::{Marks, Reconciler, Timing};
 use crate::bridge::runtime::store::{self, Codec, Store};
-use crate::bridge::runtime::{Key, api_error};
+use crate::bridge::runtime::{self, Key, api_error};
 use crate::bridge::shared::Shared;
 
 /// Runs the export half until shutdown, once the ServiceExport CRD is served: its watches, and
@@ -315,11 +315,7 @@ impl Exporter {
         svc: &Service,
         label: Option<(&str, &str, &str)>,
     ) -> Result<(), kube::Error> {
-        let (ns, name) = (
-            svc.metadata.namespace.as_deref(),
-            svc.metadata.name.as_deref(),
-        );
-        let (ns, name) = (ns.unwrap_or_default(), name.unwrap_or_default());
+        let (ns, name) = &runtime::key(&svc.metadata);
         let mut metadata = json!({"name": name, "namespace": ns});
         if let Some((k, v, carry)) = label {
             metadata["labels"] = json!({ k: v });
@@ -360,10 +356,7 @@ impl Exporter {
             debug!(name = ?export.metadata.name, "conditions unchanged");
             return Ok(());
         }
-        let (ns, name) = (
-            export.metadata.namespace.as_deref().unwrap_or_default(),
-            export.metadata.name.as_deref().unwrap_or_default(),
-        );
+        let (ns, name) = &runtime::key(&export.metadata);
         let patch = json!({
             "apiVersion": self.resource.api_version,
             "kind": "ServiceExport",

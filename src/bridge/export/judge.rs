@@ -118,9 +118,6 @@ impl Verdict {
             }
         }
     }
-}
-
-impl Verdict {
     /// This cluster has no id: the export goes to other clusters, but this cluster's own
     /// ServiceImport cannot name it, and other clusters name it by their Link's name. Ready
     /// says so (reason `NoClusterId`), which gives a warning Event.

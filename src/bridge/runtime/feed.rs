@@ -100,5 +100,15 @@ impl<K: Watched + serde::Serialize> Feed<K> {
     }
 }
 
+/// What several readers' receivers tell, as one stream: each with the index of its receiver.
+pub(crate) fn merged(
+    heard: Vec<mpsc::UnboundedReceiver<Heard>>,
+) -> impl futures::Stream<Item = (usize, Heard)> {
+    futures::stream::select_all(heard.into_iter().enumerate().map(|(n, rx)| {
+        let told = futures::stream::unfold(rx, |mut rx| async { Some((rx.recv().await?, rx)) });
+        Box::pin(told.map(move |h| (n, h)))
+    }))
+}
+
 #[cfg(test)]
 mod tests;

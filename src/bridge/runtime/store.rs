@@ -467,6 +467,11 @@ impl Codec {
     pub(crate) fn imports() -> Arc<Codec> {
         Codec::new("ServiceImport", custom)
     }
+
+    /// Linkerd's Links, kept as ServiceImports are.
+    pub(crate) fn links() -> Arc<Codec> {
+        Codec::new("Link", custom)
+    }
 }
 
 fn service(v: &mut Value) {
