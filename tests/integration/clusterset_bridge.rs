@@ -15,11 +15,11 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::Steps;
-use common::node::{Node, join, repo};
+use common::node::repo;
 use common::until;
 use serde_json::json;
 
-use crate::clusterset::members::{EAST, Member, WEST, hold_if_asked, our_ip};
+use crate::clusterset::members::{Member, hold_if_asked, install_chart, start_pair};
 use crate::linkerd_bridge_conflicts::{Kube, get_json, service_mirror};
 
 impl Kube for Member {
@@ -82,33 +82,12 @@ fn member_setup(m: &Member) {
         m.name()
     ));
     node.apply(REMOTE_ACCESS);
-    let chart = repo().join("deploy/helm/clusterset-dns");
-    let (image, tag) = common::docker::IMAGE.split_once(':').unwrap();
-    node.k(&["create", "namespace", "clusterset-dns"]);
     let sets = [
-        format!("image.repository={image}"),
-        format!("image.tag={tag}"),
-        format!("service.clusterIP={}", our_ip(node.net)),
-        "linkerdBridge.enabled=true".into(),
-        "linkerdBridge.replicaCount=1".into(),
-        "hardening.denyCidrs={198.18.111.0/24}".into(),
-        "linkerdBridge.import.routeOutsideMesh=true".into(),
+        "linkerdBridge.enabled=true",
+        "hardening.denyCidrs={198.18.111.0/24}",
+        "linkerdBridge.import.routeOutsideMesh=true",
     ];
-    let mut args = vec![
-        "install",
-        "clusterset-dns",
-        chart.to_str().unwrap(),
-        "--namespace",
-        "clusterset-dns",
-        "--wait",
-        "--timeout",
-        "180s",
-    ];
-    for s in &sets {
-        args.extend(["--set", s]);
-    }
-    node.helm("clusterset-dns", &args);
-    node.cluster_dns(our_ip(node.net));
+    install_chart(node, &sets);
 }
 
 /// In `from`, the Link to `to` and its credentials Secret as `linkerd multicluster link
@@ -298,19 +277,7 @@ fn the_bridge_routes_clients_outside_the_mesh_to_every_exporting_clusters_pods()
     let mut steps = Steps::default();
 
     steps.next("0. two clusters from real components, joined");
-    // Built once before the nodes start in parallel, which would otherwise both build them.
-    let _ = common::node::setup("tests/cluster/images.sh");
-    let _ = common::docker::build_image(&common::docker::engine());
-    let (east, west) = std::thread::scope(|s| {
-        let e = s.spawn(|| Node::start(&EAST));
-        let w = s.spawn(|| Node::start(&WEST));
-        (e.join(), w.join())
-    });
-    let (Ok(east), Ok(west)) = (east, west) else {
-        panic!("a node did not start (its panic is above)");
-    };
-    join(&east, &west);
-    let (mut east, mut west) = (Member { node: east }, Member { node: west });
+    let (mut east, mut west) = start_pair();
 
     steps.next("1. in each: the CRDs, Linkerd's remote access, the chart with both bridge halves; Links both ways");
     member_setup(&east);

@@ -358,40 +358,65 @@ pub(crate) fn member_setup(m: &mut Member, mcs: &std::path::Path) {
     // In east, the chart's linkerd-bridge too, export half only (east has no Linkerd Links to
     // import from): a ServiceExport there also gets Linkerd's label and the bridge's
     // conditions, as in a Linkerd cluster that exports.
+    let bridge = [
+        "linkerdBridge.enabled=true",
+        "linkerdBridge.import.enabled=false",
+    ];
+    install_chart(node, if name == "east" { &bridge } else { &[] });
+}
+
+/// The two clusters from real components, started side by side and joined (each node reaches
+/// the other's API server over the link).
+pub(crate) fn start_pair() -> (Member, Member) {
+    // Built once before the nodes start in parallel, which would otherwise both build them.
+    let _ = setup("tests/cluster/images.sh");
+    let _ = common::docker::build_image(&common::docker::engine());
+    let (east, west) = std::thread::scope(|s| {
+        let e = s.spawn(|| Node::start(&EAST));
+        let w = s.spawn(|| Node::start(&WEST));
+        (e.join(), w.join())
+    });
+    let (Ok(east), Ok(west)) = (east, west) else {
+        panic!("a node did not start (its panic is above)");
+    };
+    join(&east, &west);
+    for (from, to) in [(&east, &west), (&west, &east)] {
+        from.sh(&format!(
+            "timeout 5 bash -c 'exec 3<>/dev/tcp/{}/6443'",
+            to.net.node_ip
+        ));
+    }
+    (Member { node: east }, Member { node: west })
+}
+
+/// clusterset-dns from the chart (this build's image, at [`our_ip`]), with `sets` (`--set`,
+/// the bridge's one replica among them when it is enabled), behind CoreDNS as the cluster DNS,
+/// which forwards clusterset.local to it.
+pub(crate) fn install_chart(node: &Node, sets: &[&str]) {
     let chart = repo().join("deploy/helm/clusterset-dns");
     let (image, tag) = IMAGE.split_once(':').unwrap();
     node.k(&["create", "namespace", "clusterset-dns"]);
-    let image_repository = format!("image.repository={image}");
-    let image_tag = format!("image.tag={tag}");
-    let cluster_ip = format!("service.clusterIP={}", our_ip(node.net));
+    let mut all = vec![
+        format!("image.repository={image}"),
+        format!("image.tag={tag}"),
+        format!("service.clusterIP={}", our_ip(node.net)),
+        "linkerdBridge.replicaCount=1".into(),
+    ];
+    all.extend(sets.iter().map(|s| s.to_string()));
     let mut args = vec![
         "install",
         "clusterset-dns",
         chart.to_str().unwrap(),
         "--namespace",
         "clusterset-dns",
-        "--set",
-        &image_repository,
-        "--set",
-        &image_tag,
-        "--set",
-        &cluster_ip,
         "--wait",
         "--timeout",
         "180s",
     ];
-    if name == "east" {
-        args.extend([
-            "--set",
-            "linkerdBridge.enabled=true",
-            "--set",
-            "linkerdBridge.import.enabled=false",
-            "--set",
-            "linkerdBridge.replicaCount=1",
-        ]);
+    for s in &all {
+        args.extend(["--set", s]);
     }
     node.helm("clusterset-dns", &args);
-    // CoreDNS as the cluster DNS, forwarding clusterset.local to it.
     node.cluster_dns(our_ip(node.net));
 }
 

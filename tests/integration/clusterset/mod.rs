@@ -37,27 +37,7 @@ fn a_real_cluster_set_of_two_clusters_with_the_mcs_controller() {
 
     steps.next("0. two clusters from real components, joined");
     let mcs = setup("tests/mcs/setup.sh");
-    // Built once before the nodes start in parallel, which would otherwise both build them.
-    let _ = setup("tests/cluster/images.sh");
-    let _ = common::docker::build_image(&common::docker::engine());
-    let (east, west) = std::thread::scope(|s| {
-        let e = s.spawn(|| Node::start(&EAST));
-        let w = s.spawn(|| Node::start(&WEST));
-        (e.join(), w.join())
-    });
-    let (Ok(east), Ok(west)) = (east, west) else {
-        panic!("a node did not start (its panic is above)");
-    };
-    join(&east, &west);
-    let mut east = Member { node: east };
-    let mut west = Member { node: west };
-    // Each node reaches the other's API server over the link.
-    for (from, to) in [(&east, &west), (&west, &east)] {
-        from.node.sh(&format!(
-            "timeout 5 bash -c 'exec 3<>/dev/tcp/{}/6443'",
-            to.node.net.node_ip
-        ));
-    }
+    let (mut east, mut west) = start_pair();
 
     steps.next("1. in each: the MCS CRDs, the ClusterProperty, the MCS controller, clusterset-dns behind CoreDNS");
     member_setup(&mut east, &mcs);
