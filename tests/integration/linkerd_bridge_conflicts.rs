@@ -333,7 +333,7 @@ fn conflict(k: &Cluster, name: &str) -> (String, String) {
 
 /// A Service `name` in `shop` with `ports` (`name:port/PROTO`), headless if asked, and its
 /// ServiceExport with `export_spec` (YAML flow mapping).
-fn export(k: &Cluster, name: &str, ports: &[&str], headless: bool, export_spec: &str) {
+pub(crate) fn export(k: &Cluster, name: &str, ports: &[&str], headless: bool, export_spec: &str) {
     export_as(k, name, ports, headless, export_spec, "");
 }
 

@@ -32,6 +32,7 @@ mod linkerd_bridge_conflicts;
 mod linkerd_bridge_endpoints;
 mod linkerd_bridge_faults;
 mod linkerd_bridge_import;
+mod linkerd_bridge_limit;
 mod linkerd_source;
 mod locality;
 mod mcs_status;
