@@ -113,7 +113,7 @@ impl BridgeMetrics {
             left_out: gauge_vec(
                 &r,
                 "clusterset_dns_bridge_left_out_objects",
-                "Objects a linked cluster sent beyond --max-objects-per-link, by Link: left out of the bridge's stores (its exports are then read in part).",
+                "Objects a linked cluster's last full list had beyond --max-objects-per-link, by Link: left out of the bridge's stores (its exports are then read in part; listed again within 30 s of a change that may alter this).",
                 &["link"],
             ),
             linked: gauge_vec(

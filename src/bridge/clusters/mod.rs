@@ -39,10 +39,10 @@ use tracing::{info, warn};
 mod read;
 
 use super::model::{EXPORTED, Exports, LINK};
-use super::runtime::Key;
 use super::runtime::crd::{CRD_RECHECK, resource};
 use super::runtime::feed::{Feed, merged};
 use super::runtime::store::{self, Codec, Heard};
+use super::runtime::{Key, sleep_until};
 use crate::source::about::{CLUSTER_ID, ClusterProperties};
 use crate::source::object::Kind as _;
 use read::{
@@ -52,6 +52,10 @@ pub use read::{cluster_export, is_exported, selectors};
 
 /// How long a Link whose credentials cannot be used waits before they are read again.
 const CREDENTIALS_RETRY: Duration = Duration::from_secs(10);
+/// The shortest time between two lists of a linked cluster made because its objects came
+/// beyond `--max-objects-per-link`, or went while others were left out: a cluster that floods
+/// the bridge costs it at most one list of its exports this often.
+const RELIST_LEFT_OUT: Duration = Duration::from_secs(30);
 
 /// What changed, for the halves to bring up to date.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -527,7 +531,8 @@ impl Clusters {
             (s.codecs.clone().expect("set at start"), s.limit, s.pods)
         };
         let (feeds, readers, slices) = writers(&codecs, limit);
-        let mut left_out = 0;
+        // What the last lists left out (none yet), and whether that was said in the log.
+        let (mut left_out, mut warned) = (None, false);
         let mut said: Option<String> = None;
         // Credentials read and not yet used: their client, and the kubeconfig it is made of.
         let mut next: Option<(kube::Client, String)> = None;
@@ -554,29 +559,43 @@ impl Clusters {
                 l.exports = Some(readers.clone());
                 l.slices = Some(slices.clone());
             }
-            let mut events = std::pin::pin!(watch_exported(remote, &feeds, pods));
+            let listing = tokio::time::Instant::now();
+            let mut events = std::pin::pin!(watch_exported(remote.clone(), &feeds, pods));
             loop {
-                let now = feeds.left_out();
-                if now != left_out {
-                    if left_out == 0 {
-                        warn!(link = %link, "its cluster sends more exported Services or EndpointSlices than --max-objects-per-link ({limit}) of a kind: those beyond it are left out");
+                let (now, stale) = feeds.left_out();
+                if left_out != Some(now) {
+                    if now > 0 && !warned {
+                        warn!(link = %link, "its cluster sends more exported Services or EndpointSlices than --max-objects-per-link ({limit}) of a watch: those beyond it are left out");
+                        warned = true;
                     }
-                    left_out = now;
+                    left_out = Some(now);
                     let metrics = self.lock().metrics.clone();
                     if let Some(m) = metrics {
                         m.left_out(&key.1, now);
                     }
                 }
+                // Objects came beyond the limit, or room was made under it: listed again, at
+                // most once a RELIST_LEFT_OUT, to count what is left out and read what fits.
+                let relist = stale.then_some(listing + RELIST_LEFT_OUT);
                 tokio::select! {
                     _ = stop.cancelled() => return,
+                    _ = sleep_until(relist), if relist.is_some() => {
+                        info!(link = %link, "objects came beyond --max-objects-per-link, or went while others were left out: its cluster is listed again");
+                        next = Some((remote, used));
+                        break;
+                    }
                     ev = events.next() => match ev {
                         Some(Ok(Learned::Listed)) => {
-                            if let Some(l) = self.lock().links.get_mut(&key) {
-                                l.listed = true;
-                            }
+                            // A list again (after a watch error, new credentials, objects left
+                            // out) tells what it changed key by key.
+                            let first = (self.lock().links.get_mut(&key))
+                                .is_some_and(|l| !std::mem::replace(&mut l.listed, true));
                             self.reach(&key, Reach::Read);
-                            self.tell(Changed::All);
+                            if first {
+                                self.tell(Changed::All);
+                            }
                         }
+                        Some(Ok(Learned::Stale)) => {}
                         Some(Ok(Learned::Service(key))) => self.tell(Changed::Keys(vec![key])),
                         Some(Ok(Learned::Slice(key))) => self.tell(Changed::Keys(slices.heard(&key))),
                         Some(Err(e)) => {

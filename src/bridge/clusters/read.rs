@@ -167,12 +167,15 @@ pub(super) struct Feeds {
 }
 
 impl Feeds {
-    /// How many objects the stores left out, beyond their limit.
-    pub(super) fn left_out(&self) -> usize {
-        fn n<K>(w: &Arc<Mutex<store::Writer<K>>>) -> usize {
-            w.lock().expect("not poisoned").left_out
+    /// How many objects the stores' last lists left out, and whether that may be wrong since
+    /// (see [`store::Writer::stale`]).
+    pub(super) fn left_out(&self) -> (usize, bool) {
+        fn n<K>(w: &Arc<Mutex<store::Writer<K>>>) -> (usize, bool) {
+            let w = w.lock().expect("not poisoned");
+            (w.left_out, w.stale)
         }
-        self.services.iter().map(n).sum::<usize>() + self.slices.iter().map(n).sum::<usize>()
+        let all = self.services.iter().map(n).chain(self.slices.iter().map(n));
+        all.fold((0, false), |(a, s), (b, t)| (a + b, s || t))
     }
 }
 
@@ -182,24 +185,31 @@ pub(super) enum Learned {
     Service(Key),
     Slice(Key),
     Listed,
+    /// An object came beyond `--max-objects-per-link`, or one went while others were left out:
+    /// only a new list says what is left out now.
+    Stale,
 }
 
 /// The watch of `K` selected by `selector` into `writer`: what each event changed, numbered
-/// `n`.
+/// `n` (None: the writer's count of what it left out turned stale).
 fn watch_into<K: Watched<DynamicType = ()> + serde::Serialize>(
     client: &kube::Client,
     writer: Arc<Mutex<store::Writer<K>>>,
     selector: &str,
     n: usize,
-) -> futures::stream::BoxStream<'static, Result<(usize, Heard), watcher::Error>> {
+) -> futures::stream::BoxStream<'static, Result<(usize, Option<Heard>), watcher::Error>> {
     let api: Api<K> = Api::all(client.clone());
     crate::bridge::runtime::watched(api, watcher::Config::default().labels(selector))
         .flat_map(move |ev| {
+            let mut w = writer.lock().expect("not poisoned");
+            let was = w.stale;
             let heard = match ev {
-                Ok(ev) => writer.lock().expect("not poisoned").apply(&ev),
+                Ok(ev) => w.apply(&ev),
                 Err(e) => return futures::stream::iter(vec![Err(e)]),
             };
-            futures::stream::iter(heard.into_iter().map(|h| Ok((n, h))).collect::<Vec<_>>())
+            let stale = (w.stale && !was).then_some(Ok((n, None)));
+            let heard = heard.into_iter().map(|h| Ok((n, Some(h))));
+            futures::stream::iter(heard.chain(stale).collect::<Vec<_>>())
         })
         .boxed()
 }
@@ -220,12 +230,13 @@ pub(super) fn watch_exported(
     let mut listed = [false, false, !pods, !pods];
     futures::stream::select_all(services.chain(slices)).filter_map(move |ev| {
         futures::future::ready(match ev {
-            Ok((n, Heard::Listed)) => {
+            Ok((n, Some(Heard::Listed))) => {
                 listed[n] = true;
                 (listed == [true; 4]).then_some(Ok(Learned::Listed))
             }
-            Ok((n, Heard::Key { key, .. })) if n < 2 => Some(Ok(Learned::Service(key))),
-            Ok((_, Heard::Key { key, .. })) => Some(Ok(Learned::Slice(key))),
+            Ok((n, Some(Heard::Key { key, .. }))) if n < 2 => Some(Ok(Learned::Service(key))),
+            Ok((_, Some(Heard::Key { key, .. }))) => Some(Ok(Learned::Slice(key))),
+            Ok((_, None)) => Some(Ok(Learned::Stale)),
             Err(e) => Some(Err(e)),
         })
     })

@@ -284,8 +284,13 @@ pub(crate) struct Writer<K> {
     /// The most objects kept: one more is left out (a watch that floods the store cannot grow
     /// it without bound).
     limit: usize,
-    /// How many objects were left out since the last list began.
+    /// How many objects the last list left out (each object once: a list names each once).
     pub(crate) left_out: usize,
+    /// Whether that count may be wrong since: an object came beyond the limit, or one went while
+    /// others were left out (room for them now). A watch event does not say whether the object
+    /// beyond was left out before, and keeping the keys left out would grow without bound as
+    /// the store does not: only a new list says which are left out now.
+    pub(crate) stale: bool,
 }
 
 impl<K: kube::Resource + Serialize> Writer<K> {
@@ -301,6 +306,7 @@ impl<K: kube::Resource + Serialize> Writer<K> {
             listed: false,
             limit: usize::MAX,
             left_out: 0,
+            stale: false,
         }
     }
 
@@ -324,7 +330,7 @@ impl<K: kube::Resource + Serialize> Writer<K> {
         let mut map = match ev {
             watcher::Event::Init => {
                 self.listing = Some(HashMap::new());
-                self.left_out = 0;
+                (self.left_out, self.stale) = (0, false);
                 return Vec::new();
             }
             watcher::Event::InitApply(o) => {
@@ -344,7 +350,7 @@ impl<K: kube::Resource + Serialize> Writer<K> {
                     return Vec::new();
                 };
                 if map.len() >= self.limit && !map.contains_key(&key) {
-                    self.left_out += 1;
+                    self.stale = true;
                     return Vec::new();
                 }
                 let now = entry.marks;
@@ -353,10 +359,11 @@ impl<K: kube::Resource + Serialize> Writer<K> {
             }
             watcher::Event::Delete(o) => {
                 let key = super::key(o.meta());
-                match map.remove(&key) {
-                    Some(was) => vec![told(key, Some(was), None)],
-                    None => Vec::new(),
-                }
+                let Some(was) = map.remove(&key) else {
+                    return Vec::new();
+                };
+                self.stale |= self.left_out > 0;
+                vec![told(key, Some(was), None)]
             }
             _ => {
                 // A relist done: it replaces the store, and each object it added, changed or

@@ -318,7 +318,9 @@ fn a_kind_makes_a_new_dictionary_when_its_texts_stop_packing_well() {
 }
 
 /// A limited store keeps what it has and leaves out what comes beyond its limit, in a list and
-/// after; what goes makes room again.
+/// after; what goes makes room again. A list counts what it left out, each object once; what
+/// comes beyond the limit after it, or room made while some were left out, says that only a
+/// new list can tell what is left out now.
 #[test]
 fn a_limited_store_leaves_out_what_is_beyond_its_limit() {
     let mut w = Writer::new(unmarked::<Service>, Codec::services()).limited(2);
@@ -328,7 +330,7 @@ fn a_limited_store_leaves_out_what_is_beyond_its_limit() {
         w.apply(&watcher::Event::InitApply(service("x", name, "1")));
     }
     w.apply(&watcher::Event::InitDone);
-    assert_eq!((store.len(), w.left_out), (2, 1));
+    assert_eq!((store.len(), w.left_out, w.stale), (2, 1, false));
     assert!(store.get("x", "c").is_none());
     // A change of one kept is taken; a new one is not.
     assert!(
@@ -339,8 +341,15 @@ fn a_limited_store_leaves_out_what_is_beyond_its_limit() {
         w.apply(&watcher::Event::Apply(service("x", "d", "1")))
             .is_empty()
     );
-    assert_eq!((store.len(), w.left_out), (2, 2));
+    assert_eq!((store.len(), w.left_out, w.stale), (2, 1, true));
+    w.apply(&watcher::Event::Init);
+    for name in ["a", "b", "c"] {
+        w.apply(&watcher::Event::InitApply(service("x", name, "1")));
+    }
+    w.apply(&watcher::Event::InitDone);
+    assert_eq!((store.len(), w.left_out, w.stale), (2, 1, false));
     w.apply(&watcher::Event::Delete(service("x", "b", "3")));
+    assert!(w.stale, "room for what was left out");
     assert!(
         !w.apply(&watcher::Event::Apply(service("x", "d", "2")))
             .is_empty()
@@ -350,5 +359,5 @@ fn a_limited_store_leaves_out_what_is_beyond_its_limit() {
     w.apply(&watcher::Event::Init);
     w.apply(&watcher::Event::InitApply(service("x", "a", "4")));
     w.apply(&watcher::Event::InitDone);
-    assert_eq!((store.len(), w.left_out), (1, 0));
+    assert_eq!((store.len(), w.left_out, w.stale), (1, 0, false));
 }
