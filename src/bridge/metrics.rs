@@ -160,9 +160,16 @@ impl BridgeMetrics {
         self.own_id.set(i64::from(own_id));
     }
 
-    /// How many objects Link `link`'s cluster sent beyond the limit.
-    pub fn left_out(&self, link: &str, n: usize) {
-        self.left_out.with_label_values(&[link]).set(n as i64);
+    /// How many objects Link `link`'s cluster's last list had beyond the limit (None: the Link
+    /// is gone, and its series with it).
+    pub fn left_out(&self, link: &str, n: Option<usize>) {
+        match n {
+            Some(n) => self.left_out.with_label_values(&[link]).set(n as i64),
+            None => {
+                // Absent already when nothing was listed: nothing to take away.
+                let _ = self.left_out.remove_label_values(&[link]);
+            }
+        }
     }
 
     pub fn leading(&self, on: bool) {

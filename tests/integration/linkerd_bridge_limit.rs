@@ -40,7 +40,8 @@ fn left_out(bridge: &Bridge) -> f64 {
 /// imports exactly the limit's worth, from west, its bridge still running and reading west; the
 /// one left out is said once in the log and counted in the gauge, once the bridge has listed
 /// west again to count it. Once west withdraws a kept export, its import goes, and the one left
-/// out is read without changing, by the next list: nothing is left out then.
+/// out is read without changing, by the next list: nothing is left out then. Once the Link is
+/// deleted, its series goes.
 #[test]
 fn a_linked_cluster_beyond_max_objects_per_link_is_read_in_part() {
     let _module = common::module(module_path!());
@@ -177,5 +178,19 @@ fn a_linked_cluster_beyond_max_objects_per_link_is_read_in_part() {
         bridge.child.try_wait().unwrap().is_none(),
         "{}",
         bridge.log()
+    );
+
+    // (d) The Link deleted: west is read no more, and its series goes with it.
+    east.delete("link", "linkerd-multicluster", "west");
+    let series = r#"clusterset_dns_bridge_left_out_objects{link="west"}"#;
+    until(
+        common::wait::Lazy(|| {
+            format!(
+                "east's bridge to drop {series}\n{}",
+                bridge.admin("/metrics").1
+            )
+        }),
+        20,
+        || !bridge.admin("/metrics").1.contains(series),
     );
 }

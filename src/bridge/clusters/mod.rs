@@ -493,8 +493,15 @@ impl Clusters {
     }
 
     fn unlinked(&self, key: &Key) {
-        if let Some(l) = self.lock().links.remove(key) {
+        let (gone, metrics) = {
+            let mut s = self.lock();
+            (s.links.remove(key), s.metrics.clone())
+        };
+        if let Some(l) = gone {
             l.stop.cancel();
+            if let Some(m) = metrics {
+                m.left_out(&key.1, None);
+            }
             info!(link = %format!("{}/{}", key.0, key.1), cluster = %l.target, "Link gone: its cluster's exports are no longer read");
         }
     }
@@ -571,7 +578,7 @@ impl Clusters {
                     left_out = Some(now);
                     let metrics = self.lock().metrics.clone();
                     if let Some(m) = metrics {
-                        m.left_out(&key.1, now);
+                        m.left_out(&key.1, Some(now));
                     }
                 }
                 // Objects came beyond the limit, or room was made under it: listed again, at

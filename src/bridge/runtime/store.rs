@@ -291,6 +291,8 @@ pub(crate) struct Writer<K> {
     /// beyond was left out before, and keeping the keys left out would grow without bound as
     /// the store does not: only a new list says which are left out now.
     pub(crate) stale: bool,
+    /// What the list under way has left out so far: the count once it is done.
+    leaving: usize,
 }
 
 impl<K: kube::Resource + Serialize> Writer<K> {
@@ -307,6 +309,7 @@ impl<K: kube::Resource + Serialize> Writer<K> {
             limit: usize::MAX,
             left_out: 0,
             stale: false,
+            leaving: 0,
         }
     }
 
@@ -330,13 +333,13 @@ impl<K: kube::Resource + Serialize> Writer<K> {
         let mut map = match ev {
             watcher::Event::Init => {
                 self.listing = Some(HashMap::new());
-                (self.left_out, self.stale) = (0, false);
+                self.leaving = 0;
                 return Vec::new();
             }
             watcher::Event::InitApply(o) => {
                 let full = self.listing.as_ref().is_some_and(|l| l.len() >= self.limit);
                 if full {
-                    self.left_out += 1;
+                    self.leaving += 1;
                 } else if let Some((key, entry)) = self.entry(o) {
                     self.listing.get_or_insert_default().insert(key, entry);
                 }
@@ -379,6 +382,7 @@ impl<K: kube::Resource + Serialize> Writer<K> {
                 out.extend(old.into_iter().map(|(key, was)| told(key, Some(was), None)));
                 out.push(Heard::Listed);
                 self.listed = true;
+                (self.left_out, self.stale) = (self.leaving, false);
                 out
             }
         }
