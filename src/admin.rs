@@ -36,42 +36,46 @@ fn route(
     metrics: &Metrics,
     shutdown: &Shutdown,
 ) -> Response<Full<Bytes>> {
-    let ready = if shutdown.stopping() {
-        Err("shutting down (lame duck)".into())
-    } else if zone.synced() {
-        Ok(())
-    } else {
-        Err("the source has not been fully synced yet".into())
+    let ready = || {
+        if shutdown.stopping() {
+            Err("shutting down (lame duck)".into())
+        } else if zone.synced() {
+            Ok(())
+        } else {
+            Err("the source has not been fully synced yet".into())
+        }
     };
     answer(method, path, || metrics.render(), ready)
 }
 
 /// The answer of an admin server (the DNS server's, the bridge's) to `method` `path`: the
-/// Prometheus text `metrics` renders, `ok` on `/health`, and on `/ready` whether it is ready
-/// (else why not).
+/// Prometheus text `metrics` renders, `ok` on `/health`, and on `/ready` whether `ready` says
+/// it is (else why not); each is worked out only for its own path.
 pub fn answer<B: Into<Bytes>>(
     method: &Method,
     path: &str,
     metrics: impl FnOnce() -> B,
-    ready: Result<(), String>,
+    ready: impl FnOnce() -> Result<(), String>,
 ) -> Response<Full<Bytes>> {
     const TEXT: &str = "text/plain; charset=utf-8";
     if method != Method::GET && method != Method::HEAD {
         return reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "only GET and HEAD\n");
     }
-    match (path, ready) {
-        ("/metrics", _) => reply(
+    match path {
+        "/metrics" => reply(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
             metrics(),
         ),
-        ("/health", _) => reply(StatusCode::OK, TEXT, "ok\n"),
-        ("/ready", Ok(())) => reply(StatusCode::OK, TEXT, "ready\n"),
-        ("/ready", Err(why)) => reply(
-            StatusCode::SERVICE_UNAVAILABLE,
-            TEXT,
-            format!("not ready: {why}\n"),
-        ),
+        "/health" => reply(StatusCode::OK, TEXT, "ok\n"),
+        "/ready" => match ready() {
+            Ok(()) => reply(StatusCode::OK, TEXT, "ready\n"),
+            Err(why) => reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                TEXT,
+                format!("not ready: {why}\n"),
+            ),
+        },
         _ => reply(
             StatusCode::NOT_FOUND,
             TEXT,

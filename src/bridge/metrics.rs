@@ -266,17 +266,19 @@ impl BridgeMetrics {
         method: &Method,
         path: &str,
     ) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
-        let waiting = self.waiting.lock().expect("not poisoned").clone();
-        let why: Vec<String> = (waiting.into_iter())
-            .map(|(half, why)| match half {
-                "bridge" => why,
-                half => format!("{half} half: {why}"),
-            })
-            .collect();
-        let ready = if why.is_empty() {
-            Ok(())
-        } else {
-            Err(why.join("; "))
+        let ready = || {
+            let waiting = self.waiting.lock().expect("not poisoned");
+            let why: Vec<String> = (waiting.iter())
+                .map(|(half, why)| match *half {
+                    "bridge" => why.clone(),
+                    half => format!("{half} half: {why}"),
+                })
+                .collect();
+            if why.is_empty() {
+                Ok(())
+            } else {
+                Err(why.join("; "))
+            }
         };
         let metrics = || {
             let mut buf = Vec::new();
