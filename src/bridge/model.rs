@@ -18,6 +18,11 @@ pub use crate::source::linkerd::carried::{Carried, Port};
 pub const MANAGER: &str = "linkerd-bridge.clusterset-dns.io";
 pub const LABEL_SLICE_MANAGER: &str = "endpointslice.kubernetes.io/managed-by";
 pub const LABEL_MANAGER: &str = "app.kubernetes.io/managed-by";
+/// On the twin of an import's slice that kube-proxy routes by (`--route-outside-mesh`): the
+/// ServiceImport it is of, since it carries no MCS label; its name is the MCS slice's with
+/// [`ROUTE_SUFFIX`] (which no MCS slice's name ends with: theirs end in hex digits).
+pub const LABEL_ROUTE_OF: &str = "linkerd-bridge.clusterset-dns.io/serviceimport";
+pub const ROUTE_SUFFIX: &str = "-route";
 
 /// The Service annotation in which the export half carries, through Linkerd's service mirror
 /// (which copies every annotation onto its mirrors and federated Services), what the import

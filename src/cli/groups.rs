@@ -386,13 +386,12 @@ pub struct BridgeFlags {
     /// clusterset_dns_bridge_left_out_objects). 0: no limit.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub max_objects_per_link: usize,
-    /// Whether clients outside the mesh reach an import's ClusterSetIP: its EndpointSlices name
-    /// Linkerd's federated Service too (`kubernetes.io/service-name`), so kube-proxy routes
-    /// that Service's ClusterIP to the exporting clusters' pods, as the MCS API's controller
-    /// routes an import's. Off by default: Envoy Gateway v1.9.1 then takes such a slice for that
-    /// Service's, not the import's (docs/linkerd-bridge.md), and only meshed clients reach the
-    /// address (their proxies route it).
-    #[arg(long, value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
+    /// Whether clients outside the mesh reach an import's ClusterSetIP: each of its
+    /// EndpointSlices has a twin naming Linkerd's federated Service (`kubernetes.io/
+    /// service-name`), so kube-proxy routes that Service's ClusterIP to the exporting clusters'
+    /// pods, as the MCS API's controller routes an import's. Off: only meshed clients reach the
+    /// address (their proxies route it), and no twin is written.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub route_outside_mesh: bool,
 }
 

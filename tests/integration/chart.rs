@@ -194,7 +194,7 @@ fn the_chart_with_the_bridge_adds_deploy_linkerd_bridge() {
         "linkerdBridge.export.defaultMode=gateway",
         "linkerdBridge.leaseDuration=30s",
         "linkerdBridge.extraArgs={--resync=5m}",
-        "linkerdBridge.import.routeOutsideMesh=true",
+        "linkerdBridge.import.routeOutsideMesh=false",
     ])
     .unwrap();
     flags_exist(&c);
@@ -203,7 +203,7 @@ fn the_chart_with_the_bridge_adds_deploy_linkerd_bridge() {
         "--default-mode=gateway",
         "--lease-duration=30s",
         "--resync=5m",
-        "--route-outside-mesh=true",
+        "--route-outside-mesh=false",
     ] {
         assert!(args.contains(a), "{a}: {args}");
     }

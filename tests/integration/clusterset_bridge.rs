@@ -7,7 +7,8 @@
 //! linkerd_bridge_conflicts.rs replays them). No pod is meshed: a client pod in east opens real
 //! TCP connections through `<svc>.shop.svc.clusterset.local`, which our server answers with
 //! the import's address (Linkerd's federated ClusterIP), and kube-proxy routes to the exporting
-//! clusters' pods because the bridge's slices name that Service. Needs root.
+//! clusters' pods because the bridge's twins of its slices name that Service (the chart's
+//! default). Needs root.
 
 use crate::common;
 
@@ -85,7 +86,6 @@ fn member_setup(m: &Member) {
     let sets = [
         "linkerdBridge.enabled=true",
         "hardening.denyCidrs={198.18.111.0/24}",
-        "linkerdBridge.import.routeOutsideMesh=true",
     ];
     install_chart(node, &sets);
 }
@@ -455,7 +455,25 @@ fn the_bridge_routes_clients_outside_the_mesh_to_every_exporting_clusters_pods()
         Some(true)
     );
 
-    steps.next("7. routeOutsideMesh=false in east: the slices stop naming the federated Service, and only a meshed client could reach web");
+    steps.next("7. routeOutsideMesh=false in east: the twins naming the federated Service go, and only a meshed client could reach web");
+    let routed = || {
+        let slices = get_json(
+            &east,
+            &[
+                "get",
+                "endpointslices",
+                "-n",
+                "shop",
+                "-l",
+                "linkerd-bridge.clusterset-dns.io/serviceimport=web",
+            ],
+        );
+        (slices.iter())
+            .flat_map(|l| l["items"].as_array().cloned().unwrap_or_default())
+            .count()
+    };
+    // Until now, the twin of east's slice of its own pods (west withdrew in 4).
+    assert_eq!(routed(), 1);
     let chart = repo().join("deploy/helm/clusterset-dns");
     east.node.helm(
         "clusterset-dns",
@@ -473,23 +491,6 @@ fn the_bridge_routes_clients_outside_the_mesh_to_every_exporting_clusters_pods()
             "180s",
         ],
     );
-    let routed = || {
-        let slices = get_json(
-            &east,
-            &[
-                "get",
-                "endpointslices",
-                "-n",
-                "shop",
-                "-l",
-                "multicluster.kubernetes.io/service-name=web",
-            ],
-        );
-        (slices.iter())
-            .flat_map(|l| l["items"].as_array().cloned().unwrap_or_default())
-            .filter(|s| !s["metadata"]["labels"]["kubernetes.io/service-name"].is_null())
-            .count()
-    };
     until(
         common::wait::Lazy(|| bridge_log(&east)),
         Duration::from_secs(90),

@@ -94,14 +94,7 @@ fn every_cluster_imports_the_exporting_clusters_endpoints() {
     );
     link_to(&east, &west, "west");
     link_to(&west, &east, "east");
-    let args = [
-        "--resync",
-        "5s",
-        "--deny-cidr",
-        "198.18.111.0/24",
-        "--route-outside-mesh",
-        "true",
-    ];
+    let args = ["--resync", "5s", "--deny-cidr", "198.18.111.0/24"];
     let bridges = [Bridge::start(&east, &args), Bridge::start(&west, &args)];
     let set = [("east", &east), ("west", &west)];
 
@@ -183,14 +176,27 @@ fn every_cluster_imports_the_exporting_clusters_endpoints() {
             serde_json::json!({"ready": false, "serving": true, "terminating": true}),
             "{cluster}"
         );
-        // Each names the federated Service too, for kube-proxy (--route-outside-mesh); the
-        // headless import's do not.
+        // Each has a twin naming the federated Service, for kube-proxy (--route-outside-mesh,
+        // on by default), with the same endpoints; the headless import's have none.
         assert_eq!(
             routed(k, "web"),
             ["web-federated", "web-federated"],
             "{cluster}"
         );
-        assert!(routed(k, "db").iter().all(String::is_empty), "{cluster}");
+        assert!(routed(k, "db").is_empty(), "{cluster}");
+        for from in ["east", "west"] {
+            let twin = |l: &str| {
+                let selector = format!("{l},multicluster.kubernetes.io/source-cluster={from}");
+                let s = list(k, "shop", "endpointslices", &selector);
+                assert_eq!(s.len(), 1, "{cluster}: {selector}");
+                [&s[0]["endpoints"], &s[0]["ports"]].map(|v| v.to_string())
+            };
+            assert_eq!(
+                twin("linkerd-bridge.clusterset-dns.io/serviceimport=web"),
+                twin("multicluster.kubernetes.io/service-name=web"),
+                "{cluster}: {from}'s twin"
+            );
+        }
         // Linkerd's federated Service is Linkerd's alone: the bridge wrote nothing into it.
         let fed = get_json(
             k,
@@ -278,26 +284,25 @@ fn every_cluster_imports_the_exporting_clusters_endpoints() {
             .all(|(_, k)| slice_ports(k, "web", "west").is_empty())
     });
 
-    // East's bridge restarted without --route-outside-mesh: its slices stop naming the
-    // federated Service (one it created with the label), nothing else changes; west's keep it.
+    // East's bridge restarted with --route-outside-mesh=false: its twins go, nothing else
+    // changes; west's stay.
     let [east_bridge, _west_bridge] = bridges;
     drop(east_bridge);
-    let mut off = args.to_vec();
-    off.truncate(args.len() - 2);
+    let off = [&args[..], &["--route-outside-mesh", "false"]].concat();
     let east_bridge = Bridge::start(&east, &off);
     until(
         common::wait::Lazy(|| format!("{:?}\n{}", routed(&east, "web"), east_bridge.log())),
         40,
-        || routed(&east, "web") == [""],
+        || routed(&east, "web").is_empty(),
     );
     assert_eq!(slice_ports(&east, "web", "east").len(), 1);
     assert_eq!(routed(&west, "web"), ["web-federated"]);
 }
 
-/// The Service each of `k`'s MCS slices of `name` names for kube-proxy (`kubernetes.io/
-/// service-name`; empty: none).
+/// The Service each twin of `k`'s MCS slices of `name` names for kube-proxy (`kubernetes.io/
+/// service-name`).
 fn routed(k: &Cluster, name: &str) -> Vec<String> {
-    let selector = format!("multicluster.kubernetes.io/service-name={name}");
+    let selector = format!("linkerd-bridge.clusterset-dns.io/serviceimport={name}");
     list(k, "shop", "endpointslices", &selector)
         .iter()
         .map(|s| {

@@ -24,7 +24,7 @@ mod write;
 use super::index::{Index, Indexes, Said, Told, keys_of_service};
 use super::{Import, Naming};
 use crate::bridge::metrics::BridgeMetrics;
-use crate::bridge::model::{LABEL_MANAGER, LABEL_SLICE_MANAGER, is_ours};
+use crate::bridge::model::{LABEL_MANAGER, LABEL_ROUTE_OF, LABEL_SLICE_MANAGER, is_ours};
 use crate::bridge::model::{LINK, SERVICE_IMPORT};
 use crate::bridge::model::{LINKERDS, OURS, Problem, Reason};
 use crate::bridge::runtime::events::{Recorder, Type as EventType};
@@ -68,12 +68,11 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
         |o: &DynamicObject| OURS * u8::from(is_ours(o.metadata.labels.as_ref(), LABEL_MANAGER)),
         Codec::imports(),
     ));
-    let slices = Feed::new(store::Writer::new(
-        |s: &EndpointSlice| {
-            OURS * u8::from(is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER))
-        },
-        Codec::slices(),
-    ));
+    let ours = |s: &EndpointSlice| {
+        OURS * u8::from(is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER))
+    };
+    let slices = Feed::new(store::Writer::new(ours, Codec::slices()));
+    let twins = Feed::new(store::Writer::new(ours, Codec::slices()));
     let (c, config, stop) = (&shared.client, watcher::Config::default, &shared.shutdown);
     let api = Api::all_with(c.clone(), &si);
     tokio::spawn(
@@ -87,10 +86,14 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
             .clone()
             .run(api, config_slices, "EndpointSlices", stop.clone()),
     );
+    let (api, config_twins) = (Api::all(c.clone()), config().labels(LABEL_ROUTE_OF));
+    let what = "the EndpointSlices kube-proxy routes imports by";
+    tokio::spawn(twins.clone().run(api, config_twins, what, stop.clone()));
     let importer = Importer {
         services: shared.services.store().clone(),
         imports: imports.store().clone(),
         slices: slices.store().clone(),
+        twins: twins.store().clone(),
         client: shared.client.clone(),
         recorder: crate::bridge::shared::recorder(&shared.client, &identity),
         si,
@@ -106,6 +109,7 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
         shared.services.subscribe(),
         imports.subscribe(),
         slices.subscribe(),
+        twins.subscribe(),
     ];
     let half = ("import", &importer);
     let on_key = |feed, key, [was, now]: [u8; 2], marks: &Marks<Key>| {
@@ -117,8 +121,7 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
         .await;
 }
 
-const NOT_LISTED: &str =
-    "the first full list of Services, ServiceImports and EndpointSlices has not come yet";
+const NOT_LISTED: &str = "the first full list of Services, ServiceImports and EndpointSlices (MCS ones, and the twins kube-proxy routes by) has not come yet";
 
 struct Importer {
     client: kube::Client,
@@ -127,7 +130,10 @@ struct Importer {
     /// Every Service of this cluster; Linkerd's marked [`LINKERDS`].
     services: Store<Service>,
     imports: Store<DynamicObject>,
+    /// The MCS EndpointSlices, and the twins of the bridge's that kube-proxy routes by
+    /// ([`crate::bridge::model::LABEL_ROUTE_OF`]).
     slices: Store<EndpointSlice>,
+    twins: Store<EndpointSlice>,
     metrics: Arc<BridgeMetrics>,
     recorder: Recorder,
     /// The exports of this cluster and the linked ones.
@@ -183,8 +189,8 @@ impl Reconciler for Importer {
 }
 
 impl Importer {
-    /// Keeps the indexes up to date with a change of Service (`feed` 0), ServiceImport (1) or
-    /// EndpointSlice (2) `key`, and marks what it can affect (`marked`: its marks before and
+    /// Keeps the indexes up to date with a change of Service (`feed` 0), ServiceImport (1),
+    /// MCS EndpointSlice (2) or twin (3) `key`, and marks what it can affect (`marked`: its marks before and
     /// now).
     fn heard(&self, feed: usize, key: Key, marked: u8, marks: &Marks<Key>) {
         match feed {
@@ -204,7 +210,8 @@ impl Importer {
             _ => {
                 let keys = |s: &EndpointSlice| key_of_slice(s).into_iter().collect();
                 let written = Some(&self.written_slices);
-                self.indexed(key, &self.slices, |i| &mut i.slices, keys, written, marks);
+                let store = if feed == 2 { &self.slices } else { &self.twins };
+                self.indexed(key, store, |i| &mut i.slices, keys, written, marks);
             }
         }
     }
@@ -314,9 +321,10 @@ impl Importer {
         }
     }
 
-    /// The EndpointSlices of service `key` the bridge created.
+    /// The EndpointSlices of service `key` the bridge created, twins included.
     fn our_slices(&self, key: &Key) -> Vec<Arc<EndpointSlice>> {
         let mut slices = self.named(|i| &i.slices, &self.slices, key, key_of_slice);
+        slices.extend(self.named(|i| &i.slices, &self.twins, key, key_of_slice));
         slices.retain(|s| is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER));
         slices
     }
@@ -341,7 +349,7 @@ impl Importer {
     /// The gauges: what the bridge wrote, what it left to others, what it could not use.
     fn count(&self) {
         let si_mine = self.imports.count_marked(OURS);
-        let sl_mine = self.slices.count_marked(OURS);
+        let sl_mine = self.slices.count_marked(OURS) + self.twins.count_marked(OURS);
         let told = self.told.lock().expect("not poisoned");
         let (si_foreign, sl_foreign) = told
             .by_key
@@ -359,7 +367,7 @@ impl Importer {
     }
 }
 
-/// The import a slice is of: the MCS label.
+/// The import a slice is of: the MCS label, or a twin's.
 fn key_of_slice(s: &EndpointSlice) -> Option<Key> {
-    runtime::service_of(s, LABEL_SERVICE_NAME)
+    runtime::service_of(s, LABEL_SERVICE_NAME).or_else(|| runtime::service_of(s, LABEL_ROUTE_OF))
 }

@@ -92,8 +92,9 @@ pub struct Import {
     pub slices: Vec<SliceSpec>,
     /// The Service kube-proxy routes the import's `ips` by: Linkerd's federated Service, whose
     /// ClusterIP they are. It has no selector and Linkerd writes no endpoints for it (its
-    /// destination service resolves it by its members), so the slices name it too, as the MCS
-    /// API's controller names an import's derived Service; a client outside the mesh then
-    /// reaches the pods. None: only meshed clients reach them (`--route-outside-mesh=false`).
+    /// destination service resolves it by its members), so each slice has a twin naming it, as
+    /// the MCS API's controller names an import's derived Service on its slices; a client
+    /// outside the mesh then reaches the pods. None: only meshed clients reach them
+    /// (`--route-outside-mesh=false`).
     pub route: Option<String>,
 }

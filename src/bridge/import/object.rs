@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use super::Import;
 use crate::bridge::model::Port;
 use crate::bridge::model::{
-    FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, slice_name,
+    FIELD_MANAGER, LABEL_MANAGER, LABEL_ROUTE_OF, LABEL_SLICE_MANAGER, MANAGER, ROUTE_SUFFIX,
+    slice_name,
 };
 use crate::source::linkerd::carried::Carried;
 use crate::source::mcs::{LABEL_KUBERNETES_SERVICE_NAME, LABEL_SERVICE_NAME, LABEL_SOURCE_CLUSTER};
@@ -57,11 +58,15 @@ impl Import {
         })
     }
 
-    /// The slices, by object name.
+    /// The slices, by object name: the MCS ones, and where kube-proxy routes the import's
+    /// address ([`Import::route`]) a twin of each for it, named and labelled for that Service
+    /// alone. One slice cannot be both: a consumer of MCS slices that also reads Services'
+    /// takes a slice naming a Service for that Service's (Envoy Gateway v1.9.1,
+    /// `internal/gatewayapi/contexts.go` `SetEndpointSlicesForBackend`).
     pub fn slice_objects(&self) -> BTreeMap<String, Value> {
         self.slices
             .iter()
-            .map(|s| {
+            .flat_map(|s| {
                 let mut name = slice_name(&self.name, &s.cluster, s.family);
                 if s.part > 0 {
                     name = format!("{name}-{}", s.part);
@@ -88,7 +93,7 @@ impl Import {
                         o
                     })
                     .collect();
-                let mut o = json!({
+                let o = json!({
                     "apiVersion": "discovery.k8s.io/v1",
                     "kind": "EndpointSlice",
                     "metadata": {
@@ -104,10 +109,18 @@ impl Import {
                     "endpoints": endpoints,
                     "ports": s.ports.iter().map(port_json).collect::<Vec<_>>(),
                 });
-                if let Some(route) = &self.route {
-                    o["metadata"]["labels"][LABEL_KUBERNETES_SERVICE_NAME] = route.clone().into();
-                }
-                (name, o)
+                let twin = self.route.as_ref().map(|route| {
+                    let (mut t, twin) = (o.clone(), format!("{name}{ROUTE_SUFFIX}"));
+                    t["metadata"]["name"] = twin.clone().into();
+                    t["metadata"]["labels"] = json!({
+                        LABEL_KUBERNETES_SERVICE_NAME: route,
+                        LABEL_ROUTE_OF: self.name,
+                        LABEL_SOURCE_CLUSTER: s.cluster,
+                        LABEL_SLICE_MANAGER: MANAGER,
+                    });
+                    (twin, t)
+                });
+                [Some((name, o)), twin].into_iter().flatten()
             })
             .collect()
     }

@@ -15,7 +15,9 @@ use super::super::object::{
     covers, difference, legacy_upgrade, owned_keys, same_spec, updated_by_a_bridge,
 };
 use super::Importer;
-use crate::bridge::model::{FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, Problem};
+use crate::bridge::model::{
+    FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, Problem, ROUTE_SUFFIX,
+};
 use crate::bridge::model::{Reason, is_ours};
 use crate::bridge::runtime::{self, Key};
 use crate::source::mcs::LABEL_KUBERNETES_SERVICE_NAME;
@@ -167,7 +169,11 @@ impl Importer {
             serde_json::from_value(object.clone()).expect("a slice")
         };
         for (slice, object) in &wanted {
-            let in_store = self.slices.get(ns, slice);
+            let store = match slice.ends_with(ROUTE_SUFFIX) {
+                true => &self.twins,
+                false => &self.slices,
+            };
+            let in_store = store.get(ns, slice);
             let have = match self.written_slices.read(ns, slice, in_store) {
                 Some(h) => h,
                 None => match slice_api.create(&create, &new(object)).await {
@@ -238,8 +244,9 @@ fn absent_is_done<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
     }
 }
 
-/// Whether slice `have` names a Service for kube-proxy that `want` does not (`--route-outside-mesh=false`,
-/// or the federated Service gone or another).
+/// Whether slice `have` names a Service for kube-proxy that `want` does not: the federated
+/// Service is another, or `have` is an MCS slice an earlier bridge labelled for kube-proxy too
+/// (before routes had twins of their own).
 fn route_stale(have: &EndpointSlice, want: &serde_json::Value) -> bool {
     let had = (have.metadata.labels.as_ref()).and_then(|l| l.get(LABEL_KUBERNETES_SERVICE_NAME));
     had.is_some_and(|h| want["metadata"]["labels"][LABEL_KUBERNETES_SERVICE_NAME] != h.as_str())

@@ -142,23 +142,56 @@ fn a_federated_import_keeps_its_address_and_has_the_members_pods() {
         north["ports"],
         json!([{"name": "http", "port": 8080, "protocol": "TCP"}])
     );
-    // Every slice names Linkerd's federated Service too, so kube-proxy routes its ClusterIP
-    // (the import's address) to the pods; the MCS labels stay.
+    // Every MCS slice has a twin naming Linkerd's federated Service, so kube-proxy routes its
+    // ClusterIP (the import's address) to the same pods; an MCS slice names no Service, and a
+    // twin no import, so a reader of either kind never takes one for the other.
     assert_eq!(i.route.as_deref(), Some("web-federated"));
-    for s in objects.values() {
-        let labels = &s["metadata"]["labels"];
-        assert_eq!(labels["kubernetes.io/service-name"], "web-federated");
-        assert_eq!(labels["multicluster.kubernetes.io/service-name"], "web");
-    }
-    // Routed only by the mesh (`--route-outside-mesh=false`): the MCS labels alone.
-    let unrouted = Import { route: None, ..i };
-    for s in unrouted.slice_objects().values() {
-        assert!(
-            s["metadata"]["labels"]
-                .get("kubernetes.io/service-name")
-                .is_none()
+    assert_eq!(objects.len(), 2 * i.slices.len());
+    let label =
+        |s: &serde_json::Value, k: &str| s["metadata"]["labels"][k].as_str().map(str::to_string);
+    for (name, s) in &objects {
+        let Some(mcs) = name.strip_suffix("-route") else {
+            assert_eq!(
+                label(s, "multicluster.kubernetes.io/service-name").as_deref(),
+                Some("web")
+            );
+            assert_eq!(label(s, "kubernetes.io/service-name"), None);
+            continue;
+        };
+        let twin_of = &objects[mcs];
+        assert_eq!(
+            label(s, "kubernetes.io/service-name").as_deref(),
+            Some("web-federated")
         );
+        assert_eq!(label(s, "multicluster.kubernetes.io/service-name"), None);
+        assert_eq!(
+            label(s, "linkerd-bridge.clusterset-dns.io/serviceimport").as_deref(),
+            Some("web")
+        );
+        assert_eq!(
+            label(s, "endpointslice.kubernetes.io/managed-by").as_deref(),
+            Some("linkerd-bridge.clusterset-dns.io")
+        );
+        assert_eq!(
+            label(s, "multicluster.kubernetes.io/source-cluster"),
+            label(twin_of, "multicluster.kubernetes.io/source-cluster")
+        );
+        for field in ["addressType", "endpoints", "ports"] {
+            assert_eq!(s[field], twin_of[field], "{name}: {field}");
+        }
     }
+    // Routed only by the mesh (`--route-outside-mesh=false`): the MCS slices alone.
+    let unrouted = Import {
+        route: None,
+        ..i.clone()
+    };
+    let unrouted = unrouted.slice_objects();
+    assert_eq!(unrouted.len(), i.slices.len());
+    assert!(
+        unrouted
+            .keys()
+            .all(|n| objects.contains_key(n) && !n.ends_with("-route"))
+    );
 }
 
 #[test]
