@@ -23,9 +23,10 @@
 //! federated Service of its local member (`svc<i>-federated`, as the `-local-mirror` service
 //! mirror writes it) and the member's EndpointSlice as the endpointslice controller writes it
 //! (the Service's labels copied, Linkerd's federated label included; pods on port 8080), so
-//! that its import is the federated one with a slice of those pods (the same writes). Then N/10
-//! more changes: one pod added to an export's slice, timed until the bridge's slice holds it.
-//! A build before the bridge published pods never converges on that world.
+//! that its import is the federated one with a slice of those pods and that slice's twin, which
+//! kube-proxy routes the federated Service by (one more write an export). Then N/10 more
+//! changes: one pod added to an export's slice, timed until the bridge's slice and its twin hold
+//! it. A build before the bridge published pods, or wrote twins, never converges on that world.
 //!
 //! `UNEXPORTED=<u>` then makes `u` slices of Services nobody exports (as a linked cluster full
 //! of them has) and changes each once: the bridge's CPU per event, its memory, and its writes.
@@ -56,6 +57,8 @@ const FLOOR_MANAGER: &str = "bench-floor";
 /// The bridge's slices' label.
 const BRIDGE_SLICES: &str =
     "endpointslice.kubernetes.io/managed-by=linkerd-bridge.clusterset-dns.io";
+/// The label of the twin of an import's slice that kube-proxy routes its federated Service by.
+const TWIN_OF: &str = "linkerd-bridge.clusterset-dns.io/serviceimport";
 
 fn service(ns: &str, name: &str) -> Service {
     serde_json::from_value(json!({
@@ -218,15 +221,22 @@ impl Seen {
                 .applied_objects()
                 .flat_map(|s| {
                     let mut keys = Vec::new();
+                    // An MCS slice, or the twin kube-proxy routes a federated import by.
+                    let of = |s: &mut EndpointSlice| {
+                        let l = s.metadata.labels.as_mut()?;
+                        match l.remove("multicluster.kubernetes.io/service-name") {
+                            Some(svc) => Some(("", svc)),
+                            None => Some(("twin", l.remove(TWIN_OF)?)),
+                        }
+                    };
                     if let Ok(mut s) = s
-                        && let Some(svc) = (s.metadata.labels.as_mut())
-                            .and_then(|l| l.remove("multicluster.kubernetes.io/service-name"))
+                        && let Some((twin, svc)) = of(&mut s)
                     {
                         // The pods the endpoint changes add.
                         let added = (s.endpoints.iter().flat_map(|e| &e.addresses))
                             .filter(|a| a.starts_with(CHANGED_PODS));
-                        keys.extend(added.map(|a| Some(format!("pod/{svc}/{a}"))));
-                        keys.push(Some(format!("slice/{svc}")));
+                        keys.extend(added.map(|a| Some(format!("{twin}pod/{svc}/{a}"))));
+                        keys.push(Some(format!("{twin}slice/{svc}")));
                     }
                     futures::stream::iter(keys)
                 })
@@ -359,7 +369,13 @@ struct Floor {
 /// The floor: the writes the bridge needs at least for this world, made by a plain client 16 at
 /// a time in namespace `floor` (deleted after): per export a label applied on its Service and
 /// its status; per import the ServiceImport applied, its status and a slice created.
-fn floor(k: &Cluster, rt: &tokio::runtime::Runtime, client: &kube::Client, n: u32) -> Floor {
+fn floor(
+    k: &Cluster,
+    rt: &tokio::runtime::Runtime,
+    client: &kube::Client,
+    n: u32,
+    e: u32,
+) -> Floor {
     k.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: floor}\n");
     let services: Api<Service> = Api::namespaced(client.clone(), "floor");
     let exports: Api<DynamicObject> = Api::namespaced_with(
@@ -450,6 +466,23 @@ fn floor(k: &Cluster, rt: &tokio::runtime::Runtime, client: &kube::Client, n: u3
                 .unwrap();
                 slices.create(&Default::default(), &slice).await.unwrap();
                 done(t0);
+                if i < n && e > 0 {
+                    // As this cluster's exports' imports, federated with pods: the slice's twin
+                    // for kube-proxy.
+                    let t0 = Instant::now();
+                    let mut twin = slice.clone();
+                    twin.metadata.labels = Some(
+                        [
+                            ("kubernetes.io/service-name", format!("{name}-federated")),
+                            (TWIN_OF, name.clone()),
+                            ("endpointslice.kubernetes.io/managed-by", FLOOR_MANAGER.into()),
+                        ]
+                        .map(|(k, v)| (k.to_string(), v))
+                        .into(),
+                    );
+                    slices.create(&Default::default(), &twin).await.unwrap();
+                    done(t0);
+                }
             }
             .boxed()
         });
@@ -492,7 +525,7 @@ fn floor(k: &Cluster, rt: &tokio::runtime::Runtime, client: &kube::Client, n: u3
         out.status.success() && out.stdout.is_empty()
     });
     Floor {
-        writes: min_writes(n),
+        writes: min_writes(n, e),
         secs,
         p50,
         p99,
@@ -501,10 +534,11 @@ fn floor(k: &Cluster, rt: &tokio::runtime::Runtime, client: &kube::Client, n: u3
 
 /// The writes the bridge needs at least: per export a label and a status; per import the
 /// object and its status, and a slice but for the N/2 of federated Services (Linkerd gives no
-/// addresses of their members here: the federated Service's ClusterIP is the import's).
-fn min_writes(n: u32) -> u64 {
+/// addresses of their members here: the federated Service's ClusterIP is the import's); with
+/// `e` pods an export, the twin of each of this cluster's exports' slices, for kube-proxy.
+fn min_writes(n: u32, e: u32) -> u64 {
     let n = n as u64;
-    2 * n + 3 * (n + n / 2) + 2 * (n / 2)
+    2 * n + 3 * (n + n / 2) + 2 * (n / 2) + if e > 0 { n } else { 0 }
 }
 
 /// `u` slices of Services nobody exports (`other<i>`, `e` pods each, labelled as the
@@ -609,7 +643,7 @@ pub fn run() {
         .map(|v| v.parse().expect("HOLD= seconds"));
     // Held, the world is made for the bridge over it only: no floor.
     let f = hold.is_none().then(|| {
-        let f = floor(&k, &rt, &client, n);
+        let f = floor(&k, &rt, &client, n, e);
         println!(
             "floor: {} writes (per export a label and a status; per import the object, its status and a slice) by a plain client 16 at a time: {:.1} s, {:.0} writes/s; per write median {:.2} ms, p99 {:.2} ms",
             f.writes,
@@ -690,6 +724,7 @@ pub fn run() {
         ("labelled/", n),
         ("import/", 2 * n),
         ("slice/", n + n / 2),
+        ("twinslice/", if e > 0 { n } else { 0 }),
     ];
     until(
         "every export Ready and labelled, every import and slice",
@@ -717,13 +752,14 @@ pub fn run() {
         |f| format!("{:.2}× the floor", converge / f.secs),
     );
     println!(
-        "converged: {n} exports labelled and Ready, {} imports and {} slices, {converge:.1} s after start ({against}); RSS {rss:.1} MB, high-water {hwm:.1} MB",
+        "converged: {n} exports labelled and Ready, {} imports and {} slices and {} twins, {converge:.1} s after start ({against}); RSS {rss:.1} MB, high-water {hwm:.1} MB",
         2 * n,
         n + n / 2,
+        if e > 0 { n } else { 0 },
     );
     println!(
-        "API writes to converge: {wrote} ({words}), and {events} Events; the minimum {} (2 an export, 3 an import, 2 a federated one)",
-        min_writes(n)
+        "API writes to converge: {wrote} ({words}), and {events} Events; the minimum {} (2 an export, 3 an import, 2 a federated one, 1 a twin)",
+        min_writes(n, e)
     );
 
     if let Some(secs) = hold {
@@ -791,7 +827,7 @@ pub fn run() {
         imported_made.push(ms(at.saturating_duration_since(made)));
     }
     // N/10 endpoint changes, one at a time: a pod added to an export's slice.
-    let mut endpoint_ms = Vec::new();
+    let (mut endpoint_ms, mut twin_ms) = (Vec::new(), Vec::new());
     for j in (0..n / 10).filter(|_| e > 0) {
         let (name, pod) = (format!("svc{j}"), format!("{CHANGED_PODS}{}", j % 250 + 1));
         let slice = pods(j, e, Some(&pod));
@@ -800,16 +836,19 @@ pub fn run() {
         let patch = json!({"endpoints": slice.endpoints});
         rt.block_on(slices.patch(&format!("{name}-pods"), &pp, &Patch::Merge(&patch)))
             .unwrap();
-        let key = format!("pod/{name}/{pod}");
-        until(format!("{pod} in {name}'s slice"), 30, || {
-            seen.at(&key).is_some()
+        let keys = [format!("pod/{name}/{pod}"), format!("twinpod/{name}/{pod}")];
+        until(format!("{pod} in {name}'s slice and its twin"), 30, || {
+            keys.iter().all(|k| seen.at(k).is_some())
         });
-        endpoint_ms.push(ms(seen.at(&key).unwrap().saturating_duration_since(t0)));
+        let at = keys.map(|k| ms(seen.at(&k).unwrap().saturating_duration_since(t0)));
+        endpoint_ms.push(at[0]);
+        twin_ms.push(at[1]);
     }
     let endpoint = (!endpoint_ms.is_empty()).then(|| spread(endpoint_ms));
     if let Some((p50, p90, p99, max)) = endpoint {
+        let (t50, t90, t99, tmax) = spread(twin_ms);
         println!(
-            "{} endpoint changes, one at a time, median / p90 / p99 / max ms: a pod added to an export's slice → in the bridge's slice {p50:.1} / {p90:.1} / {p99:.1} / {max:.1}",
+            "{} endpoint changes, one at a time, median / p90 / p99 / max ms: a pod added to an export's slice → in the bridge's slice {p50:.1} / {p90:.1} / {p99:.1} / {max:.1}; → in its twin, for kube-proxy {t50:.1} / {t90:.1} / {t99:.1} / {tmax:.1}",
             n / 10
         );
     }
@@ -895,7 +934,7 @@ pub fn run() {
     println!(
         "bridge-scale: n={n} converge_s={converge:.1} floor_s={:.1} rss_mb={rss:.1} hwm_mb={hwm:.1} writes={wrote} min_writes={} restart_writes={restart} resync_writes={resync} export_p50_ms={e50:.1} export_p99_ms={e99:.1} import_p50_ms={i50:.1} import_p99_ms={i99:.1} answer_p50_ms={a50:.1} answer_p99_ms={a99:.1} create_p99_ms={c99:.1} import_made_p99_ms={im99:.1} answer_made_p99_ms={am99:.1} {endpoint_words}",
         f.secs,
-        min_writes(n)
+        min_writes(n, e)
     );
 }
 

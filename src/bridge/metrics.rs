@@ -113,8 +113,8 @@ impl BridgeMetrics {
             left_out: gauge_vec(
                 &r,
                 "clusterset_dns_bridge_left_out_objects",
-                "Objects a linked cluster's last full list had beyond --max-objects-per-link, by Link: left out of the bridge's stores (its exports are then read in part; listed again within 30 s of a change that may alter this).",
-                &["link"],
+                "Objects a linked cluster's last full list had beyond --max-objects-per-link, by Link (its namespace and name): left out of the bridge's stores (its exports are then read in part; listed again within 30 s of a change that may alter this).",
+                &["namespace", "link"],
             ),
             linked: gauge_vec(
                 &r,
@@ -162,12 +162,13 @@ impl BridgeMetrics {
 
     /// How many objects Link `link`'s cluster's last list had beyond the limit (None: the Link
     /// is gone, and its series with it).
-    pub fn left_out(&self, link: &str, n: Option<usize>) {
+    pub fn left_out(&self, link: &Key, n: Option<usize>) {
+        let link = [link.0.as_str(), link.1.as_str()];
         match n {
-            Some(n) => self.left_out.with_label_values(&[link]).set(n as i64),
+            Some(n) => self.left_out.with_label_values(&link).set(n as i64),
             None => {
                 // Absent already when nothing was listed: nothing to take away.
-                let _ = self.left_out.remove_label_values(&[link]);
+                let _ = self.left_out.remove_label_values(&link);
             }
         }
     }

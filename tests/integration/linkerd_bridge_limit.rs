@@ -28,11 +28,12 @@ fn imported(east: &Cluster) -> Vec<(&'static str, String)> {
         .collect()
 }
 
-/// The series of `clusterset_dns_bridge_left_out_objects` for Link `west` (0 when absent).
+/// The series of `clusterset_dns_bridge_left_out_objects` for Link `linkerd-multicluster/west`
+/// (0 when absent).
 fn left_out(bridge: &Bridge) -> f64 {
     common::metric_in(
         &bridge.admin("/metrics").1,
-        r#"clusterset_dns_bridge_left_out_objects{link="west"}"#,
+        r#"clusterset_dns_bridge_left_out_objects{link="west",namespace="linkerd-multicluster"}"#,
     )
 }
 
@@ -84,7 +85,7 @@ fn a_linked_cluster_beyond_max_objects_per_link_is_read_in_part() {
     // The series is there from the first list: 0 is said, not left to be guessed.
     let scrape = bridge.admin("/metrics").1;
     assert!(
-        scrape.contains(r#"clusterset_dns_bridge_left_out_objects{link="west"} 0"#),
+        scrape.contains(r#"clusterset_dns_bridge_left_out_objects{link="west",namespace="linkerd-multicluster"} 0"#),
         "{scrape}"
     );
 
@@ -182,7 +183,8 @@ fn a_linked_cluster_beyond_max_objects_per_link_is_read_in_part() {
 
     // (d) The Link deleted: west is read no more, and its series goes with it.
     east.delete("link", "linkerd-multicluster", "west");
-    let series = r#"clusterset_dns_bridge_left_out_objects{link="west"}"#;
+    let series =
+        r#"clusterset_dns_bridge_left_out_objects{link="west",namespace="linkerd-multicluster"}"#;
     until(
         common::wait::Lazy(|| {
             format!(

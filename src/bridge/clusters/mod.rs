@@ -500,7 +500,7 @@ impl Clusters {
         if let Some(l) = gone {
             l.stop.cancel();
             if let Some(m) = metrics {
-                m.left_out(&key.1, None);
+                m.left_out(key, None);
             }
             info!(link = %format!("{}/{}", key.0, key.1), cluster = %l.target, "Link gone: its cluster's exports are no longer read");
         }
@@ -578,7 +578,7 @@ impl Clusters {
                     left_out = Some(now);
                     let metrics = self.lock().metrics.clone();
                     if let Some(m) = metrics {
-                        m.left_out(&key.1, Some(now));
+                        m.left_out(&key, Some(now));
                     }
                 }
                 // Objects came beyond the limit, or room was made under it: listed again, at
