@@ -2,6 +2,7 @@
 //! of exported Services, their stores and watches, one exported Service as the halves read it,
 //! and a Link's target and credentials.
 
+use kube::ResourceExt as _;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -270,11 +271,7 @@ pub(super) fn writers(
 /// export's addresses are its ClusterIPs; another's are Linkerd's objects' here; the pods of
 /// either are its cluster's slices' ([`SliceStores::pods`], filled in by the caller).
 pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport, String> {
-    let text = svc
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION));
+    let text = svc.annotations().get(ANNOTATION);
     let spec = svc.spec.clone().unwrap_or_default();
     let headless = spec.cluster_ip.as_deref() == Some("None");
     let (carried, bridge) = match text {

@@ -2,6 +2,7 @@
 //! to what [`super::judge`](fn@super::judge) says: Linkerd's label on its Service (server-side applied under
 //! the bridge's field manager, taken back when the export goes) and the export's conditions.
 
+use kube::ResourceExt as _;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -206,16 +207,11 @@ impl Exporter {
                 ..exported(svc)
             });
         let (peers, seen) = self.peers(key);
-        let annotation = export
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(export::MODE_ANNOTATION))
-            .map(String::as_str);
+        let annotation = export.annotations().get(export::MODE_ANNOTATION);
         let mut verdict = export::judge(
             ns,
             name,
-            annotation,
+            annotation.map(String::as_str),
             self.config.default_mode,
             exported.as_ref(),
             &peers,
@@ -231,13 +227,9 @@ impl Exporter {
                 let svc = service
                     .as_deref()
                     .expect("a Service is labelled only when it exists");
-                let has = svc.metadata.labels.as_ref().and_then(|l| l.get(k));
+                let has = svc.labels().get(k);
                 let carry = fields.as_ref().expect("read with the Service").text();
-                let carries = svc
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(CARRIED));
+                let carries = svc.annotations().get(CARRIED);
                 let wanted = BTreeSet::from([k.to_string()]);
                 if owned != wanted || has.map(String::as_str) != Some(v) || carries != Some(&carry)
                 {

@@ -173,25 +173,12 @@ pub fn judge(
         },
     };
     let Some(svc) = service else {
-        return Verdict {
-            label: Label::Remove,
-            conditions: vec![
-                Condition::new(
-                    VALID,
-                    Status::False,
-                    "NoService",
-                    format!(
-                        "Service {ns}/{name} does not exist: create it, or delete this ServiceExport"
-                    ),
-                ),
-                Condition::new(
-                    READY,
-                    Status::False,
-                    "Pending",
-                    "exported once the Service exists".into(),
-                ),
-            ],
-        };
+        let missing =
+            format!("Service {ns}/{name} does not exist: create it, or delete this ServiceExport");
+        let ready = "exported once the Service exists".into();
+        let mut v = invalid(Label::Remove, "NoService", missing, ready);
+        v.conditions[1].reason = "Pending".into();
+        return v;
     };
     if svc.kind == "ExternalName" {
         return invalid(
@@ -261,8 +248,7 @@ pub fn events(wanted: &[Condition], current: &[Value]) -> Vec<Notice> {
     let valid = wanted
         .iter()
         .any(|c| c.kind == VALID && c.status == Status::True);
-    let mut out = Vec::new();
-    for c in wanted {
+    let notice = |c: &Condition| {
         let old = was(c);
         let same = old.is_some_and(|o| {
             o["status"] == c.status.word() && o["reason"] == c.reason && o["message"] == c.message
@@ -272,29 +258,21 @@ pub fn events(wanted: &[Condition], current: &[Value]) -> Vec<Notice> {
             READY => (c.status == Status::False && valid) || c.reason == NO_CLUSTER_ID,
             _ => c.status == Status::True,
         };
-        if bad && !same {
-            let (reason, note) = if c.kind == CONFLICT {
-                (CONFLICT.to_string(), format!("{}: {}", c.reason, c.message))
-            } else {
-                (c.reason.clone(), c.message.clone())
-            };
-            out.push(Notice {
-                warning: true,
-                reason,
-                note,
-            });
-        } else if c.kind == READY
+        let warning = bad && !same;
+        let ready = c.kind == READY
             && c.status == Status::True
-            && old.is_none_or(|o| o["status"] != "True")
-        {
-            out.push(Notice {
-                warning: false,
-                reason: c.reason.clone(),
-                note: c.message.clone(),
-            });
-        }
-    }
-    out
+            && old.is_none_or(|o| o["status"] != "True");
+        let (reason, note) = match c.kind {
+            CONFLICT => (CONFLICT.to_string(), format!("{}: {}", c.reason, c.message)),
+            _ => (c.reason.clone(), c.message.clone()),
+        };
+        (warning || ready).then_some(Notice {
+            warning,
+            reason,
+            note,
+        })
+    };
+    wanted.iter().filter_map(notice).collect()
 }
 
 /// The Conflict condition: the Service against each peer's export (ports, headlessness and the
@@ -377,18 +355,14 @@ fn conflict(svc: &Exported, peers: &[ClusterExport], seen: &Compared) -> Conditi
     let clusters: BTreeSet<&str> = peers.iter().map(|p| p.cluster.as_str()).collect();
     let clusters = clusters.into_iter().collect::<Vec<_>>().join(", ");
     if reasons.is_empty() {
-        let by_hand = peers.iter().any(|p| p.carried.is_none());
-        let message = if by_hand {
-            format!(
-                "the same ports and type as in {clusters} (a Service labelled for Linkerd by hand carries no other fields to compare){}",
-                unread("; ")
-            )
-        } else {
-            format!(
-                "the same ports, type and other fields as in {clusters}{}",
-                unread("; ")
-            )
+        let (what, why) = match peers.iter().any(|p| p.carried.is_none()) {
+            true => (
+                "ports and type",
+                " (a Service labelled for Linkerd by hand carries no other fields to compare)",
+            ),
+            false => ("ports, type and other fields", ""),
         };
+        let message = format!("the same {what} as in {clusters}{why}{}", unread("; "));
         return Condition::new(CONFLICT, Status::False, "NoConflicts", message);
     }
     reasons.sort_unstable();

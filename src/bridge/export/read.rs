@@ -2,6 +2,7 @@
 //! what the judge compares, and the peers Linkerd's mirrors show for clusters that cannot be
 //! read.
 
+use kube::ResourceExt as _;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -79,10 +80,9 @@ pub(super) fn mirror_peers(ns: &str, name: &str, services: &[Arc<Service>]) -> V
         .iter()
         .filter(|s| s.metadata.namespace.as_deref() == Some(ns))
     {
-        let labels = s.metadata.labels.clone().unwrap_or_default();
-        let annotations = s.metadata.annotations.clone().unwrap_or_default();
+        let annotations = s.annotations();
         // The reading the import half and `--source linkerd` make.
-        let Ok(Shape::Mirror { link, service }) = classify(ns, &labels, &annotations) else {
+        let Ok(Shape::Mirror { link, service }) = classify(ns, s.labels(), annotations) else {
             continue;
         };
         if service != name {
@@ -121,9 +121,8 @@ pub(super) fn keys_of_service(svc: &Service) -> Vec<Key> {
     };
     let mut keys = vec![(ns.clone(), name.clone())];
     if linkerd_wrote(svc) {
-        let annotations = svc.metadata.annotations.clone().unwrap_or_default();
         keys.extend(
-            services_named(ns, &annotations)
+            services_named(ns, svc.annotations())
                 .into_iter()
                 .map(|n| (ns.clone(), n)),
         );

@@ -2,6 +2,7 @@
 //! EndpointSlices name each one (so that a service is judged from its own objects), and what
 //! is said about each one now.
 
+use kube::ResourceExt as _;
 use std::collections::{BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::Service;
@@ -93,8 +94,7 @@ pub(super) fn keys_of_service(svc: &Service) -> Vec<Key> {
     let (Some(ns), Some(object)) = (&svc.metadata.namespace, &svc.metadata.name) else {
         return Vec::new();
     };
-    let annotations = svc.metadata.annotations.clone().unwrap_or_default();
-    let mut keys: Vec<Key> = services_named(ns, &annotations)
+    let mut keys: Vec<Key> = services_named(ns, svc.annotations())
         .into_iter()
         .map(|n| (ns.clone(), n))
         .collect();

@@ -7,13 +7,14 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
+use serde_json::Value;
 
 use super::read::{Read, read};
 use super::{Import, Naming, SliceSpec, exported_metadata};
 use crate::bridge::model::{ClusterExport, Endpoint, Exports, Family, Port, Problem, Reason};
 use crate::bridge::runtime::Key;
 use crate::model::Refusal;
-use crate::source::linkerd::carried::{Carried, export_order};
+use crate::source::linkerd::carried::{COMPARED, Carried, export_order};
 use crate::source::linkerd::shape::Shape;
 use crate::source::policy::{Policy, refusal};
 use crate::wire::cluster_id;
@@ -43,22 +44,27 @@ pub fn judge(
     exports: &Exports,
 ) -> Judged {
     let (ns, name) = (key.0.as_str(), key.1.as_str());
-    let mut out = Judged::default();
+    let mut j = Judging {
+        ns,
+        name,
+        links,
+        naming,
+        policy,
+        problems: Vec::new(),
+        conflicts: Vec::new(),
+        refused: BTreeMap::new(),
+    };
     let mut reads = Vec::new();
-    for s in services {
+    for s in services
+        .iter()
+        .filter(|s| s.metadata.namespace.as_deref() == Some(ns))
+    {
         let Some(object) = &s.metadata.name else {
             continue;
         };
-        if s.metadata.namespace.as_deref() != Some(ns) {
-            continue;
-        }
         match read(ns, s) {
-            Ok(Some(r)) => reads.push(r),
-            Ok(None) => {}
-            Err(message) => {
-                let p = Problem::new("Service", (ns, object), Reason::NotImported, message);
-                out.problems.push(p);
-            }
+            Ok(r) => reads.extend(r),
+            Err(message) => j.problem(object, message),
         }
     }
     // The service's own objects, and the headless mirrors' hosts by parent object name.
@@ -72,49 +78,34 @@ pub fn judge(
         }
     }
     let theirs = exports.by_service.get(key).map(Vec::as_slice);
-    let mut j = Judging {
-        ns,
-        name,
-        links,
-        naming,
-        policy,
-        problems: Vec::new(),
-        conflicts: Vec::new(),
-        refused: BTreeMap::new(),
+    let import = if !members.is_empty() || theirs.is_some() {
+        let read = (theirs.unwrap_or_default(), &exports.read, exports.own_read);
+        import(&mut j, &members, &hosts, read)
+    } else {
+        None
     };
-    if !members.is_empty() || theirs.is_some() {
-        out.import = import(
-            &mut j,
-            &members,
-            &hosts,
-            (theirs.unwrap_or_default(), &exports.read, exports.own_read),
-        );
-    }
-    out.refused = j.refused.values().map(Vec::len).sum();
+    let refused = j.refused.values().map(Vec::len).sum();
     for (cluster, refused) in std::mem::take(&mut j.refused) {
         let shown: Vec<String> = (refused.iter().take(10))
             .map(|(ip, why)| format!("{ip} ({why})"))
             .collect();
         let more = refused.len().saturating_sub(shown.len());
+        let more = (more > 0).then(|| format!(" and {more} more"));
         let message = format!(
-            "{} of cluster {cluster}'s endpoints of {}/{} are left out of its EndpointSlices, their addresses refused: {}{}",
+            "{} of cluster {cluster}'s endpoints of {ns}/{name} are left out of its EndpointSlices, their addresses refused: {}{}",
             refused.len(),
-            j.ns,
-            j.name,
             shown.join(", "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            },
+            more.unwrap_or_default(),
         );
-        let at = (j.ns, j.name);
-        let p = Problem::new("ServiceImport", at, Reason::AddressRefused, message);
+        let p = Problem::new("ServiceImport", (ns, name), Reason::AddressRefused, message);
         j.problems.push(p);
     }
-    out.problems.append(&mut j.problems);
-    out.problems.append(&mut j.conflicts);
-    out
+    j.problems.append(&mut j.conflicts);
+    Judged {
+        import,
+        problems: j.problems,
+        refused,
+    }
 }
 
 /// What one service's judgement has found to say: problems with the objects it reads
@@ -288,6 +279,12 @@ fn from_linkerd<'a>(
     let covered = |link: &str, all: &[ClusterExport]| {
         read.contains(link) || all.iter().any(|m| m.link.as_deref() == Some(link))
     };
+    // A member is added unless its cluster has one already.
+    let add = |all: &mut Vec<ClusterExport>, e: ClusterExport| {
+        if !all.iter().any(|m| m.cluster == e.cluster) {
+            all.push(e);
+        }
+    };
     let mut federated: Option<&Read> = None;
     // The federated Service first: where there is one, Linkerd's mirrors of clusters this
     // bridge cannot read add no member (the federated Service stands for the service).
@@ -297,6 +294,15 @@ fn from_linkerd<'a>(
         .copied()
         .collect();
     for r in members {
+        // The member of cluster `id` (through Link `link`; None: this cluster) that `r` gives.
+        let member = |cluster: String, link: Option<&String>, ports| ClusterExport {
+            cluster,
+            link: link.cloned(),
+            object: Some(r.object.clone()),
+            shown: r.object.clone(),
+            ports,
+            ..ClusterExport::default()
+        };
         match &r.shape {
             Shape::Federated { remote, local, .. } => {
                 // The first by object name, should two claim the service.
@@ -305,36 +311,21 @@ fn from_linkerd<'a>(
                 }
                 federated = Some(r);
                 let carried = j.carried_of(r);
+                let ports = with_app(&r.ports, carried.as_ref());
                 for link in remote {
-                    if covered(link, all) {
-                        continue;
-                    }
-                    if let Some(id) = j.live(link, &r.object)
-                        && !all.iter().any(|m| m.cluster == id)
+                    if !covered(link, all)
+                        && let Some(id) = j.live(link, &r.object)
                     {
-                        all.push(ClusterExport {
-                            cluster: id,
-                            link: Some(link.clone()),
-                            object: Some(r.object.clone()),
-                            shown: r.object.clone(),
-                            ports: with_app(&r.ports, carried.as_ref()),
-                            ..ClusterExport::default()
-                        });
+                        add(all, member(id, Some(link), ports.clone()));
                     }
                 }
                 if *local && !own_read && !all.iter().any(|m| m.link.is_none()) {
                     match &j.naming.own {
-                        Some(own) if !all.iter().any(|m| &m.cluster == own) => all.push(ClusterExport {
-                            cluster: own.clone(),
-                            link: None,
-                            object: Some(r.object.clone()),
-                            shown: r.object.clone(),
-                            ports: with_app(&r.ports, carried.as_ref()),
-                            // Linkerd writes the federated Service from its local member.
+                        // Linkerd writes the federated Service from its local member.
+                        Some(own) => add(all, ClusterExport {
                             carried,
-                            ..ClusterExport::default()
+                            ..member(own.clone(), None, ports)
                         }),
-                        Some(_) => {}
                         None => j.problem(
                             &r.object,
                             "a local member is not listed in status.clusters without a cluster id (the ClusterProperty cluster.clusterset.k8s.io, or --cluster-id)".into(),
@@ -344,23 +335,18 @@ fn from_linkerd<'a>(
             }
             Shape::Mirror { link: cluster, .. } => {
                 let headless = r.headless;
-                let mut endpoints: Vec<Endpoint> = Vec::new();
-                if !headless {
-                    endpoints.extend(r.ips.iter().map(|ip| Endpoint::ready(None, *ip)));
-                }
-                for h in hosts
-                    .get(r.object.as_str())
-                    .into_iter()
-                    .flatten()
-                    .filter(|_| headless)
-                {
-                    if let (Shape::Host { link, hostname, .. }, Some(ip)) =
-                        (&h.shape, h.ips.first())
-                        && link == cluster
-                    {
-                        endpoints.push(Endpoint::ready(Some(hostname.clone()), *ip));
-                    }
-                }
+                let endpoints: Vec<Endpoint> = if headless {
+                    let hosts = hosts.get(r.object.as_str()).into_iter().flatten();
+                    (hosts.filter_map(|h| match (&h.shape, h.ips.first()) {
+                        (Shape::Host { link, hostname, .. }, Some(ip)) if link == cluster => {
+                            Some(Endpoint::ready(Some(hostname.clone()), *ip))
+                        }
+                        _ => None,
+                    }))
+                    .collect()
+                } else {
+                    r.ips.iter().map(|ip| Endpoint::ready(None, *ip)).collect()
+                };
                 if let Some(m) = all
                     .iter_mut()
                     .find(|m| m.link.as_deref() == Some(cluster.as_str()))
@@ -377,23 +363,19 @@ fn from_linkerd<'a>(
                     continue;
                 }
                 let carried = j.carried_of(r);
-                let Some(id) = j.live(cluster, &r.object) else {
-                    continue;
-                };
-                if all.iter().any(|m| m.cluster == id) {
-                    continue;
+                if let Some(id) = j.live(cluster, &r.object) {
+                    let ports = with_app(&r.ports, carried.as_ref());
+                    let m = member(id, Some(cluster), ports);
+                    add(
+                        all,
+                        ClusterExport {
+                            headless,
+                            carried,
+                            endpoints,
+                            ..m
+                        },
+                    );
                 }
-                all.push(ClusterExport {
-                    cluster: id,
-                    link: Some(cluster.clone()),
-                    object: Some(r.object.clone()),
-                    shown: r.object.clone(),
-                    headless,
-                    ports: with_app(&r.ports, carried.as_ref()),
-                    carried,
-                    endpoints,
-                    ..ClusterExport::default()
-                });
             }
             Shape::Host { .. } => {}
         }
@@ -414,17 +396,11 @@ fn merge(j: &mut Judging, all: &[ClusterExport], federated: Option<&Read>) -> Op
         .find_map(|m| Some((m.carried.clone()?, m.object.as_deref().unwrap_or(name))))
         .unwrap_or_else(|| (Carried::default(), name));
     let (labels, annotations) = exported_metadata(&carried, |m| j.problem(carried_by, m));
-    let mut spec_fields = BTreeMap::new();
-    for field in [
-        "sessionAffinity",
-        "sessionAffinityConfig",
-        "internalTrafficPolicy",
-        "trafficDistribution",
-    ] {
-        if let Some(v) = carried.field(field) {
-            spec_fields.insert(field.to_string(), v);
-        }
-    }
+    // The compared fields a ServiceImport's spec has (the first four; not ipFamilies, which it
+    // has from the endpoints, nor the exported labels and annotations, its metadata's).
+    let spec_fields: BTreeMap<String, Value> = (COMPARED[..4].iter())
+        .filter_map(|(field, _)| Some((field.to_string(), carried.field(field)?)))
+        .collect();
     let kind = |headless: bool| if headless { "headless" } else { "ClusterSetIP" };
     // Each cluster of the oldest's type, its ports added to the union by name (the older
     // export's port where a name clashes, KEP-1645 "Service Port"); each cluster's slices
@@ -594,12 +570,7 @@ fn port_conflicts(
     union: &[Port],
 ) {
     let name = j.name;
-    let bare = |ports: &[Port]| -> Vec<(String, String, i32)> {
-        ports
-            .iter()
-            .map(|p| (p.name.clone(), p.protocol.clone(), p.port))
-            .collect()
-    };
+    let bare = |ports: &[Port]| ports.iter().map(Port::mirrored).collect::<Vec<_>>();
     let differ = taken.iter().any(|(_, own)| bare(own) != bare(union));
     for (m, own) in taken.iter().filter(|_| differ) {
         let Some(object) = &m.object else { continue };

@@ -2,6 +2,7 @@
 //! [`crate::source::linkerd::shape::classify`], the reading `--source linkerd` makes too), its
 //! addresses, ports and the export spec carried on it.
 
+use kube::ResourceExt as _;
 use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::Service;
@@ -29,10 +30,8 @@ pub(super) struct Read {
 /// What `svc` is, if it is one of Linkerd's multicluster Services; an error names what is
 /// wrong with one that is.
 pub(super) fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
-    let labels = svc.metadata.labels.clone().unwrap_or_default();
-    let annotations = svc.metadata.annotations.clone().unwrap_or_default();
     // The reading `--source linkerd` makes too.
-    let shape = match classify(ns, &labels, &annotations) {
+    let shape = match classify(ns, svc.labels(), svc.annotations()) {
         Ok(shape) => shape,
         Err(Unread::Passed(_)) => return Ok(None),
         Err(Unread::Invalid(_, why)) => return Err(why),
@@ -44,7 +43,7 @@ pub(super) fn read(ns: &str, svc: &Service) -> Result<Option<Read>, String> {
         _ => ips.iter().map(Family::of).collect(),
     };
     let ports = spec.ports.iter().flatten().map(Port::of).collect();
-    let carried = annotations.get(CARRIED).map(|text| {
+    let carried = svc.annotations().get(CARRIED).map(|text| {
         Carried::parse(text)
             .map_err(|e| format!("{e}; the import leaves out the fields it carries"))
     });
