@@ -14,23 +14,16 @@ use tokio_util::sync::CancellationToken;
 use tracing::error;
 
 use super::clusters;
-use super::clusters::Changed;
 use super::metrics::BridgeMetrics;
-use super::model::{EXPORTED, LABELLED, LINKERDS, MANAGER, owned_labels};
+use super::model::{EXPORTED, LABELLED, LINKERDS, owned_labels};
 use super::runtime::crd::{CRD_RECHECK, Crd, resource};
 use super::runtime::feed::{Feed, merged};
-use super::runtime::runner::{self, Marks};
+use super::runtime::runner::{self, Mark, Marks};
 use super::runtime::store::Heard;
 use super::runtime::{Key, api_error, events};
 
 /// How many keys each half brings up to date at once.
 const CONCURRENT: usize = 16;
-
-/// What writes the bridge's Events: the controller `linkerd-bridge.clusterset-dns.io`, this
-/// replica's Lease identity as its instance.
-pub(super) fn recorder(client: &kube::Client, identity: &str) -> events::Recorder {
-    events::Recorder::new(client.clone(), MANAGER, identity)
-}
 
 /// Writes an Event about `reference` (its note cut to the API's 1,000 characters); one that
 /// cannot be written is logged, and the work it reports on stands.
@@ -76,7 +69,7 @@ pub(super) struct Shared {
 impl Shared {
     /// Runs a half (`name`) while this replica leads: the runner that brings what is marked up
     /// to date, and the half's watches. Each change its feeds (`heard`) tell of marks what
-    /// `on_key` says it can affect (given which feed, the key, and its marks before and now);
+    /// `on_key` says it can affect (given which feed, the key, and its marks before or now);
     /// a feed's full list, or a cluster that came, went or was listed, marks everything. The
     /// half is ready (on `/ready`, and for the runner) once every feed and every cluster was
     /// listed: until then a judgement would leave out what exists (`not_listed` says why).
@@ -85,7 +78,7 @@ impl Shared {
         (name, half): (&'static str, &R),
         resync: Duration,
         (heard, not_listed): (Vec<UnboundedReceiver<Heard>>, &str),
-        on_key: impl Fn(usize, Key, [u8; 2], &Marks<Key>),
+        on_key: impl Fn(usize, Key, u8, &Marks<Key>),
     ) where
         R: runner::Reconciler<Key = Key>,
     {
@@ -110,12 +103,12 @@ impl Shared {
                             listed[n] = true;
                             marks.all();
                         }
-                        Some((n, Heard::Key { key, was, now })) => on_key(n, key, [was, now], &marks),
+                        Some((n, Heard::Key { key, was, now })) => on_key(n, key, was | now, &marks),
                         None => return,
                     },
                     change = changes.recv() => match change {
-                        Some(Changed::Keys(keys)) => marks.keys(keys),
-                        Some(Changed::All) => marks.all(),
+                        Some(Mark::Keys(keys)) => marks.keys(keys),
+                        Some(Mark::All) => marks.all(),
                         None => return,
                     },
                 }

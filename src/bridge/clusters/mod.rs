@@ -41,6 +41,7 @@ mod read;
 use super::model::{EXPORTED, Exports, LINK};
 use super::runtime::crd::{CRD_RECHECK, resource};
 use super::runtime::feed::{Feed, merged};
+use super::runtime::runner::Mark;
 use super::runtime::store::{self, Codec, Heard};
 use super::runtime::{Key, sleep_until};
 use crate::source::about::{CLUSTER_ID, ClusterProperties};
@@ -56,15 +57,6 @@ const CREDENTIALS_RETRY: Duration = Duration::from_secs(10);
 /// beyond `--max-objects-per-link`, or went while others were left out: a cluster that floods
 /// the bridge costs it at most one list of its exports this often.
 const RELIST_LEFT_OUT: Duration = Duration::from_secs(30);
-
-/// What changed, for the halves to bring up to date.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Changed {
-    /// The exports of these services.
-    Keys(Vec<Key>),
-    /// A cluster came, went, or was listed: every service.
-    All,
-}
 
 /// Whether a Link's cluster's exports are read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +104,7 @@ struct State {
     /// By the Link's namespace and name.
     links: BTreeMap<Key, Linked>,
     links_listed: bool,
-    subscribers: Vec<mpsc::UnboundedSender<Changed>>,
+    subscribers: Vec<mpsc::UnboundedSender<Mark<Key>>>,
 }
 
 /// The exports of this cluster and of each linked one. Cheap to clone.
@@ -132,7 +124,7 @@ pub struct Peers {
 
 impl Clusters {
     /// A receiver of every change from now on.
-    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Changed> {
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Mark<Key>> {
         let (tx, rx) = mpsc::unbounded_channel();
         self.lock().subscribers.push(tx);
         rx
@@ -142,9 +134,9 @@ impl Clusters {
         self.state.lock().expect("not poisoned")
     }
 
-    fn tell(&self, c: Changed) {
+    fn tell(&self, c: Mark<Key>) {
         let mut s = self.lock();
-        if c == Changed::All
+        if c == Mark::All
             && let Some(m) = &s.metrics
         {
             let read = s.links.values().filter(|l| l.reach == Reach::Read).count();
@@ -319,15 +311,15 @@ pub(crate) fn start(
             match h {
                 Some((n, Heard::Listed)) => {
                     c.lock().own_listed[n] = true;
-                    c.tell(Changed::All);
+                    c.tell(Mark::All);
                 }
                 Some((0, Heard::Key { key, was, now })) if (was | now) & EXPORTED != 0 => {
-                    c.tell(Changed::Keys(vec![key]));
+                    c.tell(Mark::Keys(vec![key]));
                 }
                 Some((0, Heard::Key { .. })) => {}
                 Some((_, Heard::Key { key, .. })) => {
                     let own = c.lock().own_slices.clone().expect("set at start");
-                    c.tell(Changed::Keys(own.heard(&key)));
+                    c.tell(Mark::Keys(own.heard(&key)));
                 }
                 None => return,
             }
@@ -342,7 +334,7 @@ pub(crate) fn start(
                     // No Links: nothing linked to read (yet).
                     if !c.lock().links_listed {
                         c.lock().links_listed = true;
-                        c.tell(Changed::All);
+                        c.tell(Mark::All);
                     }
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
@@ -401,7 +393,7 @@ impl Clusters {
                 s.own_id = id;
                 s.own_id_read = true;
                 drop(s);
-                self.tell(Changed::All);
+                self.tell(Mark::All);
             }
             tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -439,13 +431,13 @@ impl Clusters {
                         Some(spec) => self.linked(&client, spec, &shutdown),
                         None => {
                             self.unlinked(&key);
-                            self.tell(Changed::All);
+                            self.tell(Mark::All);
                         }
                     }
                 }
                 Some(Heard::Listed) => {
                     self.lock().links_listed = true;
-                    self.tell(Changed::All);
+                    self.tell(Mark::All);
                 }
                 None => break,
             }
@@ -515,7 +507,7 @@ impl Clusters {
             _ => false,
         };
         if changed {
-            self.tell(Changed::All);
+            self.tell(Mark::All);
         }
     }
 
@@ -599,12 +591,12 @@ impl Clusters {
                                 .is_some_and(|l| !std::mem::replace(&mut l.listed, true));
                             self.reach(&key, Reach::Read);
                             if first {
-                                self.tell(Changed::All);
+                                self.tell(Mark::All);
                             }
                         }
                         Some(Ok(Learned::Stale)) => {}
-                        Some(Ok(Learned::Service(key))) => self.tell(Changed::Keys(vec![key])),
-                        Some(Ok(Learned::Slice(key))) => self.tell(Changed::Keys(slices.heard(&key))),
+                        Some(Ok(Learned::Service(key))) => self.tell(Mark::Keys(vec![key])),
+                        Some(Ok(Learned::Slice(key))) => self.tell(Mark::Keys(slices.heard(&key))),
                         Some(Err(e)) => {
                             let why = format!("watching its exported Services and their EndpointSlices: {e}");
                             warn!(link = %link, "{why}");

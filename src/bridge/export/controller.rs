@@ -19,7 +19,9 @@ use super::judge::{conditions, owned_labels};
 use super::read::{carried, exported, keys_of_service, linkerd_wrote, mirror_peers};
 use crate::bridge::clusters::Clusters;
 use crate::bridge::metrics::BridgeMetrics;
-use crate::bridge::model::{CARRIED, FIELD_MANAGER, LABELLED, LINKERDS, Port, SERVICE_EXPORT};
+use crate::bridge::model::{
+    CARRIED, FIELD_MANAGER, LABELLED, LINKERDS, MANAGER, Port, SERVICE_EXPORT,
+};
 use crate::bridge::runtime::events::{Recorder, Type as EventType};
 use crate::bridge::runtime::feed::Feed;
 use crate::bridge::runtime::index::{Index, Written};
@@ -51,7 +53,8 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
         // The Services the bridge labelled are marked: every key, and the gauge.
         services: shared.services.store().clone(),
         client: shared.client.clone(),
-        recorder: crate::bridge::shared::recorder(&shared.client, &identity),
+        // The controller the bridge's Events are reported by, this replica as its instance.
+        recorder: Recorder::new(shared.client.clone(), MANAGER, &identity),
         resource,
         config: settings,
         metrics: shared.metrics.clone(),
@@ -62,9 +65,7 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
     };
     let heard = vec![exports.subscribe(), shared.services.subscribe()];
     let half = ("export", &exporter);
-    let on_key = |feed, key, [was, now]: [u8; 2], marks: &Marks<Key>| {
-        exporter.heard(feed, key, was | now, marks);
-    };
+    let on_key = |feed, key, marked, marks: &Marks<Key>| exporter.heard(feed, key, marked, marks);
     let resync = exporter.config.resync;
     shared
         .drive(half, resync, (heard, NOT_LISTED), on_key)

@@ -25,7 +25,7 @@ use super::index::{Index, Indexes, Said, Told, keys_of_service};
 use super::{Import, Naming};
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::model::{LABEL_MANAGER, LABEL_ROUTE_OF, LABEL_SLICE_MANAGER, is_ours};
-use crate::bridge::model::{LINK, SERVICE_IMPORT};
+use crate::bridge::model::{LINK, MANAGER, SERVICE_IMPORT};
 use crate::bridge::model::{LINKERDS, OURS, Problem, Reason};
 use crate::bridge::runtime::events::{Recorder, Type as EventType};
 use crate::bridge::runtime::feed::Feed;
@@ -95,7 +95,8 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
         slices: slices.store().clone(),
         twins: twins.store().clone(),
         client: shared.client.clone(),
-        recorder: crate::bridge::shared::recorder(&shared.client, &identity),
+        // The controller the bridge's Events are reported by, this replica as its instance.
+        recorder: Recorder::new(shared.client.clone(), MANAGER, &identity),
         si,
         settings,
         metrics: shared.metrics.clone(),
@@ -112,9 +113,7 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
         twins.subscribe(),
     ];
     let half = ("import", &importer);
-    let on_key = |feed, key, [was, now]: [u8; 2], marks: &Marks<Key>| {
-        importer.heard(feed, key, was | now, marks);
-    };
+    let on_key = |feed, key, marked, marks: &Marks<Key>| importer.heard(feed, key, marked, marks);
     let resync = importer.settings.resync;
     shared
         .drive(half, resync, (heard, NOT_LISTED), on_key)
@@ -183,8 +182,24 @@ impl Reconciler for Importer {
         }
     }
 
+    /// The gauges: what the bridge wrote, what it left to others, what it could not use.
     fn idle(&self) {
-        self.count();
+        let si_mine = self.imports.count_marked(OURS);
+        let sl_mine = self.slices.count_marked(OURS) + self.twins.count_marked(OURS);
+        let told = self.told.lock().expect("not poisoned");
+        let (si_foreign, sl_foreign) = told
+            .by_key
+            .values()
+            .fold((0, 0), |(a, b), s| (a + s.foreign.0, b + s.foreign.1));
+        let refused = told.by_key.values().map(|s| s.refused).sum();
+        let unusable: BTreeSet<&(String, String)> =
+            told.by_key.values().flat_map(|s| &s.unusable).collect();
+        self.metrics.imports(
+            [si_mine, sl_mine],
+            [si_foreign, sl_foreign],
+            unusable.len(),
+            refused,
+        );
     }
 }
 
@@ -258,10 +273,8 @@ impl Importer {
         let exports = self.clusters.exports_of(key, &mut unreadable);
         let policy = &self.settings.policy;
         let mut judged = super::judge(key, &services, &links, (&naming, policy), &exports);
-        if let Some(i) = judged
-            .import
-            .as_mut()
-            .filter(|_| !self.settings.route_outside_mesh)
+        if !self.settings.route_outside_mesh
+            && let Some(i) = &mut judged.import
         {
             i.route = None;
         }
@@ -321,49 +334,21 @@ impl Importer {
         }
     }
 
-    /// The EndpointSlices of service `key` the bridge created, twins included.
+    /// The EndpointSlices of service `key` the bridge created, twins included, that the index
+    /// names and that still name it (the index may be a step behind the stores).
     fn our_slices(&self, key: &Key) -> Vec<Arc<EndpointSlice>> {
-        let mut slices = self.named(|i| &i.slices, &self.slices, key, key_of_slice);
-        slices.extend(self.named(|i| &i.slices, &self.twins, key, key_of_slice));
-        slices.retain(|s| is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER));
+        let names = self.index.lock().expect("not poisoned").slices.names(key);
+        let of = |store: &Store<EndpointSlice>| {
+            let slices = names.iter().filter_map(|n| store.get(&key.0, n));
+            slices.collect::<Vec<_>>()
+        };
+        let mut slices = of(&self.slices);
+        slices.extend(of(&self.twins));
+        slices.retain(|s| {
+            key_of_slice(s).as_ref() == Some(key)
+                && is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER)
+        });
         slices
-    }
-
-    /// The objects of `store` that `index` names for service `key` and that still name it
-    /// (`key_of`: the index may be a step behind the store).
-    fn named<K: kube::Resource + serde::de::DeserializeOwned>(
-        &self,
-        index: fn(&Indexes) -> &Index,
-        store: &Store<K>,
-        key: &Key,
-        key_of: fn(&K) -> Option<Key>,
-    ) -> Vec<Arc<K>> {
-        let names = index(&self.index.lock().expect("not poisoned")).names(key);
-        names
-            .iter()
-            .filter_map(|n| store.get(&key.0, n))
-            .filter(|o| key_of(o).as_ref() == Some(key))
-            .collect()
-    }
-
-    /// The gauges: what the bridge wrote, what it left to others, what it could not use.
-    fn count(&self) {
-        let si_mine = self.imports.count_marked(OURS);
-        let sl_mine = self.slices.count_marked(OURS) + self.twins.count_marked(OURS);
-        let told = self.told.lock().expect("not poisoned");
-        let (si_foreign, sl_foreign) = told
-            .by_key
-            .values()
-            .fold((0, 0), |(a, b), s| (a + s.foreign.0, b + s.foreign.1));
-        let refused = told.by_key.values().map(|s| s.refused).sum();
-        let unusable: BTreeSet<&(String, String)> =
-            told.by_key.values().flat_map(|s| &s.unusable).collect();
-        self.metrics.imports(
-            [si_mine, sl_mine],
-            [si_foreign, sl_foreign],
-            unusable.len(),
-            refused,
-        );
     }
 }
 

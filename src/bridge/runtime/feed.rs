@@ -16,18 +16,10 @@ use super::Watched;
 use super::store::{Heard, Store, Writer};
 
 /// A store, the watch that feeds it and its readers. Cheap to clone.
+#[derive(Clone)]
 pub(crate) struct Feed<K> {
     store: Store<K>,
     state: Arc<Mutex<Feeding<K>>>,
-}
-
-impl<K> Clone for Feed<K> {
-    fn clone(&self) -> Self {
-        Feed {
-            store: self.store.clone(),
-            state: self.state.clone(),
-        }
-    }
 }
 
 struct Feeding<K> {

@@ -34,15 +34,9 @@ pub enum Mark<K> {
     All,
 }
 
-/// The sending side the watches mark through. Cheap to clone.
+/// The sending side the watches mark through.
 #[derive(Debug)]
 pub struct Marks<K>(mpsc::UnboundedSender<Mark<K>>);
-
-impl<K> Clone for Marks<K> {
-    fn clone(&self) -> Self {
-        Marks(self.0.clone())
-    }
-}
 
 impl<K> Marks<K> {
     pub fn channel() -> (Marks<K>, mpsc::UnboundedReceiver<Mark<K>>) {

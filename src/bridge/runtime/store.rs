@@ -50,20 +50,11 @@ pub(crate) enum Heard {
 
 /// The objects of one watch, by namespace and name. Cheap to clone; every clone reads the
 /// same objects.
+#[derive(Clone)]
 pub(crate) struct Store<K> {
     map: Arc<RwLock<HashMap<Key, Entry>>>,
     codec: Arc<Codec>,
     of: PhantomData<fn() -> K>,
-}
-
-impl<K> Clone for Store<K> {
-    fn clone(&self) -> Self {
-        Store {
-            map: self.map.clone(),
-            codec: self.codec.clone(),
-            of: PhantomData,
-        }
-    }
 }
 
 impl<K: kube::Resource + DeserializeOwned> Store<K> {
@@ -295,7 +286,7 @@ pub(crate) struct Writer<K> {
     leaving: usize,
 }
 
-impl<K: kube::Resource + Serialize> Writer<K> {
+impl<K: kube::Resource + Serialize + Clone> Writer<K> {
     pub(crate) fn new(marks: Marker<K>, codec: Arc<Codec>) -> Self {
         Writer {
             store: Store {
@@ -429,15 +420,14 @@ fn metadata(v: &mut Value, also: &[&str]) {
         return;
     };
     m.retain(|k, _| METADATA.contains(&k.as_str()) || also.contains(&k.as_str()));
-    for f in m
-        .get_mut("managedFields")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object_mut)
-    {
+    for f in objects(m.get_mut("managedFields")) {
         f.retain(|k, _| matches!(k.as_str(), "manager" | "subresource" | "fieldsV1"));
     }
+}
+
+/// The objects in the list `v`, if it is one.
+fn objects(v: Option<&mut Value>) -> impl Iterator<Item = &mut serde_json::Map<String, Value>> {
+    (v.and_then(Value::as_array_mut).into_iter().flatten()).filter_map(Value::as_object_mut)
 }
 
 /// A kind of k8s-openapi's needs no `apiVersion` and `kind` to decode: its type says them.
@@ -504,13 +494,7 @@ fn service(v: &mut Value) {
     }
     if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
         spec.retain(|k, _| SPEC.contains(&k.as_str()));
-        for p in spec
-            .get_mut("ports")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object_mut)
-        {
+        for p in objects(spec.get_mut("ports")) {
             p.retain(|k, _| matches!(k.as_str(), "name" | "protocol" | "port" | "appProtocol"));
         }
     }
@@ -529,13 +513,7 @@ fn pods(v: &mut Value) {
             l.retain(|k, _| k == crate::source::mcs::LABEL_KUBERNETES_SERVICE_NAME);
         }
     }
-    for e in (v
-        .get_mut("endpoints")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten())
-    .filter_map(Value::as_object_mut)
-    {
+    for e in objects(v.get_mut("endpoints")) {
         e.retain(|k, _| matches!(k.as_str(), "addresses" | "conditions" | "hostname"));
     }
 }
