@@ -82,20 +82,19 @@ struct Linked {
     stop: CancellationToken,
 }
 
-#[derive(Default)]
 struct State {
     /// Where the links' reach and this cluster's id are counted.
-    metrics: Option<Arc<super::metrics::BridgeMetrics>>,
+    metrics: Arc<super::metrics::BridgeMetrics>,
     /// This cluster's id: `--cluster-id`, else the ClusterProperty's.
     own_id: Option<String>,
     /// Whether the id is known or was looked for once.
     own_id_read: bool,
-    own: Option<ExportedStores>,
-    own_slices: Option<SliceStores>,
+    own: ExportedStores,
+    own_slices: SliceStores,
     /// Whether this cluster's exported Services, and their slices (both watches), were listed.
     own_listed: [bool; 3],
     /// What packs the linked clusters' exported Services, and every cluster's slices of them.
-    codecs: Option<[Arc<Codec>; 2]>,
+    codecs: [Arc<Codec>; 2],
     /// The most objects of each of a linked cluster's watches kept (`--max-objects-per-link`).
     limit: usize,
     /// Whether the exports' pods are read (the import half runs: the export half needs none,
@@ -108,7 +107,7 @@ struct State {
 }
 
 /// The exports of this cluster and of each linked one. Cheap to clone.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Clusters {
     state: Arc<Mutex<State>>,
 }
@@ -136,11 +135,9 @@ impl Clusters {
 
     fn tell(&self, c: Mark<Key>) {
         let mut s = self.lock();
-        if c == Mark::All
-            && let Some(m) = &s.metrics
-        {
+        if c == Mark::All {
             let read = s.links.values().filter(|l| l.reach == Reach::Read).count();
-            m.clusters(read, s.links.len() - read, s.own_id.is_some());
+            (s.metrics).clusters(read, s.links.len() - read, s.own_id.is_some());
         }
         s.subscribers.retain(|sub| sub.send(c.clone()).is_ok());
     }
@@ -158,12 +155,6 @@ impl Clusters {
     /// This cluster's id, if it has one.
     pub fn own_id(&self) -> Option<String> {
         self.lock().own_id.clone()
-    }
-
-    /// This cluster's exported Service `key`, if it is one.
-    pub fn own(&self, key: &Key) -> Option<Arc<Service>> {
-        let s = self.lock();
-        s.own.as_ref()?.get(key)
     }
 
     /// The linked clusters' exports of `key`, and which clusters were read.
@@ -201,8 +192,10 @@ impl Clusters {
         };
         // The Services under the lock; their slices, decoding, after it (reconciles of every
         // import come here).
-        let own =
-            (s.own.as_ref().and_then(|e| e.get(key))).map(|svc| (None, svc, s.own_slices.clone()));
+        let own = s
+            .own
+            .get(key)
+            .map(|svc| (None, svc, Some(s.own_slices.clone())));
         let linked = s.links.values().filter_map(|l| {
             let svc = l.exports.as_ref()?.get(key)?;
             Some((Some(l.target.clone()), svc, l.slices.clone()))
@@ -237,9 +230,8 @@ impl Clusters {
     pub fn keys(&self) -> Vec<Key> {
         let s = self.lock();
         let mut keys = BTreeSet::new();
-        for e in s
-            .own
-            .iter()
+        for e in [&s.own]
+            .into_iter()
             .chain(s.links.values().filter_map(|l| l.exports.as_ref()))
         {
             keys.extend(e.keys());
@@ -259,7 +251,6 @@ pub(crate) fn start(
     services: &Feed<Service>,
     shutdown: CancellationToken,
 ) -> Clusters {
-    let clusters = Clusters::default();
     let codecs = [Codec::services(), Codec::pods()];
     let slices = [0, 1].map(|_| Feed::new(store::Writer::new(store::unmarked, codecs[1].clone())));
     for (feed, selector) in slices.iter().zip(selectors()).filter(|_| pods) {
@@ -268,29 +259,26 @@ pub(crate) fn start(
         let what = "this cluster's EndpointSlices of its exported Services";
         tokio::spawn(feed.clone().run(api, config, what, shutdown.clone()));
     }
-    {
-        let mut s = clusters.lock();
-        s.metrics = Some(metrics);
-        s.own = Some(ExportedStores::Own(services.store().clone()));
-        s.own_slices = Some(SliceStores::new(
-            slices.each_ref().map(|f| f.store().clone()),
-        ));
-        s.codecs = Some(codecs);
-        s.limit = limit;
-        s.pods = pods;
-        // Not read: nothing to wait for.
-        s.own_listed = [false, !pods, !pods];
-    }
-    match cluster_id {
-        Some(id) => {
-            let mut s = clusters.lock();
-            s.own_id = Some(id);
-            s.own_id_read = true;
-        }
-        None => {
-            let (c, client, stop) = (clusters.clone(), client.clone(), shutdown.clone());
-            tokio::spawn(async move { c.follow_cluster_id(client, stop).await });
-        }
+    let clusters = Clusters {
+        state: Arc::new(Mutex::new(State {
+            metrics,
+            own_id_read: cluster_id.is_some(),
+            own_id: cluster_id.clone(),
+            own: ExportedStores::Own(services.store().clone()),
+            own_slices: SliceStores::new(slices.each_ref().map(|f| f.store().clone())),
+            // Not read: nothing to wait for.
+            own_listed: [false, !pods, !pods],
+            codecs,
+            limit,
+            pods,
+            links: BTreeMap::new(),
+            links_listed: false,
+            subscribers: Vec::new(),
+        })),
+    };
+    if cluster_id.is_none() {
+        let (c, client, stop) = (clusters.clone(), client.clone(), shutdown.clone());
+        tokio::spawn(async move { c.follow_cluster_id(client, stop).await });
     }
     let (c, stop) = (clusters.clone(), shutdown.clone());
     // Not read, the slices' feeds are not heard.
@@ -318,7 +306,7 @@ pub(crate) fn start(
                 }
                 Some((0, Heard::Key { .. })) => {}
                 Some((_, Heard::Key { key, .. })) => {
-                    let own = c.lock().own_slices.clone().expect("set at start");
+                    let own = c.lock().own_slices.clone();
                     c.tell(Mark::Keys(own.heard(&key)));
                 }
                 None => return,
@@ -491,9 +479,7 @@ impl Clusters {
         };
         if let Some(l) = gone {
             l.stop.cancel();
-            if let Some(m) = metrics {
-                m.left_out(key, None);
-            }
+            metrics.left_out(key, None);
             info!(link = %format!("{}/{}", key.0, key.1), cluster = %l.target, "Link gone: its cluster's exports are no longer read");
         }
     }
@@ -527,7 +513,7 @@ impl Clusters {
         let link = format!("{}/{}", key.0, key.1);
         let (codecs, limit, pods) = {
             let s = self.lock();
-            (s.codecs.clone().expect("set at start"), s.limit, s.pods)
+            (s.codecs.clone(), s.limit, s.pods)
         };
         let (feeds, readers, slices) = writers(&codecs, limit);
         // What the last lists left out (none yet), and whether that was said in the log.
@@ -569,9 +555,7 @@ impl Clusters {
                     }
                     left_out = Some(now);
                     let metrics = self.lock().metrics.clone();
-                    if let Some(m) = metrics {
-                        m.left_out(&key, Some(now));
-                    }
+                    metrics.left_out(&key, Some(now));
                 }
                 // Objects came beyond the limit, or room was made under it: listed again, at
                 // most once a RELIST_LEFT_OUT, to count what is left out and read what fits.
