@@ -31,6 +31,7 @@ mod shared;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -38,7 +39,9 @@ use crate::source::kube::ClientError;
 pub use export::Config as ExportConfig;
 pub use import::Config as ImportConfig;
 use metrics::BridgeMetrics;
+use runtime::feed::Feed;
 use runtime::lease;
+use runtime::store::{Codec, Writer};
 use shared::Shared;
 
 #[derive(Debug, Clone)]
@@ -100,17 +103,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
         leading_tx,
         shutdown.clone(),
     ));
-    let services = runtime::feed::Feed::new(runtime::store::Writer::new(
-        shared::service_marks,
-        runtime::store::Codec::services(),
-    ));
-    let api = kube::Api::all(client.clone());
-    let config_all = kube::runtime::watcher::Config::default();
-    tokio::spawn(
-        services
-            .clone()
-            .run(api, config_all, "Services", shutdown.clone()),
-    );
+    let services = Feed::new(Writer::new(shared::service_marks, Codec::services()));
+    let (api, all) = (kube::Api::all(client.clone()), watcher::Config::default());
+    tokio::spawn(services.clone().run(api, all, "Services", shutdown.clone()));
     let clusters = clusters::start(
         client.clone(),
         (
@@ -130,25 +125,19 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Brid
         leading,
         shutdown: shutdown.clone(),
     };
-    for (half, on) in [
+    let on = [
         ("export", config.export.is_some()),
         ("import", config.import.is_some()),
-    ] {
-        if on {
-            shared.metrics.waiting(half, Some("starting".into()));
-        }
+    ];
+    for (half, _) in on.iter().filter(|(_, on)| *on) {
+        shared.metrics.waiting(half, Some("starting".into()));
     }
-    info!(admin = %config.admin, export = config.export.is_some(), import = config.import.is_some(), "linkerd-bridge starting");
-    let export = config.export.clone().map(|settings| {
-        let shared = shared.clone();
-        let identity = config.lease.identity.clone();
-        tokio::spawn(export::run(shared, settings, identity))
-    });
-    let import = config.import.clone().map(|settings| {
-        let shared = shared.clone();
-        let identity = config.lease.identity.clone();
-        tokio::spawn(import::run(shared, settings, identity))
-    });
+    info!(admin = %config.admin, export = on[0].1, import = on[1].1, "linkerd-bridge starting");
+    let id = &config.lease.identity;
+    let export =
+        (config.export.clone()).map(|c| tokio::spawn(export::run(shared.clone(), c, id.clone())));
+    let import =
+        (config.import.clone()).map(|c| tokio::spawn(import::run(shared.clone(), c, id.clone())));
     for half in [export, import].into_iter().flatten() {
         let _ = half.await;
     }

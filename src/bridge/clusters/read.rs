@@ -2,12 +2,12 @@
 //! of exported Services, their stores and watches, one exported Service as the halves read it,
 //! and a Link's target and credentials.
 
-use kube::ResourceExt as _;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use serde_json::Value;

@@ -2,12 +2,12 @@
 //! to what [`super::judge`](fn@super::judge) says: Linkerd's label on its Service (server-side applied under
 //! the bridge's field manager, taken back when the export goes) and the export's conditions.
 
-use kube::ResourceExt as _;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Service;
+use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher;

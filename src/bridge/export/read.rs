@@ -2,13 +2,11 @@
 //! what the judge compares, and the peers Linkerd's mirrors show for clusters that cannot be
 //! read.
 
-use kube::ResourceExt as _;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
+use kube::ResourceExt as _;
 use kube::api::DynamicObject;
-use serde_json::Value;
 
 use super::judge::{ClusterExport, Exported, Port};
 use crate::bridge::model::CARRIED;
@@ -23,25 +21,13 @@ use crate::source::linkerd::shape::{Shape, classify, services_named};
 /// `internalTrafficPolicy`, `trafficDistribution`, `ipFamilies` and ports with their
 /// `appProtocol`, and the export's `exportedLabels` and `exportedAnnotations`.
 pub(super) fn carried(svc: &Service, export: &DynamicObject, cluster: Option<String>) -> Carried {
-    let strings = |key: &str| -> BTreeMap<String, String> {
-        // The CRD's schema makes these maps of strings; anything else is not carried.
-        match export.data["spec"][key].as_object() {
-            Some(map) if map.values().all(Value::is_string) => map
-                .iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                .collect(),
-            _ => BTreeMap::new(),
-        }
-    };
+    // The CRD's schema makes these maps of strings; anything else is not carried.
+    let strings = |key: &str| serde_json::from_value(export.data["spec"][key].clone());
     Carried {
         cluster,
-        export_created: export
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.to_string()),
-        exported_labels: strings("exportedLabels"),
-        exported_annotations: strings("exportedAnnotations"),
+        export_created: export.creation_timestamp().map(|t| t.0.to_string()),
+        exported_labels: strings("exportedLabels").unwrap_or_default(),
+        exported_annotations: strings("exportedAnnotations").unwrap_or_default(),
         ..Carried::of_service(&svc.spec.clone().unwrap_or_default())
     }
 }

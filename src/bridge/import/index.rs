@@ -2,10 +2,10 @@
 //! EndpointSlices name each one (so that a service is judged from its own objects), and what
 //! is said about each one now.
 
-use kube::ResourceExt as _;
 use std::collections::{BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::Service;
+use kube::ResourceExt as _;
 
 use crate::bridge::model::Problem;
 use crate::bridge::runtime::Key;

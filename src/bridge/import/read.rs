@@ -2,10 +2,10 @@
 //! [`crate::source::linkerd::shape::classify`], the reading `--source linkerd` makes too), its
 //! addresses, ports and the export spec carried on it.
 
-use kube::ResourceExt as _;
 use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::Service;
+use kube::ResourceExt as _;
 
 use crate::bridge::model::CARRIED;
 use crate::bridge::model::{Family, Port, cluster_ips};
