@@ -153,10 +153,9 @@ impl BridgeMetrics {
 
     /// The linked clusters whose exports are read and not, and whether this one has an id.
     pub fn clusters(&self, read: usize, unread: usize, own_id: bool) {
-        self.linked.with_label_values(&["read"]).set(read as i64);
-        self.linked
-            .with_label_values(&["unread"])
-            .set(unread as i64);
+        for (state, n) in [("read", read), ("unread", unread)] {
+            self.linked.with_label_values(&[state]).set(n as i64);
+        }
         self.own_id.set(i64::from(own_id));
     }
 
@@ -205,12 +204,9 @@ impl BridgeMetrics {
     }
 
     pub fn managed(&self, exports: usize, labelled: usize) {
-        self.managed
-            .with_label_values(&["ServiceExport"])
-            .set(exports as i64);
-        self.managed
-            .with_label_values(&["Service"])
-            .set(labelled as i64);
+        for (kind, n) in [("ServiceExport", exports), ("Service", labelled)] {
+            self.managed.with_label_values(&[kind]).set(n as i64);
+        }
     }
 
     /// The conditions of export `key` are now `conditions` (none: the export is gone).
@@ -275,11 +271,9 @@ impl BridgeMetrics {
                     half => format!("{half} half: {why}"),
                 })
                 .collect();
-            if why.is_empty() {
-                Ok(())
-            } else {
-                Err(why.join("; "))
-            }
+            (!why.is_empty())
+                .then(|| why.join("; "))
+                .map_or(Ok(()), Err)
         };
         let metrics = || {
             let mut buf = Vec::new();

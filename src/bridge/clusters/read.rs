@@ -252,8 +252,7 @@ pub(super) fn writers(
 ) -> (Feeds, ExportedStores, SliceStores) {
     let service = || store::Writer::new(store::unmarked, codecs[0].clone()).limited(limit);
     let slice = || store::Writer::new(store::unmarked, codecs[1].clone()).limited(limit);
-    let services = [service(), service()];
-    let slices = [slice(), slice()];
+    let (services, slices) = ([service(), service()], [slice(), slice()]);
     let readers = ExportedStores::Linked(services.each_ref().map(store::Writer::reader));
     let slice_readers = SliceStores::new(slices.each_ref().map(store::Writer::reader));
     let feeds = Feeds {
@@ -283,17 +282,12 @@ pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport
     let mut ports = carried.ports.clone();
     ports.sort();
     ports.dedup();
-    let labels = svc.metadata.labels.as_ref();
-    let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    let label = |k: &str| svc.labels().get(k).map(String::as_str);
     let flat = label(LABEL_FEDERATED) == Some("member")
         || label(LABEL_EXPORTED_BY_LINKERD) == Some("remote-discovery");
+    let cluster = carried.cluster.as_deref().or(link).unwrap_or_default();
     Ok(ClusterExport {
-        cluster: carried
-            .cluster
-            .as_deref()
-            .or(link)
-            .unwrap_or_default()
-            .into(),
+        cluster: cluster.into(),
         link: link.map(str::to_string),
         object: None,
         shown: match link {
@@ -303,13 +297,10 @@ pub fn cluster_export(link: Option<&str>, svc: &Service) -> Result<ClusterExport
         headless,
         ports,
         carried: bridge.then_some(carried),
-        endpoints: match (link, headless) {
-            (None, false) => ips
-                .into_iter()
-                .map(|ip| Endpoint::ready(None, ip))
-                .collect(),
-            _ => Vec::new(),
-        },
+        endpoints: (ips.into_iter())
+            .filter(|_| link.is_none() && !headless)
+            .map(|ip| Endpoint::ready(None, ip))
+            .collect(),
         flat,
         pods: Vec::new(),
     })

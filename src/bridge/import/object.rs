@@ -135,20 +135,13 @@ pub(in crate::bridge) fn exported_metadata(
 ) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
     /// Kubernetes' limit on all of an object's annotations together.
     const ANNOTATIONS_MAX: usize = 256 * 1024;
-    let pairs = |key: &str| -> Vec<(String, String)> {
-        let map = match key {
-            "exportedLabels" => &carried.exported_labels,
-            _ => &carried.exported_annotations,
-        };
-        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-    };
     let mut labels = BTreeMap::new();
-    for (k, v) in pairs("exportedLabels") {
+    for (k, v) in &carried.exported_labels {
         let wrong = if k == LABEL_MANAGER {
             Some("the key says whose the ServiceImport is, and only the bridge sets it".into())
-        } else if let Err(e) = label_key(&k) {
+        } else if let Err(e) = label_key(k) {
             Some(format!("the key {e}"))
-        } else if !is_label_value(&v) {
+        } else if !is_label_value(v) {
             Some("the value is not a label value (at most 63 of [A-Za-z0-9-_.], beginning and ending with a letter or digit)".into())
         } else {
             None
@@ -158,18 +151,18 @@ pub(in crate::bridge) fn exported_metadata(
                 "exported label {k}={v:?} is left out of the ServiceImport: {why}"
             )),
             None => {
-                labels.insert(k, v);
+                labels.insert(k.clone(), v.clone());
             }
         }
     }
     let mut annotations = BTreeMap::new();
-    for (k, v) in pairs("exportedAnnotations") {
-        match label_key(&k) {
+    for (k, v) in &carried.exported_annotations {
+        match label_key(k) {
             Err(e) => problem(format!(
                 "exported annotation {k:?} is left out of the ServiceImport: the key {e}"
             )),
             Ok(()) => {
-                annotations.insert(k, v);
+                annotations.insert(k.clone(), v.clone());
             }
         }
     }
