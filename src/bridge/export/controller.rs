@@ -37,7 +37,7 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
         return;
     };
     shared.metrics.waiting("export", Some(NOT_LISTED.into()));
-    info!(version = %resource.version, default_mode = %settings.default_mode, "linkerd-bridge: export half starting");
+    info!(version = %resource.version, default_mode = %settings.default_mode.word(), "linkerd-bridge: export half starting");
     let exports = Feed::new(store::Writer::new(store::unmarked, Codec::exports()));
     let api = Api::all_with(shared.client.clone(), &resource);
     let what = "ServiceExports";
@@ -108,61 +108,6 @@ impl Reconciler for Exporter {
     type Key = Key;
     type Error = kube::Error;
 
-    fn every_key(&self) -> Vec<Key> {
-        Exporter::every_key(self)
-    }
-
-    async fn reconcile(&self, key: Key) -> Result<(), kube::Error> {
-        Exporter::reconcile(self, &key).await
-    }
-
-    fn ran(
-        &self,
-        key: &Key,
-        result: &Result<(), kube::Error>,
-        wait: Option<Duration>,
-        timing: Timing,
-    ) {
-        self.metrics.reconciled("export", result.is_ok(), timing);
-        if let (Err(e), Some(wait)) = (result, wait) {
-            warn!(namespace = %key.0, name = %key.1, error = %api_error(e), "export not brought up to date; trying again in {wait:?}");
-        }
-    }
-
-    fn idle(&self) {
-        let labelled = self.services.count_marked(LABELLED);
-        self.metrics.managed(self.exports.len(), labelled);
-    }
-}
-
-impl Exporter {
-    /// Marks what a change of export (`feed` 0) or Service (1) `key` can affect, keeping the
-    /// index of Linkerd's Services (`marked`: its marks before and now).
-    fn heard(&self, feed: usize, key: Key, marked: u8, marks: &Marks<Key>) {
-        if feed == 0 {
-            self.written_exports.heard(&key, &self.exports);
-            return marks.keys([key]);
-        }
-        self.written_services.heard(&key, &self.services);
-        // One of Linkerd's Services: what it stands for now and stood for before changes too.
-        if marked & LINKERDS != 0 {
-            let mut linkerds = self.linkerds.lock().expect("not poisoned");
-            let svc = self
-                .services
-                .get(&key.0, &key.1)
-                .filter(|s| linkerd_wrote(s));
-            marks.keys(match svc {
-                Some(s) => {
-                    let named = keys_of_service(&s);
-                    let before = linkerds.set(&key.0, &key.1, named.clone());
-                    named.into_iter().chain(before).collect()
-                }
-                None => linkerds.remove(&key),
-            });
-        }
-        marks.keys([key]);
-    }
-
     /// Every export, and every Service the bridge has labelled (whose export may be gone).
     fn every_key(&self) -> Vec<Key> {
         let mut keys = self.exports.keys();
@@ -171,7 +116,8 @@ impl Exporter {
     }
 
     /// Brings the export `key` (and its Service's label) to its verdict.
-    async fn reconcile(&self, key: &Key) -> Result<(), kube::Error> {
+    async fn reconcile(&self, key: Key) -> Result<(), kube::Error> {
+        let key = &key;
         let (ns, name) = (key.0.as_str(), key.1.as_str());
         let export = self
             .written_exports
@@ -256,6 +202,53 @@ impl Exporter {
         self.write_status(&export, &verdict).await?;
         self.metrics.conditions(key, &verdict.conditions);
         Ok(())
+    }
+
+    fn ran(
+        &self,
+        key: &Key,
+        result: &Result<(), kube::Error>,
+        wait: Option<Duration>,
+        timing: Timing,
+    ) {
+        self.metrics.reconciled("export", result.is_ok(), timing);
+        if let (Err(e), Some(wait)) = (result, wait) {
+            warn!(namespace = %key.0, name = %key.1, error = %api_error(e), "export not brought up to date; trying again in {wait:?}");
+        }
+    }
+
+    fn idle(&self) {
+        let labelled = self.services.count_marked(LABELLED);
+        self.metrics.managed(self.exports.len(), labelled);
+    }
+}
+
+impl Exporter {
+    /// Marks what a change of export (`feed` 0) or Service (1) `key` can affect, keeping the
+    /// index of Linkerd's Services (`marked`: its marks before and now).
+    fn heard(&self, feed: usize, key: Key, marked: u8, marks: &Marks<Key>) {
+        if feed == 0 {
+            self.written_exports.heard(&key, &self.exports);
+            return marks.keys([key]);
+        }
+        self.written_services.heard(&key, &self.services);
+        // One of Linkerd's Services: what it stands for now and stood for before changes too.
+        if marked & LINKERDS != 0 {
+            let mut linkerds = self.linkerds.lock().expect("not poisoned");
+            let svc = self
+                .services
+                .get(&key.0, &key.1)
+                .filter(|s| linkerd_wrote(s));
+            marks.keys(match svc {
+                Some(s) => {
+                    let named = keys_of_service(&s);
+                    let before = linkerds.set(&key.0, &key.1, named.clone());
+                    named.into_iter().chain(before).collect()
+                }
+                None => linkerds.remove(&key),
+            });
+        }
+        marks.keys([key]);
     }
 
     /// The linked clusters' exports of `key` as peers, and which clusters were read; a linked

@@ -10,7 +10,6 @@
 //! `mirror.linkerd.io/exported=true` gives one that goes through the Link's gateway.
 
 use std::collections::BTreeSet;
-use std::fmt;
 
 use serde_json::{Value, json};
 
@@ -54,12 +53,6 @@ impl Mode {
 
     fn from_word(word: &str) -> Option<Mode> {
         Mode::ALL.into_iter().find(|m| m.word() == word)
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.word())
     }
 }
 
@@ -221,7 +214,12 @@ pub fn judge(
     Verdict {
         label: Label::Set(mode),
         conditions: vec![
-            Condition::new(VALID, Status::True, "Valid", format!("exported as {mode}")),
+            Condition::new(
+                VALID,
+                Status::True,
+                "Valid",
+                format!("exported as {}", mode.word()),
+            ),
             ready,
             conflict(svc, peers, seen),
         ],

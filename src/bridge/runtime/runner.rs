@@ -222,11 +222,7 @@ impl<K: Clone + Eq + Hash + Debug> Queue<K> {
 
 /// Sets `tx` to `on`, telling its receivers only of a change; whether it changed.
 pub fn set(tx: &watch::Sender<bool>, on: bool) -> bool {
-    tx.send_if_modified(|was| {
-        let changed = *was != on;
-        *was = on;
-        changed
-    })
+    tx.send_if_modified(|was| std::mem::replace(was, on) != on)
 }
 
 /// How a half's keys are worked through.
