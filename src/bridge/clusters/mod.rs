@@ -47,7 +47,7 @@ use super::runtime::{Key, sleep_until};
 use crate::source::about::{CLUSTER_ID, ClusterProperties};
 use crate::source::object::Kind as _;
 use read::{
-    ExportedStores, Learned, SliceStores, link_spec, remote_client, watch_exported, writers,
+    ExportedStores, Feeds, Learned, SliceStores, link_spec, remote_client, watch_exported, writers,
 };
 pub use read::{cluster_export, is_exported, selectors};
 
@@ -77,8 +77,8 @@ struct Linked {
     reach: Reach,
     /// Whether its exports were listed once: the store then holds them all, if late.
     listed: bool,
-    exports: Option<ExportedStores>,
-    slices: Option<SliceStores>,
+    exports: ExportedStores,
+    slices: SliceStores,
     stop: CancellationToken,
 }
 
@@ -162,7 +162,7 @@ impl Clusters {
         let s = self.lock();
         let mut out = Peers::default();
         for l in s.links.values() {
-            if let Some(svc) = l.exports.as_ref().and_then(|e| e.get(key)) {
+            if let Some(svc) = l.exports.get(key) {
                 out.exports.push((l.target.clone(), svc));
             }
             match &l.reach {
@@ -192,12 +192,9 @@ impl Clusters {
         };
         // The Services under the lock; their slices, decoding, after it (reconciles of every
         // import come here).
-        let own = s
-            .own
-            .get(key)
-            .map(|svc| (None, svc, Some(s.own_slices.clone())));
+        let own = s.own.get(key).map(|svc| (None, svc, s.own_slices.clone()));
         let linked = s.links.values().filter_map(|l| {
-            let svc = l.exports.as_ref()?.get(key)?;
+            let svc = l.exports.get(key)?;
             Some((Some(l.target.clone()), svc, l.slices.clone()))
         });
         let exports: Vec<_> = own.into_iter().chain(linked).collect();
@@ -206,7 +203,7 @@ impl Clusters {
         for (link, svc, slices) in exports {
             match cluster_export(link.as_deref(), &svc) {
                 Ok(mut e) => {
-                    if let Some(slices) = slices.as_ref().filter(|_| e.flat || e.headless) {
+                    if e.flat || e.headless {
                         e.pods = slices.pods(key);
                     }
                     found.push(e);
@@ -232,7 +229,7 @@ impl Clusters {
         let mut keys = BTreeSet::new();
         for e in [&s.own]
             .into_iter()
-            .chain(s.links.values().filter_map(|l| l.exports.as_ref()))
+            .chain(s.links.values().map(|l| &l.exports))
         {
             keys.extend(e.keys());
         }
@@ -454,22 +451,25 @@ impl Clusters {
         }
         self.unlinked(&key);
         let stop = shutdown.child_token();
-        self.lock().links.insert(
-            key.clone(),
-            Linked {
-                target: target.clone(),
-                secret: secret.clone(),
-                reach: Reach::Pending,
-                listed: false,
-                exports: None,
-                slices: None,
-                stop: stop.clone(),
-            },
-        );
+        let mut s = self.lock();
+        // Its stores: empty until the credentials are read and its cluster listed.
+        let (feeds, exports, slices) = writers(&s.codecs, s.limit);
+        let linked = Linked {
+            target: target.clone(),
+            secret: secret.clone(),
+            reach: Reach::Pending,
+            listed: false,
+            exports,
+            slices: slices.clone(),
+            stop: stop.clone(),
+        };
+        s.links.insert(key.clone(), linked);
+        drop(s);
         info!(link = %format!("{}/{}", key.0, key.1), cluster = %target, "reading the exports of a linked cluster");
         let this = self.clone();
         let client = client.clone();
-        tokio::spawn(async move { this.read_link(client, key, secret, stop).await });
+        let read = (secret, feeds, slices);
+        tokio::spawn(async move { this.read_link(client, key, read, stop).await });
     }
 
     fn unlinked(&self, key: &Key) {
@@ -507,15 +507,14 @@ impl Clusters {
         self,
         client: kube::Client,
         key: Key,
-        secret: (String, String),
+        (secret, feeds, slices): ((String, String), Feeds, SliceStores),
         stop: CancellationToken,
     ) {
         let link = format!("{}/{}", key.0, key.1);
-        let (codecs, limit, pods) = {
+        let (limit, pods) = {
             let s = self.lock();
-            (s.codecs.clone(), s.limit, s.pods)
+            (s.limit, s.pods)
         };
-        let (feeds, readers, slices) = writers(&codecs, limit);
         // What the last lists left out (none yet), and whether that was said in the log.
         let (mut left_out, mut warned) = (None, false);
         let mut said: Option<String> = None;
@@ -540,10 +539,6 @@ impl Clusters {
                     }
                 },
             };
-            if let Some(l) = self.lock().links.get_mut(&key) {
-                l.exports = Some(readers.clone());
-                l.slices = Some(slices.clone());
-            }
             let listing = tokio::time::Instant::now();
             let mut events = std::pin::pin!(watch_exported(remote.clone(), &feeds, pods));
             loop {
