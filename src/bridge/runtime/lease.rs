@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
@@ -186,46 +186,41 @@ async fn attempt(
     // The times written are for people reading the Lease; no replica judges by them.
     let now = MicroTime(Timestamp::now());
     let seconds = i32::try_from(config.duration.as_secs()).unwrap_or(i32::MAX);
-    let mut lease = match (decision, lease) {
+    let (mut lease, create) = match (decision, lease) {
         (Decision::Follow, _) => return Ok(false),
         (Decision::Create, _) | (_, None) => {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(config.name.clone()),
-                    namespace: Some(config.namespace.clone()),
-                    ..Default::default()
+            let metadata = ObjectMeta {
+                name: Some(config.name.clone()),
+                namespace: Some(config.namespace.clone()),
+                ..Default::default()
+            };
+            (
+                Lease {
+                    metadata,
+                    spec: None,
                 },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(config.identity.clone()),
-                    lease_duration_seconds: Some(seconds),
-                    acquire_time: Some(now.clone()),
-                    renew_time: Some(now),
-                    lease_transitions: Some(0),
-                    ..Default::default()
-                }),
-            };
-            return match api.create(&PostParams::default(), &lease).await {
-                Ok(l) => Ok(won(observed, &l)),
-                // Another replica created it first.
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-                Err(e) => Err(e),
-            };
+                true,
+            )
         }
-        (_, Some(lease)) => lease,
+        (_, Some(lease)) => (lease, false),
     };
     let spec = lease.spec.get_or_insert_with(Default::default);
-    if decision == Decision::Acquire {
+    if create || decision == Decision::Acquire {
         spec.holder_identity = Some(config.identity.clone());
         spec.acquire_time = Some(now.clone());
-        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        let before = spec.lease_transitions.map(|n| n + 1);
+        spec.lease_transitions = Some(if create { 0 } else { before.unwrap_or(1) });
     }
     spec.renew_time = Some(now);
     spec.lease_duration_seconds = Some(seconds);
-    // The resourceVersion read above makes this fail if anyone changed the Lease meanwhile.
-    match api
-        .replace(&config.name, &PostParams::default(), &lease)
-        .await
-    {
+    // A create fails if another replica created the Lease first; a replace, by the
+    // resourceVersion read above, if anyone changed it meanwhile.
+    let pp = PostParams::default();
+    let written = match create {
+        true => api.create(&pp, &lease).await,
+        false => api.replace(&config.name, &pp, &lease).await,
+    };
+    match written {
         Ok(l) => Ok(won(observed, &l)),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
         Err(e) => Err(e),
