@@ -205,8 +205,8 @@ impl Reconciler for Importer {
 
 impl Importer {
     /// Keeps the indexes up to date with a change of Service (`feed` 0), ServiceImport (1),
-    /// MCS EndpointSlice (2) or twin (3) `key`, and marks what it can affect (`marked`: its marks before and
-    /// now).
+    /// MCS EndpointSlice (2) or twin (3) `key`, and marks what it can affect (`marked`: its
+    /// marks before or now).
     fn heard(&self, feed: usize, key: Key, marked: u8, marks: &Marks<Key>) {
         match feed {
             // One of Linkerd's Services, now or before.
