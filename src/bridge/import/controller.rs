@@ -2,7 +2,7 @@
 //! and the ServiceImports and MCS EndpointSlices in the cluster, and brings each service to what
 //! [`super::judge`](fn@super::judge) says of it (with every cluster's exports of it, [`crate::bridge::clusters`]).
 //! It writes only objects it created (ServiceImports labelled `app.kubernetes.io/managed-by`,
-//! slices labelled `endpointslice.kubernetes.io/managed-by`, both [`MANAGER`](crate::bridge::model::MANAGER)); one someone
+//! slices labelled `endpointslice.kubernetes.io/managed-by`, both [`MANAGER`]); one someone
 //! else created is left as it is, said in the log and an Event, and counted.
 //!
 //! A service is judged alone: an index from each service to the Linkerd Services and slices
