@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::discovery::ApiResource;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
-use tracing::error;
+use tracing::{error, warn};
 
 use super::clusters;
 use super::metrics::BridgeMetrics;
@@ -41,6 +41,20 @@ pub(super) async fn event(
         .await
     {
         tracing::warn!(error = %api_error(&e), reason, "an Event could not be written");
+    }
+}
+
+/// One run of one of `half`'s keys, counted, and a failure that will be retried logged.
+pub(super) fn ran(
+    metrics: &BridgeMetrics,
+    half: &str,
+    key: &Key,
+    result: &Result<(), kube::Error>,
+    (wait, timing): (Option<Duration>, runner::Timing),
+) {
+    metrics.reconciled(half, result.is_ok(), timing);
+    if let (Err(e), Some(wait)) = (result, wait) {
+        warn!(namespace = %key.0, name = %key.1, error = %api_error(e), "{half} not brought up to date; trying again in {wait:?}");
     }
 }
 

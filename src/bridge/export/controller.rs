@@ -27,7 +27,7 @@ use crate::bridge::runtime::feed::Feed;
 use crate::bridge::runtime::index::{Index, Written};
 use crate::bridge::runtime::runner::{Marks, Reconciler, Timing};
 use crate::bridge::runtime::store::{self, Codec, Store};
-use crate::bridge::runtime::{self, Key, api_error};
+use crate::bridge::runtime::{self, Key};
 use crate::bridge::shared::Shared;
 
 /// Runs the export half until shutdown, once the ServiceExport CRD is served: its watches, and
@@ -211,10 +211,7 @@ impl Reconciler for Exporter {
         wait: Option<Duration>,
         timing: Timing,
     ) {
-        self.metrics.reconciled("export", result.is_ok(), timing);
-        if let (Err(e), Some(wait)) = (result, wait) {
-            warn!(namespace = %key.0, name = %key.1, error = %api_error(e), "export not brought up to date; trying again in {wait:?}");
-        }
+        crate::bridge::shared::ran(&self.metrics, "export", key, result, (wait, timing));
     }
 
     fn idle(&self) {

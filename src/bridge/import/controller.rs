@@ -32,7 +32,7 @@ use crate::bridge::runtime::feed::Feed;
 use crate::bridge::runtime::index::Written;
 use crate::bridge::runtime::runner::{Marks, Reconciler, Timing};
 use crate::bridge::runtime::store::{self, Codec, Store};
-use crate::bridge::runtime::{self, Key, api_error};
+use crate::bridge::runtime::{self, Key};
 use crate::bridge::shared::Shared;
 use crate::source::linkerd::selected;
 use crate::source::mcs::LABEL_SERVICE_NAME;
@@ -176,10 +176,7 @@ impl Reconciler for Importer {
         wait: Option<Duration>,
         timing: Timing,
     ) {
-        self.metrics.reconciled("import", result.is_ok(), timing);
-        if let (Err(e), Some(wait)) = (result, wait) {
-            warn!(namespace = %key.0, name = %key.1, error = %api_error(e), "import not brought up to date; trying again in {wait:?}");
-        }
+        crate::bridge::shared::ran(&self.metrics, "import", key, result, (wait, timing));
     }
 
     /// The gauges: what the bridge wrote, what it left to others, what it could not use.
