@@ -70,8 +70,15 @@ pub(crate) fn watched<K: Watched>(
     config: watcher::Config,
 ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
     use kube::runtime::WatchStreamExt;
+    let config = config.page_size(PAGE);
     watcher(api, config).modify(slim::<K>).default_backoff()
 }
+
+/// How many objects one page of a watch's list holds (kube-runtime's default is 500). A page is
+/// decoded whole, every object in full, before [`slim`] and the store make each small: after a
+/// restart at 10,000 exports, the bridge's watches listing at once held most of its high-water
+/// mark in pages (docs/performance.md has the figures).
+const PAGE: u32 = 100;
 
 /// What the bridge keeps of an object it watches: all of it but the field managers' records
 /// of other managers than [`FIELD_MANAGER`], the parts of its own record but the
