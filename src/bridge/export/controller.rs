@@ -59,8 +59,8 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
         config: settings,
         metrics: shared.metrics.clone(),
         clusters: shared.clusters.clone(),
-        written_services: Written::default(),
-        written_exports: Written::default(),
+        written_services: Written::new(shared.services.store()),
+        written_exports: Written::new(exports.store()),
         linkerds: Default::default(),
     };
     let heard = vec![exports.subscribe(), shared.services.subscribe()];

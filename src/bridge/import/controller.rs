@@ -47,8 +47,8 @@ pub struct Config {
     /// What an endpoint's address must pass to be written into a slice (`--deny-cidr`,
     /// `--allow-cidr`).
     pub policy: crate::source::policy::Policy,
-    /// `--route-outside-mesh`: an import's slices name Linkerd's federated Service for
-    /// kube-proxy (see [`Import::route`]).
+    /// `--route-outside-mesh`: each of an import's slices has a twin naming Linkerd's federated
+    /// Service, for kube-proxy (see [`Import::route`]).
     pub route_outside_mesh: bool,
 }
 
@@ -103,8 +103,9 @@ pub(in crate::bridge) async fn run(shared: Shared, settings: Config, identity: S
         clusters: shared.clusters.clone(),
         index: Mutex::default(),
         told: Mutex::default(),
-        written_imports: Written::default(),
-        written_slices: Written::default(),
+        written_imports: Written::new(imports.store()),
+        // Twins too: they are kept as the MCS slices are.
+        written_slices: Written::new(slices.store()),
     };
     let heard = vec![
         shared.services.subscribe(),
@@ -239,7 +240,7 @@ impl Importer {
         written: Option<&Written<K>>,
         marks: &Marks<Key>,
     ) where
-        K: kube::Resource + serde::de::DeserializeOwned,
+        K: kube::Resource + serde::Serialize + serde::de::DeserializeOwned,
     {
         let o = store.get(&key.0, &key.1);
         if let Some(written) = written {

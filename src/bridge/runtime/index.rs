@@ -151,23 +151,32 @@ impl Index {
 /// What the bridge last wrote of each object of one kind, until the store shows a version it
 /// did not write over: a store lags the bridge's own writes, and a key judged again
 /// from the store before it caught up would write again what it just wrote (a second create
-/// answered 409, then an apply that adds a managed-fields entry to every object).
+/// answered 409, then an apply that adds a managed-fields entry to every object). Each write is
+/// held as the store keeps an object ([`slim`](super::slim), then packed by the store's
+/// [`Store::pack`]): while the watches trail a burst of writes, thousands are held at once.
 pub(in crate::bridge) struct Written<K> {
-    map: std::sync::Mutex<HashMap<(String, String), Write<K>>>,
+    map: std::sync::Mutex<HashMap<(String, String), Write>>,
+    store: super::store::Store<K>,
 }
 
-/// The versions one write (or a run of them) went over, and what it wrote last.
-type Write<K> = (Vec<Option<String>>, std::sync::Arc<K>);
+/// The versions one write (or a run of them) went over, the version it wrote, and what it
+/// wrote, packed.
+type Write = (Vec<Option<String>>, Option<String>, std::sync::Arc<[u8]>);
 
-impl<K> Default for Written<K> {
-    fn default() -> Self {
+impl<K> Written<K> {
+    /// A record of the writes of objects `store` holds, packed as it packs them.
+    pub(in crate::bridge) fn new(store: &super::store::Store<K>) -> Self {
         Written {
             map: Default::default(),
+            store: store.clone(),
         }
     }
 }
 
-impl<K: kube::Resource> Written<K> {
+impl<K> Written<K>
+where
+    K: kube::Resource + serde::Serialize + serde::de::DeserializeOwned,
+{
     /// The object `ns/name` as the bridge knows it: what it wrote last, while the store (which
     /// holds `in_store`) still shows a version that write went over; else the store's.
     pub(in crate::bridge) fn read(
@@ -178,32 +187,45 @@ impl<K: kube::Resource> Written<K> {
     ) -> Option<std::sync::Arc<K>> {
         let at = (ns.to_string(), name.to_string());
         let mut map = self.map.lock().expect("not poisoned");
-        let Some((over, written)) = map.get(&at) else {
+        let Some((over, _, written)) = map.get(&at) else {
             return in_store;
         };
         let shown = in_store
             .as_ref()
             .and_then(|o| o.meta().resource_version.clone());
         if over.contains(&shown) {
-            return Some(written.clone());
+            return Some(self.store.unpack(written));
         }
         map.remove(&at);
         in_store
     }
 
+    /// `written` held as it is kept, under its key (no versions written over yet); None
+    /// (nothing held) if it does not encode.
+    fn packed(&self, mut written: K) -> Option<(Key, Write)> {
+        super::slim(&mut written);
+        let text = self.store.pack(&written)?;
+        let meta = written.meta();
+        Some((
+            super::key(meta),
+            (Vec::new(), meta.resource_version.clone(), text),
+        ))
+    }
+
     /// The bridge wrote `written` over the version `over` (None: it created it).
     pub(in crate::bridge) fn wrote(&self, over: Option<String>, written: K) {
-        let at = super::key(written.meta());
+        let Some((at, mut write)) = self.packed(written) else {
+            return;
+        };
         let mut map = self.map.lock().expect("not poisoned");
-        let mut versions = vec![over.clone()];
         // A write over its own last write: the store may still show any version before.
-        if let Some((before, last)) = map.remove(&at)
-            && last.meta().resource_version == over
+        if let Some((before, last, _)) = map.remove(&at)
+            && last == over
         {
-            versions = before;
-            versions.push(over);
+            write.0 = before;
         }
-        map.insert(at, (versions, std::sync::Arc::new(written)));
+        write.0.push(over);
+        map.insert(at, write);
     }
 
     /// The watch showed `o`: once it is a version no write of the bridge's went over (the
@@ -214,7 +236,7 @@ impl<K: kube::Resource> Written<K> {
         let mut map = self.map.lock().expect("not poisoned");
         if map
             .get(&at)
-            .is_some_and(|(over, _)| !over.contains(&meta.resource_version))
+            .is_some_and(|(over, ..)| !over.contains(&meta.resource_version))
         {
             map.remove(&at);
         }
@@ -245,9 +267,10 @@ impl<K: kube::Resource> Written<K> {
     /// The bridge deleted the version `deleted` and created `written` in its place: the store
     /// may still show either the old one or none.
     pub(in crate::bridge) fn recreated(&self, deleted: Option<String>, written: K) {
-        let at = super::key(written.meta());
-        let mut map = self.map.lock().expect("not poisoned");
-        map.insert(at, (vec![deleted, None], std::sync::Arc::new(written)));
+        if let Some((at, mut write)) = self.packed(written) {
+            write.0 = vec![deleted, None];
+            self.map.lock().expect("not poisoned").insert(at, write);
+        }
     }
 
     /// `ns/name` was deleted: the store is right about it from now on.

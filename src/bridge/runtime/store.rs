@@ -50,11 +50,21 @@ pub(crate) enum Heard {
 
 /// The objects of one watch, by namespace and name. Cheap to clone; every clone reads the
 /// same objects.
-#[derive(Clone)]
 pub(crate) struct Store<K> {
     map: Arc<RwLock<HashMap<Key, Entry>>>,
     codec: Arc<Codec>,
     of: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Store<K> {
+    fn clone(&self) -> Self {
+        let (map, codec) = (self.map.clone(), self.codec.clone());
+        Store {
+            map,
+            codec,
+            of: PhantomData,
+        }
+    }
 }
 
 impl<K: kube::Resource + DeserializeOwned> Store<K> {
@@ -101,6 +111,11 @@ impl<K: kube::Resource + DeserializeOwned> Store<K> {
         self.map.read().expect("not poisoned").len()
     }
 
+    /// The object a text of [`Store::pack`] holds.
+    pub(crate) fn unpack(&self, text: &[u8]) -> Arc<K> {
+        Arc::new(self.codec.unpack(text))
+    }
+
     /// Every object as a [`Heard::Key`] that adds it: what a reader that comes late has
     /// missed.
     pub(crate) fn replay(&self) -> Vec<Heard> {
@@ -112,6 +127,16 @@ impl<K: kube::Resource + DeserializeOwned> Store<K> {
                 now: e.marks,
             })
             .collect()
+    }
+}
+
+impl<K: Serialize> Store<K> {
+    /// `o` as this store keeps an object: what its kind's [`Trim`] leaves, packed (`None`
+    /// only if it does not encode, which the kinds stored always do).
+    pub(crate) fn pack(&self, o: &K) -> Option<Arc<[u8]>> {
+        let mut v = serde_json::to_value(o).ok()?;
+        (self.codec.trim)(&mut v);
+        Some(self.codec.pack(v.to_string()))
     }
 }
 
@@ -383,10 +408,7 @@ impl<K: kube::Resource + Serialize + Clone> Writer<K> {
         let m = o.meta();
         let key = (m.namespace.clone().unwrap_or_default(), m.name.clone()?);
         let marks = (self.marks)(o);
-        // The kinds stored are plain data: they encode.
-        let mut v = serde_json::to_value(o).ok()?;
-        (self.store.codec.trim)(&mut v);
-        let text = self.store.codec.pack(v.to_string());
+        let text = self.store.pack(o)?;
         Some((key, Entry { marks, text }))
     }
 }

@@ -46,10 +46,16 @@ fn slice(name: &str, rv: &str) -> k8s_openapi::api::discovery::v1::EndpointSlice
     s
 }
 
+/// A record of slice writes, packed as a store of slices packs them.
+fn written() -> Written<k8s_openapi::api::discovery::v1::EndpointSlice> {
+    use super::super::store::{Codec, Writer, unmarked};
+    Written::new(&Writer::new(unmarked, Codec::slices()).reader())
+}
+
 #[test]
 fn what_was_written_is_read_until_the_store_shows_another_version() {
     use std::sync::Arc;
-    let w = Written::default();
+    let w = written();
     let rv = |o: Option<Arc<k8s_openapi::api::discovery::v1::EndpointSlice>>| {
         o.and_then(|o| o.metadata.resource_version.clone())
     };
@@ -82,7 +88,7 @@ fn what_was_written_is_read_until_the_store_shows_another_version() {
 #[test]
 fn a_slice_deleted_and_created_anew_is_read_while_the_store_shows_the_old_one_or_none() {
     use std::sync::Arc;
-    let w = Written::default();
+    let w = written();
     let rv = |o: Option<Arc<k8s_openapi::api::discovery::v1::EndpointSlice>>| {
         o.and_then(|o| o.metadata.resource_version.clone())
     };
@@ -105,7 +111,7 @@ fn a_held_write_is_let_go_when_the_watch_shows_the_store_past_it() {
     use kube::runtime::watcher::Event;
     let mut store = Writer::new(unmarked, Codec::slices());
     let key = ("shop".to_string(), "a".to_string());
-    let w = Written::default();
+    let w = Written::new(&store.reader());
     // Written over version 5, which the store still shows: held.
     store.apply(&Event::Apply(slice("a", "5")));
     w.wrote(Some("5".into()), slice("a", "7"));
@@ -120,4 +126,26 @@ fn a_held_write_is_let_go_when_the_watch_shows_the_store_past_it() {
     store.apply(&Event::Delete(slice("a", "9")));
     w.heard(&key, &store.reader());
     assert_eq!(w.len(), 0);
+}
+
+#[test]
+fn a_write_is_held_as_the_store_keeps_the_object() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
+    let w = written();
+    // A write's answer, as the API server gives it: with its creation time and every
+    // manager's record.
+    let mut s = slice("a", "5");
+    s.metadata.creation_timestamp = Some(Time(Default::default()));
+    s.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+        manager: Some("kube-controller-manager".into()),
+        ..Default::default()
+    }]);
+    s.address_type = "IPv4".into();
+    w.wrote(None, s);
+    let held = w.read("shop", "a", None).expect("held");
+    // What the halves read of it is there; what the store would not keep is not.
+    assert_eq!(held.address_type, "IPv4");
+    assert_eq!(held.metadata.resource_version.as_deref(), Some("5"));
+    assert_eq!(held.metadata.creation_timestamp, None);
+    assert_eq!(held.metadata.managed_fields, None);
 }
