@@ -152,8 +152,9 @@ impl Index {
 /// did not write over: a store lags the bridge's own writes, and a key judged again
 /// from the store before it caught up would write again what it just wrote (a second create
 /// answered 409, then an apply that adds a managed-fields entry to every object). Each write is
-/// held as the store keeps an object ([`slim`](super::slim), then packed by the store's
-/// [`Store::pack`]): while the watches trail a burst of writes, thousands are held at once.
+/// held as the store keeps an object ([`slim`](super::slim), then
+/// [`Store::pack`](super::store::Store::pack)): while the watches trail a burst of writes,
+/// every write they trail is held.
 pub(in crate::bridge) struct Written<K> {
     map: std::sync::Mutex<HashMap<(String, String), Write>>,
     store: super::store::Store<K>,
