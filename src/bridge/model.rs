@@ -23,6 +23,26 @@ pub const LABEL_MANAGER: &str = "app.kubernetes.io/managed-by";
 /// [`ROUTE_SUFFIX`] (which no MCS slice's name ends with: theirs end in hex digits).
 pub const LABEL_ROUTE_OF: &str = "linkerd-bridge.clusterset-dns.io/serviceimport";
 pub const ROUTE_SUFFIX: &str = "-route";
+/// The suffix of the twin of an import's slice that names the bridge's own Service for the
+/// import's ports Linkerd's federated Service lacks ([`ports_service_name`]).
+pub const PORTS_SUFFIX: &str = "-ports";
+
+/// The name of the bridge's Service that carries, at the addresses of Linkerd's federated
+/// Service `route`, the import's ports `route` lacks: `<route>-ports`, or where that is longer
+/// than a Service name may be (63), `route` cut with a hash of it, so that it stays one name.
+pub fn ports_service_name(route: &str) -> String {
+    let name = format!("{route}{PORTS_SUFFIX}");
+    if name.len() <= 63 {
+        return name;
+    }
+    let mut h: u32 = 0x811c_9dc5;
+    for b in route.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    let cut = route[..48].trim_end_matches('-');
+    format!("{cut}-{h:08x}{PORTS_SUFFIX}")
+}
 
 /// The Service annotation in which the export half carries, through Linkerd's service mirror
 /// (which copies every annotation onto its mirrors and federated Services), what the import
@@ -39,6 +59,8 @@ pub const CARRIED: &str = crate::source::linkerd::ANNOTATION_CARRIED;
 pub const EXPORTED: u8 = 1;
 pub const LABELLED: u8 = 2;
 pub const LINKERDS: u8 = 4;
+/// And the bridge's own ([`ports_service_name`]).
+pub const ROUTES: u8 = 8;
 /// The mark of the bridge's own ServiceImports and EndpointSlices in their stores.
 pub const OURS: u8 = 1;
 
@@ -297,6 +319,9 @@ pub enum Reason {
     NotTakenOver,
     /// An endpoint's address that no slice may hold (see [`crate::source::policy`]).
     AddressRefused,
+    /// The bridge's Service that would route an import's ports for clients outside the mesh
+    /// was refused by the API server.
+    NotRouted,
 }
 
 impl Reason {
@@ -306,6 +331,7 @@ impl Reason {
             Reason::ExportConflict => "ExportConflict",
             Reason::NotTakenOver => "NotTakenOver",
             Reason::AddressRefused => "AddressRefused",
+            Reason::NotRouted => "NotRouted",
         }
     }
 }

@@ -15,7 +15,8 @@ use tracing::{error, warn};
 
 use super::clusters;
 use super::metrics::BridgeMetrics;
-use super::model::{EXPORTED, LABELLED, LINKERDS, owned_labels};
+use super::model::{EXPORTED, LABEL_MANAGER, LABEL_ROUTE_OF, LABELLED, LINKERDS, ROUTES};
+use super::model::{is_ours, owned_labels};
 use super::runtime::crd::{CRD_RECHECK, Crd, resource};
 use super::runtime::feed::{Feed, merged};
 use super::runtime::runner::{self, Mark, Marks};
@@ -61,9 +62,13 @@ pub(super) fn ran(
 /// The marks of one of this cluster's Services (see [`EXPORTED`]).
 pub(super) fn service_marks(svc: &Service) -> u8 {
     let linkerds = crate::source::linkerd::selected(svc.metadata.labels.as_ref());
+    let labels = svc.metadata.labels.as_ref();
+    let routes =
+        is_ours(labels, LABEL_MANAGER) && labels.is_some_and(|l| l.contains_key(LABEL_ROUTE_OF));
     (u8::from(clusters::is_exported(svc)) * EXPORTED)
         | (u8::from(!owned_labels(svc).is_empty()) * LABELLED)
         | (u8::from(linkerds) * LINKERDS)
+        | (u8::from(routes) * ROUTES)
 }
 
 /// What both halves share.

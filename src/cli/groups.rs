@@ -389,8 +389,10 @@ pub struct BridgeFlags {
     /// Whether clients outside the mesh reach an import's ClusterSetIP: each of its
     /// EndpointSlices has a twin naming Linkerd's federated Service (`kubernetes.io/
     /// service-name`), so kube-proxy routes that Service's ClusterIP to the exporting clusters'
-    /// pods, as the MCS API's controller routes an import's. Off: only meshed clients reach the
-    /// address (their proxies route it), and no twin is written.
+    /// pods, as the MCS API's controller routes an import's; the import's ports that Service
+    /// lacks are carried at the same address by a Service of the bridge's own
+    /// (`<svc>-federated-ports`, as `externalIPs`). Off: only meshed clients reach the address
+    /// (their proxies route it), and no twin or Service is written.
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub route_outside_mesh: bool,
 }

@@ -207,6 +207,29 @@ fn the_chart_with_the_bridge_adds_deploy_linkerd_bridge() {
     ] {
         assert!(args.contains(a), "{a}: {args}");
     }
+    // Not routing outside the mesh, the import half writes no Service: it reads them, and
+    // deletes those it wrote while it routed.
+    let import_services = |set: &[&str]| {
+        let o = objects(&helm_template(home.path(), set));
+        let role = (o.iter())
+            .find(|o| o["metadata"]["name"] == "clusterset-dns-linkerd-bridge-import")
+            .map(|r| r["rules"][0].clone())
+            .unwrap();
+        assert_eq!(role["resources"], serde_json::json!(["services"]));
+        role["verbs"].clone()
+    };
+    assert_eq!(
+        import_services(&[
+            "linkerdBridge.enabled=true",
+            "linkerdBridge.import.routeOutsideMesh=false"
+        ]),
+        serde_json::json!(["get", "list", "watch", "delete"])
+    );
+    // Routing outside the mesh (the default, compared with deploy/linkerd-bridge above).
+    assert_eq!(
+        import_services(&["linkerdBridge.enabled=true"]),
+        serde_json::json!(["get", "list", "watch", "create", "patch", "delete"])
+    );
     // One half alone: its flag, and only its role.
     for (half, other) in [("export", "import"), ("import", "export")] {
         let set = [

@@ -208,7 +208,12 @@ fn addresses(m: &Member, selector: &str) -> Vec<String> {
 /// Who `n` connections from east's client to `name` reached (`<pod> <cluster>` each; a failed
 /// one is left out).
 fn reached(east: &Member, name: &str, n: usize) -> Vec<String> {
-    (0..n).filter_map(|_| east.connect(name)).collect()
+    reached_on(east, name, 80, n)
+}
+
+/// [`reached`] on `port`.
+fn reached_on(east: &Member, name: &str, port: u16, n: usize) -> Vec<String> {
+    (0..n).filter_map(|_| east.connect_to(name, port)).collect()
 }
 
 /// With `CLUSTERSET_KEEP=<minutes>` (`tests/clusterset-up.sh --bridge`), the set is left
@@ -455,7 +460,55 @@ fn the_bridge_routes_clients_outside_the_mesh_to_every_exporting_clusters_pods()
         Some(true)
     );
 
-    steps.next("7. routeOutsideMesh=false in east: the twins naming the federated Service go, and only a meshed client could reach web");
+    steps.next("7. a port only west exports: missing from east's federated Service, carried by the bridge's Service at its address; east's client reaches west on it");
+    // Linkerd writes east's federated Service from east's own member (web: http 80); west's
+    // web now has alt 8080 too, and exports again.
+    west.node.apply(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n\
+         spec: {selector: {app: web}, ports: [{name: http, port: 80, protocol: TCP}, {name: alt, port: 8080, protocol: TCP, targetPort: 80}]}\n",
+    );
+    export(&west, "web");
+    until(
+        common::wait::Lazy(|| bridge_log(&east)),
+        Duration::from_secs(90),
+        || {
+            mirror();
+            east.connect_to(web, 8080).is_some()
+        },
+    );
+    let ports_service = get_json(
+        &east,
+        &["get", "service", "-n", "shop", "web-federated-ports"],
+    )
+    .expect("the bridge's Service for port alt");
+    assert_eq!(ports_service["spec"]["externalIPs"], json!([federated]));
+    assert_eq!(
+        ports_service["spec"]["ports"][0]["port"],
+        json!(8080),
+        "{ports_service}"
+    );
+    assert_eq!(
+        (ports_service["spec"]["ports"].as_array().map(Vec::len)),
+        Some(1),
+        "only the port the federated Service lacks: {ports_service}"
+    );
+    // Port 8080 is west's alone; port 80 still reaches both clusters.
+    let on_alt = reached_on(&east, web, 8080, 10);
+    assert!(
+        on_alt.len() == 10 && on_alt.iter().all(|w| west_web.contains(w)),
+        "{on_alt:?}"
+    );
+    let mut seen = BTreeSet::new();
+    until(
+        "port 80 reaches east's pod and west's",
+        Duration::from_secs(60),
+        || {
+            seen.extend(reached(&east, web, 5));
+            seen == both
+        },
+    );
+
+    steps.next("8. routeOutsideMesh=false in east: the twins and the bridge's Service go, and only a meshed client could reach web");
     let routed = || {
         let slices = get_json(
             &east,
@@ -472,8 +525,9 @@ fn the_bridge_routes_clients_outside_the_mesh_to_every_exporting_clusters_pods()
             .flat_map(|l| l["items"].as_array().cloned().unwrap_or_default())
             .count()
     };
-    // Until now, the twin of east's slice of its own pods (west withdrew in 4).
-    assert_eq!(routed(), 1);
+    // Until now, the twins naming the federated Service of east's slice and of west's, and
+    // that of west's naming the bridge's Service (only west has port alt).
+    assert_eq!(routed(), 3);
     let chart = repo().join("deploy/helm/clusterset-dns");
     east.node.helm(
         "clusterset-dns",
@@ -494,7 +548,21 @@ fn the_bridge_routes_clients_outside_the_mesh_to_every_exporting_clusters_pods()
     until(
         common::wait::Lazy(|| bridge_log(&east)),
         Duration::from_secs(90),
-        || routed() == 0,
+        || {
+            routed() == 0
+                && get_json(
+                    &east,
+                    &[
+                        "get",
+                        "service",
+                        "-n",
+                        "shop",
+                        "-l",
+                        "linkerd-bridge.clusterset-dns.io/serviceimport",
+                    ],
+                )
+                .is_some_and(|l| l["items"].as_array().is_some_and(Vec::is_empty))
+        },
     );
     // The import and its answer stay; kube-proxy has no endpoint for the address now.
     assert_eq!(east.resolve(web), std::slice::from_ref(&federated));

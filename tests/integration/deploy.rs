@@ -699,7 +699,8 @@ pub(crate) fn container(objects: &[serde_json::Value]) -> &serde_json::Value {
 /// deploy/linkerd-bridge's roles are exactly what each half does, spelled out: the export
 /// half reads ServiceExports and patches their status, reads and patches Services, and writes
 /// Events; the import
-/// half reads Services and Links, applies (creating) and deletes ServiceImports and patches their
+/// half reads Services and creates, patches and deletes its own (the ports a federated Service
+/// lacks), reads Links, applies (creating) and deletes ServiceImports and patches their
 /// status, creates, patches and deletes EndpointSlices, and writes Events; both hold a Lease in
 /// their own namespace. (linkerd_bridge*.rs run each half as these roles: a grant too few fails
 /// there, one too many fails here.) The chart renders the same objects (chart.rs).
@@ -726,7 +727,7 @@ fn the_bridges_roles_are_exactly_what_each_half_does() {
     assert_eq!(
         role("ClusterRole", "clusterset-dns-linkerd-bridge-import"),
         [
-            "/services get,list,watch",
+            "/services create,delete,get,list,patch,watch",
             "discovery.k8s.io/endpointslices create,delete,get,list,patch,watch",
             "events.k8s.io/events create,patch",
             "multicluster.x-k8s.io/serviceimports create,delete,get,list,patch,watch",

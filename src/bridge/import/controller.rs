@@ -1,9 +1,10 @@
 //! The import half's controller: watches the Services Linkerd's service mirror writes, Links,
 //! and the ServiceImports and MCS EndpointSlices in the cluster, and brings each service to what
 //! [`super::judge`](fn@super::judge) says of it (with every cluster's exports of it, [`crate::bridge::clusters`]).
-//! It writes only objects it created (ServiceImports labelled `app.kubernetes.io/managed-by`,
-//! slices labelled `endpointslice.kubernetes.io/managed-by`, both [`MANAGER`]); one someone
-//! else created is left as it is, said in the log and an Event, and counted.
+//! It writes only objects it created (ServiceImports and its Services labelled
+//! `app.kubernetes.io/managed-by`, slices labelled `endpointslice.kubernetes.io/managed-by`, all
+//! [`MANAGER`]); one someone else created is left as it is, said in the log and an Event, and
+//! counted (a Service not).
 //!
 //! A service is judged alone: an index from each service to the Linkerd Services and slices
 //! that name it keeps the work of one change to the objects of that service.
@@ -26,7 +27,7 @@ use super::{Import, Naming};
 use crate::bridge::metrics::BridgeMetrics;
 use crate::bridge::model::{LABEL_MANAGER, LABEL_ROUTE_OF, LABEL_SLICE_MANAGER, is_ours};
 use crate::bridge::model::{LINK, MANAGER, SERVICE_IMPORT};
-use crate::bridge::model::{LINKERDS, OURS, Problem, Reason};
+use crate::bridge::model::{LINKERDS, OURS, Problem, ROUTES, Reason};
 use crate::bridge::runtime::events::{Recorder, Type as EventType};
 use crate::bridge::runtime::feed::Feed;
 use crate::bridge::runtime::index::Written;
@@ -157,6 +158,7 @@ impl Reconciler for Importer {
         let index = self.index.lock().expect("not poisoned");
         keys.extend(index.services.keys());
         keys.extend(index.slices.keys());
+        keys.extend(index.routes.keys());
         drop(index);
         keys.extend(self.imports.marked(OURS));
         keys.into_iter().collect()
@@ -164,7 +166,7 @@ impl Reconciler for Importer {
 
     async fn reconcile(&self, key: Key) -> Result<(), kube::Error> {
         let (want, mut said) = self.judge(&key);
-        let mine = self.our_slices(&key);
+        let mine = (self.our_slices(&key), self.our_services(&key));
         let result = self.reconcile(&key, want.as_ref(), &mine, &mut said).await;
         self.tell(&key, said).await;
         result
@@ -214,6 +216,12 @@ impl Importer {
                     false => Vec::new(),
                 };
                 self.indexed(key, &self.services, |i| &mut i.services, keys, None, marks);
+            }
+            // One of the bridge's own, now or before.
+            0 if marked & ROUTES != 0 => {
+                let keys =
+                    |s: &Service| runtime::service_of(s, LABEL_ROUTE_OF).into_iter().collect();
+                self.indexed(key, &self.services, |i| &mut i.routes, keys, None, marks);
             }
             0 => {}
             1 => {
@@ -347,6 +355,21 @@ impl Importer {
                 && is_ours(s.metadata.labels.as_ref(), LABEL_SLICE_MANAGER)
         });
         slices
+    }
+}
+
+impl Importer {
+    /// The bridge's own Services of service `key` ([`super::Import::ports_service`]) that the
+    /// index names and that still name it.
+    fn our_services(&self, key: &Key) -> Vec<Arc<Service>> {
+        let names = self.index.lock().expect("not poisoned").routes.names(key);
+        (names.iter())
+            .filter_map(|n| self.services.get(&key.0, n))
+            .filter(|s| {
+                runtime::service_of(&**s, LABEL_ROUTE_OF).as_ref() == Some(key)
+                    && is_ours(s.metadata.labels.as_ref(), LABEL_MANAGER)
+            })
+            .collect()
     }
 }
 

@@ -16,6 +16,8 @@ use crate::source::linkerd::shape::services_named;
 pub(super) struct Indexes {
     pub(super) services: Index,
     pub(super) slices: Index,
+    /// The bridge's own Services, which carry ports Linkerd's federated Service lacks.
+    pub(super) routes: Index,
 }
 
 /// What the import half says, by service: the problems in the log and an Event, the objects

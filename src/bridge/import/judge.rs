@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Service;
 use serde_json::Value;
 
 use super::read::{Read, read};
-use super::{Import, Naming, SliceSpec, exported_metadata};
+use super::{Import, Naming, Route, SliceSpec, exported_metadata};
 use crate::bridge::model::{ClusterExport, Endpoint, Exports, Family, Port, Problem, Reason};
 use crate::bridge::runtime::Key;
 use crate::model::Refusal;
@@ -497,7 +497,14 @@ fn merge(j: &mut Judging, all: &[ClusterExport], federated: Option<&Read>) -> Op
             }
             i.ips = f.ips.clone();
             i.families = f.families.clone();
-            i.route = Some(f.object.clone());
+            let lacks = |p: &&Port| {
+                !(f.ports.iter()).any(|q| (q.port, &q.protocol) == (p.port, &p.protocol))
+            };
+            i.route = Some(Route {
+                service: f.object.clone(),
+                beside: i.ports.iter().filter(lacks).cloned().collect(),
+                ips: f.ips.clone(),
+            });
         }
         _ => {
             let families: BTreeSet<Family> = i.slices.iter().map(|s| s.family).collect();

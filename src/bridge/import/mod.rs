@@ -90,11 +90,27 @@ pub struct Import {
     pub annotations: BTreeMap<String, String>,
     pub clusters: BTreeSet<String>,
     pub slices: Vec<SliceSpec>,
-    /// The Service kube-proxy routes the import's `ips` by: Linkerd's federated Service, whose
-    /// ClusterIP they are. It has no selector and Linkerd writes no endpoints for it (its
-    /// destination service resolves it by its members), so each slice has a twin naming it, as
-    /// the MCS API's controller names an import's derived Service on its slices; a client
-    /// outside the mesh then reaches the pods. None: only meshed clients reach them
-    /// (`--route-outside-mesh=false`).
-    pub route: Option<String>,
+    /// How kube-proxy routes the import's `ips`, for clients outside the mesh. None: only
+    /// meshed clients reach them (`--route-outside-mesh=false`, or no address).
+    pub route: Option<Route>,
+}
+
+/// How kube-proxy routes a federated import's `ips` to the exporting clusters' pods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// Linkerd's federated Service, whose ClusterIPs the `ips` are. It has no selector and
+    /// Linkerd writes no endpoints for it (its destination service resolves it by its
+    /// members), so each slice has a twin naming it, as the MCS API's controller names an
+    /// import's derived Service on its slices; a client outside the mesh then reaches the pods
+    /// on the ports it has.
+    pub service: String,
+    /// The import's ports (by number and protocol) that Service lacks: Linkerd writes its
+    /// ports from one member, the local one where there is one, so a port only another
+    /// cluster exports, or a port name an older export has with another number, is not on
+    /// it. A Service of the bridge's own ([`crate::bridge::model::ports_service_name`])
+    /// carries them at the same addresses (`externalIPs`), with a twin of each slice naming
+    /// it; none where this is empty.
+    pub beside: Vec<Port>,
+    /// The federated Service's ClusterIPs (the import's `ips`).
+    pub ips: Vec<IpAddr>,
 }

@@ -2,16 +2,17 @@
 //! its EndpointSlices; which exported labels and annotations Kubernetes takes; and how what is
 //! in the cluster is compared with what is wanted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
 use super::Import;
+use crate::bridge::model::Family;
 use crate::bridge::model::Port;
 use crate::bridge::model::{
-    FIELD_MANAGER, LABEL_MANAGER, LABEL_ROUTE_OF, LABEL_SLICE_MANAGER, MANAGER, ROUTE_SUFFIX,
-    slice_name,
+    FIELD_MANAGER, LABEL_MANAGER, LABEL_ROUTE_OF, LABEL_SLICE_MANAGER, MANAGER, PORTS_SUFFIX,
+    ROUTE_SUFFIX, ports_service_name, slice_name,
 };
 use crate::source::linkerd::carried::Carried;
 use crate::source::mcs::{LABEL_KUBERNETES_SERVICE_NAME, LABEL_SERVICE_NAME, LABEL_SOURCE_CLUSTER};
@@ -109,20 +110,61 @@ impl Import {
                     "endpoints": endpoints,
                     "ports": s.ports.iter().map(port_json).collect::<Vec<_>>(),
                 });
-                let twin = self.route.as_ref().map(|route| {
-                    let (mut t, twin) = (o.clone(), format!("{name}{ROUTE_SUFFIX}"));
+                let twin = |service: &str, suffix: &str| {
+                    let (mut t, twin) = (o.clone(), format!("{name}{suffix}"));
                     t["metadata"]["name"] = twin.clone().into();
                     t["metadata"]["labels"] = json!({
-                        LABEL_KUBERNETES_SERVICE_NAME: route,
+                        LABEL_KUBERNETES_SERVICE_NAME: service,
                         LABEL_ROUTE_OF: self.name,
                         LABEL_SOURCE_CLUSTER: s.cluster,
                         LABEL_SLICE_MANAGER: MANAGER,
                     });
                     (twin, t)
-                });
-                [Some((name, o)), twin].into_iter().flatten()
+                };
+                let route = self.route.as_ref();
+                let federated = route.map(|r| twin(&r.service, ROUTE_SUFFIX));
+                // Where the bridge's Service carries ports the federated Service lacks, a
+                // twin naming it too, of a slice that has any of them.
+                let beside = route
+                    .filter(|r| (r.beside.iter()).any(|p| s.ports.iter().any(|q| q.name == p.name)))
+                    .map(|r| twin(&ports_service_name(&r.service), PORTS_SUFFIX));
+                [Some((name.clone(), o.clone())), federated, beside]
+                    .into_iter()
+                    .flatten()
             })
             .collect()
+    }
+
+    /// The bridge's Service that carries the import's ports Linkerd's federated Service lacks
+    /// ([`super::Route::beside`]), by name: at the federated Service's addresses, as
+    /// `externalIPs`, which kube-proxy routes from every pod and node as it routes a ClusterIP
+    /// (its own ClusterIP is another, which nothing resolves to). No selector: its endpoints
+    /// are the twins naming it. None where no port is lacking.
+    pub fn ports_service(&self) -> Option<(String, Value)> {
+        let route = self.route.as_ref().filter(|r| !r.beside.is_empty())?;
+        let name = ports_service_name(&route.service);
+        let families: BTreeSet<&str> = route.ips.iter().map(|ip| Family::of(ip).word()).collect();
+        let mut spec = json!({
+            "type": "ClusterIP",
+            "externalIPs": route.ips.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "ports": route.beside.iter().map(port_json).collect::<Vec<_>>(),
+        });
+        // kube-proxy routes a Service's external IPs of the families it has a ClusterIP of.
+        if families.len() > 1 {
+            spec["ipFamilyPolicy"] = "RequireDualStack".into();
+        }
+        spec["ipFamilies"] = families.into_iter().collect();
+        let o = json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": {LABEL_MANAGER: MANAGER, LABEL_ROUTE_OF: self.name},
+            },
+            "spec": spec,
+        });
+        Some((name, o))
     }
 }
 

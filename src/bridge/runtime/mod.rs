@@ -111,14 +111,13 @@ pub(crate) fn slim<K: kube::Resource>(o: &mut K) {
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// The service a slice is of, named by its `label`: `kubernetes.io/service-name` for a
-/// cluster's own slices, the MCS label for an import's.
-pub(crate) fn service_of(
-    slice: &k8s_openapi::api::discovery::v1::EndpointSlice,
-    label: &str,
-) -> Option<Key> {
-    let svc = slice.metadata.labels.as_ref()?.get(label)?;
-    Some((slice.metadata.namespace.clone()?, svc.clone()))
+/// The service an object is of, named by its `label`: `kubernetes.io/service-name` for a
+/// cluster's own slices, the MCS label for an import's, the bridge's own for its twins and
+/// Services.
+pub(crate) fn service_of(object: &impl kube::Resource, label: &str) -> Option<Key> {
+    let meta = object.meta();
+    let svc = meta.labels.as_ref()?.get(label)?;
+    Some((meta.namespace.clone()?, svc.clone()))
 }
 
 /// Sleeps until `at`, or for ever.

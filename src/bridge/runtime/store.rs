@@ -462,7 +462,8 @@ fn typed(v: &mut Value) {
 
 impl Codec {
     /// Services: what the export half judges and carries, and the import half reads of
-    /// Linkerd's (type, ClusterIPs, ports, session affinity, traffic policies, IP families).
+    /// Linkerd's (type, ClusterIPs, ports, session affinity, traffic policies, IP families), and
+    /// the external IPs the import half gives its own.
     pub(crate) fn services() -> Arc<Codec> {
         Codec::new("Service", service)
     }
@@ -498,10 +499,11 @@ impl Codec {
 }
 
 fn service(v: &mut Value) {
-    const SPEC: [&str; 9] = [
+    const SPEC: [&str; 10] = [
         "type",
         "clusterIP",
         "clusterIPs",
+        "externalIPs",
         "ports",
         "sessionAffinity",
         "sessionAffinityConfig",

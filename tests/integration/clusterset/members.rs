@@ -71,8 +71,15 @@ impl Member {
     /// One TCP connection from the client pod to `host` port 80 (bash's /dev/tcp, which resolves
     /// with getaddrinfo): what the backend wrote (`<pod> <cluster>`), or None.
     pub(crate) fn connect(&self, host: &str) -> Option<String> {
-        self.client(&format!("exec 3<>/dev/tcp/{host}/80 && timeout 5 cat <&3"))
-            .filter(|s| !s.is_empty())
+        self.connect_to(host, 80)
+    }
+
+    /// [`Self::connect`] to `port`.
+    pub(crate) fn connect_to(&self, host: &str, port: u16) -> Option<String> {
+        self.client(&format!(
+            "exec 3<>/dev/tcp/{host}/{port} && timeout 5 cat <&3"
+        ))
+        .filter(|s| !s.is_empty())
     }
 
     /// The first of import `name`'s spec.ips in demo (empty while it has none).

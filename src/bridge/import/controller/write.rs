@@ -1,8 +1,10 @@
-//! How the import half writes one service: its ServiceImport and slices, or their removal.
+//! How the import half writes one service: its ServiceImport and slices (and the Service for the
+//! ports Linkerd's federated Service lacks), or their removal.
 //! Only objects the bridge created are written; one someone else created is left as it is.
 
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -16,7 +18,7 @@ use super::super::object::{
 };
 use super::Importer;
 use crate::bridge::model::{
-    FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, Problem, ROUTE_SUFFIX,
+    FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, PORTS_SUFFIX, Problem, ROUTE_SUFFIX,
 };
 use crate::bridge::model::{Reason, is_ours};
 use crate::bridge::runtime::{self, Key};
@@ -28,7 +30,7 @@ impl Importer {
         &self,
         key: &Key,
         want: Option<&Import>,
-        mine: &[Arc<EndpointSlice>],
+        (mine, routes): &(Vec<Arc<EndpointSlice>>, Vec<Arc<Service>>),
         said: &mut Said,
     ) -> Result<(), kube::Error> {
         let (ns, name) = (key.0.as_str(), key.1.as_str());
@@ -40,6 +42,7 @@ impl Importer {
         let si_api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &self.si);
         let slice_api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), ns);
         let Some(want) = want else {
+            self.ports_service(key, None, routes, said).await?;
             for s in mine {
                 let slice = s.metadata.name.clone().unwrap_or_default();
                 absent_is_done(slice_api.delete(&slice, &DeleteParams::default()).await)?;
@@ -169,7 +172,7 @@ impl Importer {
             serde_json::from_value(object.clone()).expect("a slice")
         };
         for (slice, object) in &wanted {
-            let store = match slice.ends_with(ROUTE_SUFFIX) {
+            let store = match slice.ends_with(ROUTE_SUFFIX) || slice.ends_with(PORTS_SUFFIX) {
                 true => &self.twins,
                 false => &self.slices,
             };
@@ -213,19 +216,122 @@ impl Importer {
                 self.written_slices.forget(ns, &slice);
             }
         }
+        self.ports_service(key, want.ports_service(), routes, said)
+            .await
+    }
+
+    /// Brings the bridge's Service of service `key` that carries ports Linkerd's federated
+    /// Service lacks to `want` (name and object; see [`Import::ports_service`]), and takes away
+    /// its others (`routes`). One the API server refuses (an admission policy that denies
+    /// `externalIPs`, as `DenyServiceExternalIPs` does) is said on the import, and the rest of
+    /// the import stands.
+    async fn ports_service(
+        &self,
+        key: &Key,
+        want: Option<(String, serde_json::Value)>,
+        routes: &[Arc<Service>],
+        said: &mut Said,
+    ) -> Result<(), kube::Error> {
+        let ns = key.0.as_str();
+        let api: Api<Service> = Api::namespaced(self.client.clone(), ns);
+        for s in routes {
+            let other = s.metadata.name.as_deref().unwrap_or_default();
+            if want.as_ref().is_none_or(|(w, _)| w != other) {
+                absent_is_done(api.delete(other, &DeleteParams::default()).await)?;
+                info!(
+                    namespace = ns,
+                    name = other,
+                    "Service for the ports the federated Service lacks deleted"
+                );
+            }
+        }
+        let Some((service, object)) = want else {
+            return Ok(());
+        };
+        let have = match self.services.get(ns, &service) {
+            Some(h) => Some(h),
+            None => {
+                let create = PostParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PostParams::default()
+                };
+                let new: Service = serde_json::from_value(object.clone()).expect("a Service");
+                match api.create(&create, &new).await {
+                    Ok(_) => {
+                        info!(
+                            namespace = ns,
+                            name = service,
+                            "Service for the ports the federated Service lacks created"
+                        );
+                        None
+                    }
+                    // Created since the store last showed it: judged as it is.
+                    Err(kube::Error::Api(e)) if e.code == 409 => {
+                        Some(Arc::new(api.get(&service).await?))
+                    }
+                    Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 422) => {
+                        self.not_routed(said, key, &service, &e.message);
+                        None
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        let Some(have) = have else {
+            return Ok(());
+        };
+        if !is_ours(have.metadata.labels.as_ref(), LABEL_MANAGER) {
+            self.not_taken_over(said, "Service", &have.metadata);
+            return Ok(());
+        }
+        // The store keeps no IP family policy: two families say it.
+        let mut compared = object.clone();
+        if let Some(spec) = compared["spec"].as_object_mut() {
+            spec.remove("ipFamilyPolicy");
+        }
+        if covers(&serde_json::to_value(&*have).unwrap_or_default(), &compared) {
+            return Ok(());
+        }
+        let apply = PatchParams::apply(FIELD_MANAGER).force();
+        match api.patch(&service, &apply, &Patch::Apply(&object)).await {
+            Ok(_) => info!(
+                namespace = ns,
+                name = service,
+                "Service for the ports the federated Service lacks updated"
+            ),
+            Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 422) => {
+                self.not_routed(said, key, &service, &e.message);
+            }
+            Err(e) => return Err(e),
+        }
         Ok(())
+    }
+
+    /// Notes that the API server refused the bridge's Service `service` for import `key`: the
+    /// ports it would carry reach the pods only through the mesh.
+    fn not_routed(&self, said: &mut Said, key: &Key, service: &str, why: &str) {
+        let note = format!(
+            "Service {}/{service}, which would route the ports the federated Service lacks to their endpoints for clients outside the mesh, was refused: {why}; those ports are reached through the mesh only",
+            key.0
+        );
+        let p = Problem::new("ServiceImport", (&key.0, &key.1), Reason::NotRouted, note);
+        said.messages.insert(p);
     }
 
     /// Notes that `o` is someone else's and stays so: said once in the log and an Event on
     /// it, and counted.
     fn not_taken_over(&self, said: &mut Said, kind: &'static str, meta: &ObjectMeta) {
         let (ns, name) = runtime::key(meta);
-        let label = if kind == "EndpointSlice" {
-            said.foreign.1 += 1;
-            LABEL_SLICE_MANAGER
-        } else {
-            said.foreign.0 += 1;
-            LABEL_MANAGER
+        let label = match kind {
+            "EndpointSlice" => {
+                said.foreign.1 += 1;
+                LABEL_SLICE_MANAGER
+            }
+            "ServiceImport" => {
+                said.foreign.0 += 1;
+                LABEL_MANAGER
+            }
+            _ => LABEL_MANAGER,
         };
         let note = format!(
             "{kind} {ns}/{name} was not created by the linkerd-bridge (no label {label}={MANAGER}): it is left as it is, and the service's import from Linkerd is not written"

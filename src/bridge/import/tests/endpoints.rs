@@ -145,7 +145,11 @@ fn a_federated_import_keeps_its_address_and_has_the_members_pods() {
     // Every MCS slice has a twin naming Linkerd's federated Service, so kube-proxy routes its
     // ClusterIP (the import's address) to the same pods; an MCS slice names no Service, and a
     // twin no import, so a reader of either kind never takes one for the other.
-    assert_eq!(i.route.as_deref(), Some("web-federated"));
+    let route = i.route.as_ref().expect("routed");
+    assert_eq!(route.service, "web-federated");
+    // Every port of the import is on it: nothing beside it.
+    assert!(route.beside.is_empty());
+    assert_eq!(i.ports_service(), None);
     assert_eq!(objects.len(), 2 * i.slices.len());
     let label =
         |s: &serde_json::Value, k: &str| s["metadata"]["labels"][k].as_str().map(str::to_string);
@@ -194,6 +198,112 @@ fn a_federated_import_keeps_its_address_and_has_the_members_pods() {
     );
 }
 
+/// The MCS conformance suite's StrictPortConflict shapes (`conformance/connectivity.go`): this
+/// cluster (north, the older export) exports `tcp` 42, west `tcp2` 4242 or `tcp` 4242, each to
+/// its pods' port 42; Linkerd's federated Service has the ports of one member only.
+#[test]
+fn ports_the_federated_service_lacks_are_routed_by_a_service_of_the_bridges_own() {
+    let flat = |cluster: Option<&str>, name: &str, number: i32, ip: &str| ClusterExport {
+        ports: vec![port(name, number)],
+        ..member(
+            cluster,
+            true,
+            false,
+            vec![Pods {
+                ports: vec![port(name, 42)],
+                endpoints: vec![pod(ip, Some(true), None)],
+            }],
+        )
+    };
+    let own = flat(None, "tcp", 42, "198.18.6.1");
+    let fed_of = |ports: &[&str]| {
+        let c = carried("north", "2026-12-04T10:00:00Z", ports, false, "a");
+        federated_here("west", "198.18.0.10", &c)
+    };
+    let label =
+        |s: &serde_json::Value, k: &str| s["metadata"]["labels"][k].as_str().map(str::to_string);
+
+    // A port name only west exports, on a federated Service written from north's member.
+    let west = flat(Some("west"), "tcp2", 4242, "198.18.7.1");
+    let j = judge_with(
+        &[fed_of(&["tcp:42/TCP"])],
+        &exports(vec![own.clone(), west]),
+        &Policy::default(),
+    );
+    let i = j.import.expect("an import");
+    assert_eq!(i.ports, vec![port("tcp", 42), port("tcp2", 4242)]);
+    let route = i.route.clone().expect("routed");
+    assert_eq!(route.beside, vec![port("tcp2", 4242)]);
+    let (name, service) = i.ports_service().expect("a Service for tcp2");
+    assert_eq!(name, "web-federated-ports");
+    assert_eq!(
+        service,
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web-federated-ports", "namespace": "shop", "labels": {
+                "app.kubernetes.io/managed-by": "linkerd-bridge.clusterset-dns.io",
+                "linkerd-bridge.clusterset-dns.io/serviceimport": "web",
+            }},
+            "spec": {
+                "type": "ClusterIP",
+                "externalIPs": ["198.18.0.10"],
+                "ipFamilies": ["IPv4"],
+                "ports": [{"name": "tcp2", "port": 4242, "protocol": "TCP"}],
+            },
+        })
+    );
+    // West's slice, the one with tcp2, has a twin naming that Service; north's has not.
+    let objects = i.slice_objects();
+    let west_slice = slice_name("web", "west", Family::V4);
+    let north_slice = slice_name("web", "north", Family::V4);
+    let ports_twin = &objects[&format!("{west_slice}-ports")];
+    assert_eq!(
+        label(ports_twin, "kubernetes.io/service-name").as_deref(),
+        Some("web-federated-ports")
+    );
+    assert_eq!(
+        label(ports_twin, "linkerd-bridge.clusterset-dns.io/serviceimport").as_deref(),
+        Some("web")
+    );
+    assert_eq!(ports_twin["endpoints"], objects[&west_slice]["endpoints"]);
+    assert_eq!(
+        ports_twin["ports"],
+        json!([{"name": "tcp2", "port": 42, "protocol": "TCP"}])
+    );
+    assert!(!objects.contains_key(&format!("{north_slice}-ports")));
+    assert_eq!(objects.len(), 5);
+
+    // One port name, two numbers: the import has the older export's (north's 42). Where
+    // Linkerd wrote the federated Service from west's member (4242), 42 is lacking, and its
+    // endpoints are north's pods alone (west's are left out of a name it has otherwise).
+    let west = flat(Some("west"), "tcp", 4242, "198.18.7.1");
+    let j = judge_with(
+        &[fed_of(&["tcp:4242/TCP"])],
+        &exports(vec![own.clone(), west.clone()]),
+        &Policy::default(),
+    );
+    let i = j.import.expect("an import");
+    assert_eq!(i.ports, vec![port("tcp", 42)]);
+    assert_eq!(i.route.as_ref().unwrap().beside, vec![port("tcp", 42)]);
+    let (_, service) = i.ports_service().expect("a Service for tcp 42");
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "tcp", "port": 42, "protocol": "TCP"}])
+    );
+    let twins: Vec<String> = (i.slice_objects().into_keys())
+        .filter(|n| n.ends_with("-ports"))
+        .collect();
+    assert_eq!(twins, [format!("{north_slice}-ports")]);
+    // Where it has 42 (written from north's), nothing is lacking.
+    let j = judge_with(
+        &[fed_of(&["tcp:42/TCP"])],
+        &exports(vec![own, west]),
+        &Policy::default(),
+    );
+    assert_eq!(j.import.expect("an import").ports_service(), None);
+}
+
 #[test]
 fn a_headless_import_has_its_hosts_and_families_before_any_endpoint() {
     let host = |h: &str, ip: &str| Endpoint {
@@ -226,6 +336,7 @@ fn a_headless_import_has_its_hosts_and_families_before_any_endpoint() {
     );
     // Nothing for kube-proxy to route: a headless import has no address of its own.
     assert_eq!(i.route, None);
+    assert_eq!(i.ports_service(), None);
     for s in i.slice_objects().values() {
         assert!(
             s["metadata"]["labels"]

@@ -19,7 +19,7 @@ fn service(ns: &str, name: &str, rv: &str) -> Service {
                 "apiVersion": "v1", "time": "2026-12-05T10:00:01Z", "fieldsType": "FieldsV1",
                 "fieldsV1": {"f:metadata": {"f:labels": {"f:mirror.linkerd.io/exported": {}}}}}]},
         "spec": {"type": "ClusterIP", "clusterIP": "198.19.0.1", "clusterIPs": ["198.19.0.1"],
-            "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "sessionAffinity": "ClientIP",
+            "externalIPs": ["198.19.0.2"], "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "sessionAffinity": "ClientIP",
             "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 30}},
             "internalTrafficPolicy": "Local", "trafficDistribution": "PreferClose",
             "ports": [{"name": "http", "port": 80, "protocol": "TCP", "appProtocol": "http", "targetPort": "web"}]}
