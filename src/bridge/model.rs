@@ -23,6 +23,10 @@ pub const LABEL_MANAGER: &str = "app.kubernetes.io/managed-by";
 /// [`ROUTE_SUFFIX`] (which no MCS slice's name ends with: theirs end in hex digits).
 pub const LABEL_ROUTE_OF: &str = "linkerd-bridge.clusterset-dns.io/serviceimport";
 pub const ROUTE_SUFFIX: &str = "-route";
+/// The field manager of the bridge's Services ([`ports_service_name`]): another than the export
+/// half's [`FIELD_MANAGER`], which takes the labels it holds off a Service no longer exported,
+/// and would take these Services' off too.
+pub const PORTS_FIELD_MANAGER: &str = "clusterset-dns-linkerd-bridge-ports";
 /// The suffix of the twin of an import's slice that names the bridge's own Service for the
 /// import's ports Linkerd's federated Service lacks ([`ports_service_name`]).
 pub const PORTS_SUFFIX: &str = "-ports";

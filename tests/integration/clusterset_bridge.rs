@@ -507,6 +507,39 @@ fn the_bridge_routes_clients_outside_the_mesh_to_every_exporting_clusters_pods()
             seen == both
         },
     );
+    // West moves alt to 8081: the bridge's Service is changed (applied, not created), and then
+    // left alone; no other writer of the bridge's takes its labels (the export half applies
+    // its own on Services).
+    west.node.apply(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n\
+         spec: {selector: {app: web}, ports: [{name: http, port: 80, protocol: TCP}, {name: alt, port: 8081, protocol: TCP, targetPort: 80}]}\n",
+    );
+    until(
+        common::wait::Lazy(|| bridge_log(&east)),
+        Duration::from_secs(90),
+        || {
+            mirror();
+            east.connect_to(web, 8081).is_some()
+        },
+    );
+    let version = || {
+        east.node.k(&[
+            "-n",
+            "shop",
+            "get",
+            "service",
+            "web-federated-ports",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}",
+        ])
+    };
+    let settled = version();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        version(),
+        settled,
+        "the bridge's Service is written again and again"
+    );
 
     steps.next("8. routeOutsideMesh=false in east: the twins and the bridge's Service go, and only a meshed client could reach web");
     let routed = || {

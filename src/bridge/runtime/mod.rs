@@ -28,8 +28,9 @@ pub(crate) fn key(meta: &kube::api::ObjectMeta) -> Key {
     )
 }
 
-/// The field manager of everything the bridge writes: what it applied is what it takes back,
-/// and the only manager whose records [`slim`] keeps.
+/// The field manager of what the bridge writes (but the Services the import half makes for
+/// ports, which have their own): what it applied is what it takes back, and the only manager
+/// whose records [`slim`] keeps.
 pub const FIELD_MANAGER: &str = "clusterset-dns-linkerd-bridge";
 
 /// What the API server said, in a line: its code, reason and message for an API error.

@@ -18,7 +18,8 @@ use super::super::object::{
 };
 use super::Importer;
 use crate::bridge::model::{
-    FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, PORTS_SUFFIX, Problem, ROUTE_SUFFIX,
+    FIELD_MANAGER, LABEL_MANAGER, LABEL_SLICE_MANAGER, MANAGER, PORTS_FIELD_MANAGER, PORTS_SUFFIX,
+    Problem, ROUTE_SUFFIX,
 };
 use crate::bridge::model::{Reason, is_ours};
 use crate::bridge::runtime::{self, Key};
@@ -252,7 +253,7 @@ impl Importer {
             Some(h) => Some(h),
             None => {
                 let create = PostParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
+                    field_manager: Some(PORTS_FIELD_MANAGER.into()),
                     ..PostParams::default()
                 };
                 let new: Service = serde_json::from_value(object.clone()).expect("a Service");
@@ -292,8 +293,13 @@ impl Importer {
         if covers(&serde_json::to_value(&*have).unwrap_or_default(), &compared) {
             return Ok(());
         }
-        let apply = PatchParams::apply(FIELD_MANAGER).force();
-        match api.patch(&service, &apply, &Patch::Apply(&object)).await {
+        // A merge patch, as the create was an update: the ports and external IPs replaced whole
+        // (an apply would merge them, by port, with those the create holds).
+        let update = PatchParams {
+            field_manager: Some(PORTS_FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match api.patch(&service, &update, &Patch::Merge(&object)).await {
             Ok(_) => info!(
                 namespace = ns,
                 name = service,
