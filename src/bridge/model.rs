@@ -39,11 +39,7 @@ pub fn ports_service_name(route: &str) -> String {
     if name.len() <= 63 {
         return name;
     }
-    let mut h: u32 = 0x811c_9dc5;
-    for b in route.bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
+    let h = fnv1a(route.bytes());
     let cut = route[..48].trim_end_matches('-');
     format!("{cut}-{h:08x}{PORTS_SUFFIX}")
 }
@@ -99,18 +95,19 @@ pub fn is_ours(labels: Option<&std::collections::BTreeMap<String, String>>, labe
 /// readable, and unique in the namespace through a hash of all three (`a-b` of cluster `c` and
 /// `a` of cluster `b-c` differ).
 pub fn slice_name(service: &str, cluster: &str, family: Family) -> String {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in service
-        .bytes()
-        .chain([0])
-        .chain(cluster.bytes())
-        .chain([0])
-        .chain(family.word().bytes())
-    {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
+    let h = fnv1a(
+        (service.bytes().chain([0]))
+            .chain(cluster.bytes().chain([0]))
+            .chain(family.word().bytes()),
+    );
     format!("{service}-{}-{h:08x}", cluster.replace('.', "-"))
+}
+
+/// The 32-bit FNV-1a hash of `bytes`: what keeps the names the bridge makes unique.
+fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u32 {
+    bytes.into_iter().fold(0x811c_9dc5, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
 }
 
 /// The ServiceExport and ServiceImport CRDs: mcs-api v0.5.2 stores v1beta1 and still serves

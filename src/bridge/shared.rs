@@ -61,8 +61,8 @@ pub(super) fn ran(
 
 /// The marks of one of this cluster's Services (see [`EXPORTED`]).
 pub(super) fn service_marks(svc: &Service) -> u8 {
-    let linkerds = crate::source::linkerd::selected(svc.metadata.labels.as_ref());
     let labels = svc.metadata.labels.as_ref();
+    let linkerds = crate::source::linkerd::selected(labels);
     let routes =
         is_ours(labels, LABEL_MANAGER) && labels.is_some_and(|l| l.contains_key(LABEL_ROUTE_OF));
     (u8::from(clusters::is_exported(svc)) * EXPORTED)

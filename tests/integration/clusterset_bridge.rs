@@ -463,10 +463,14 @@ fn the_bridge_routes_clients_outside_the_mesh_to_every_exporting_clusters_pods()
     steps.next("7. a port only west exports: missing from east's federated Service, carried by the bridge's Service at its address; east's client reaches west on it");
     // Linkerd writes east's federated Service from east's own member (web: http 80); west's
     // web now has alt 8080 too, and exports again.
-    west.node.apply(
-        "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n\
-         spec: {selector: {app: web}, ports: [{name: http, port: 80, protocol: TCP}, {name: alt, port: 8080, protocol: TCP, targetPort: 80}]}\n",
-    );
+    // West's web with port alt (to its pods' 80) beside http.
+    let web_with_alt = |port: u16| {
+        west.node.apply(&format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: shop}}\n\
+             spec: {{selector: {{app: web}}, ports: [{{name: http, port: 80, protocol: TCP}}, {{name: alt, port: {port}, protocol: TCP, targetPort: 80}}]}}\n"
+        ));
+    };
+    web_with_alt(8080);
     export(&west, "web");
     until(
         common::wait::Lazy(|| bridge_log(&east)),
@@ -507,13 +511,10 @@ fn the_bridge_routes_clients_outside_the_mesh_to_every_exporting_clusters_pods()
             seen == both
         },
     );
-    // West moves alt to 8081: the bridge's Service is changed (applied, not created), and then
+    // West moves alt to 8081: the bridge's Service is changed (patched, not created), and then
     // left alone; no other writer of the bridge's takes its labels (the export half applies
     // its own on Services).
-    west.node.apply(
-        "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n\
-         spec: {selector: {app: web}, ports: [{name: http, port: 80, protocol: TCP}, {name: alt, port: 8081, protocol: TCP, targetPort: 80}]}\n",
-    );
+    web_with_alt(8081);
     until(
         common::wait::Lazy(|| bridge_log(&east)),
         Duration::from_secs(90),

@@ -356,9 +356,7 @@ impl Importer {
         });
         slices
     }
-}
 
-impl Importer {
     /// The bridge's own Services of service `key` ([`super::Import::ports_service`]) that the
     /// index names and that still name it.
     fn our_services(&self, key: &Key) -> Vec<Arc<Service>> {

@@ -160,9 +160,15 @@ pub(in crate::bridge) struct Written<K> {
     store: super::store::Store<K>,
 }
 
-/// The versions one write (or a run of them) went over, the version it wrote, and what it
-/// wrote, packed.
-type Write = (Vec<Option<String>>, Option<String>, std::sync::Arc<[u8]>);
+/// One write held (or the last of a run of them).
+struct Write {
+    /// The versions it (and the run before it) went over: what the store may still show.
+    over: Vec<Option<String>>,
+    /// The version it wrote.
+    version: Option<String>,
+    /// What it wrote, packed.
+    text: std::sync::Arc<[u8]>,
+}
 
 impl<K> Written<K> {
     /// A record of the writes of objects `store` holds, packed as it packs them.
@@ -188,14 +194,14 @@ where
     ) -> Option<std::sync::Arc<K>> {
         let at = (ns.to_string(), name.to_string());
         let mut map = self.map.lock().expect("not poisoned");
-        let Some((over, _, written)) = map.get(&at) else {
+        let Some(write) = map.get(&at) else {
             return in_store;
         };
         let shown = in_store
             .as_ref()
             .and_then(|o| o.meta().resource_version.clone());
-        if over.contains(&shown) {
-            return Some(self.store.unpack(written));
+        if write.over.contains(&shown) {
+            return Some(self.store.unpack(&write.text));
         }
         map.remove(&at);
         in_store
@@ -207,9 +213,15 @@ where
         super::slim(&mut written);
         let text = self.store.pack(&written)?;
         let meta = written.meta();
+        let version = meta.resource_version.clone();
+        let over = Vec::new();
         Some((
             super::key(meta),
-            (Vec::new(), meta.resource_version.clone(), text),
+            Write {
+                over,
+                version,
+                text,
+            },
         ))
     }
 
@@ -220,12 +232,12 @@ where
         };
         let mut map = self.map.lock().expect("not poisoned");
         // A write over its own last write: the store may still show any version before.
-        if let Some((before, last, _)) = map.remove(&at)
-            && last == over
+        if let Some(last) = map.remove(&at)
+            && last.version == over
         {
-            write.0 = before;
+            write.over = last.over;
         }
-        write.0.push(over);
+        write.over.push(over);
         map.insert(at, write);
     }
 
@@ -237,7 +249,7 @@ where
         let mut map = self.map.lock().expect("not poisoned");
         if map
             .get(&at)
-            .is_some_and(|(over, ..)| !over.contains(&meta.resource_version))
+            .is_some_and(|w| !w.over.contains(&meta.resource_version))
         {
             map.remove(&at);
         }
@@ -269,7 +281,7 @@ where
     /// may still show either the old one or none.
     pub(in crate::bridge) fn recreated(&self, deleted: Option<String>, written: K) {
         if let Some((at, mut write)) = self.packed(written) {
-            write.0 = vec![deleted, None];
+            write.over = vec![deleted, None];
             self.map.lock().expect("not poisoned").insert(at, write);
         }
     }

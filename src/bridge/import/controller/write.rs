@@ -270,7 +270,7 @@ impl Importer {
                     Err(kube::Error::Api(e)) if e.code == 409 => {
                         Some(Arc::new(api.get(&service).await?))
                     }
-                    Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 422) => {
+                    Err(kube::Error::Api(e)) if REFUSED.contains(&e.code) => {
                         self.not_routed(said, key, &service, &e.message);
                         None
                     }
@@ -305,7 +305,7 @@ impl Importer {
                 name = service,
                 "Service for the ports the federated Service lacks updated"
             ),
-            Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 422) => {
+            Err(kube::Error::Api(e)) if REFUSED.contains(&e.code) => {
                 self.not_routed(said, key, &service, &e.message);
             }
             Err(e) => return Err(e),
@@ -346,6 +346,10 @@ impl Importer {
         said.messages.insert(p);
     }
 }
+
+/// The API server's answers that refuse the bridge's Service for ports as it is (an admission
+/// policy's, a validation's) rather than fail for now: said, not tried again at once.
+const REFUSED: [u16; 3] = [400, 403, 422];
 
 /// A delete of something already gone is done.
 fn absent_is_done<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {

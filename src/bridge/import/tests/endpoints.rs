@@ -41,6 +41,11 @@ fn member(cluster: Option<&str>, flat: bool, headless: bool, pods: Vec<Pods>) ->
     }
 }
 
+/// Label `k` of object `s`.
+fn label(s: &serde_json::Value, k: &str) -> Option<String> {
+    s["metadata"]["labels"][k].as_str().map(str::to_string)
+}
+
 fn exports(members: Vec<ClusterExport>) -> Exports {
     Exports {
         by_service: BTreeMap::from([(key("web"), members)]),
@@ -151,8 +156,6 @@ fn a_federated_import_keeps_its_address_and_has_the_members_pods() {
     assert!(route.beside.is_empty());
     assert_eq!(i.ports_service(), None);
     assert_eq!(objects.len(), 2 * i.slices.len());
-    let label =
-        |s: &serde_json::Value, k: &str| s["metadata"]["labels"][k].as_str().map(str::to_string);
     for (name, s) in &objects {
         let Some(mcs) = name.strip_suffix("-route") else {
             assert_eq!(
@@ -220,8 +223,6 @@ fn ports_the_federated_service_lacks_are_routed_by_a_service_of_the_bridges_own(
         let c = carried("north", "2026-12-04T10:00:00Z", ports, false, "a");
         federated_here("west", "198.18.0.10", &c)
     };
-    let label =
-        |s: &serde_json::Value, k: &str| s["metadata"]["labels"][k].as_str().map(str::to_string);
 
     // A port name only west exports, on a federated Service written from north's member.
     let west = flat(Some("west"), "tcp2", 4242, "198.18.7.1");
