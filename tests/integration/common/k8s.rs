@@ -11,13 +11,35 @@ pub fn free_port() -> u16 {
     free_ports::<1>()[0]
 }
 
-/// `N` distinct free ports. Each listener is held until all are chosen: the kernel hands a
-/// just-released port out again, so three `free_port()` calls in a row once gave etcd's peer
-/// port and the API server's the same number ("bind: address already in use").
+/// `N` distinct free ports, below the kernel's ephemeral range. A port bound at 0 and let go
+/// is one the kernel hands out again, to the next bind at 0 or to any outgoing connection of
+/// the tests running beside: three `free_port()` calls in a row once gave etcd's peer port and
+/// the API server's the same number, and kube-state-metrics once found its telemetry port
+/// taken ("bind: address already in use"). Below `ip_local_port_range` the kernel never
+/// chooses, so only this process's own picks could meet, and a counter keeps those apart;
+/// above 20,000, clear of the fixed ports of what the tests run (Envoy Gateway's 18000-19001,
+/// the kubelet's and kube-proxy's 102xx).
 pub fn free_ports<const N: usize>() -> [u16; N] {
-    let held: Vec<TcpListener> = (0..N)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOW: u32 = 20_000;
+    let high = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .filter(|&h| h > LOW + 1_000)
+        .unwrap_or(32_768);
+    let span = high - LOW;
+    // Apart from another test binary's picks, as far as the span allows.
+    let start = std::process::id() * 997 % span;
+    let mut held: Vec<TcpListener> = Vec::with_capacity(N);
+    while held.len() < N {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(n < span, "no free port left below {high}");
+        let port = LOW + (start + n) % span;
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port as u16)) {
+            held.push(l);
+        }
+    }
     std::array::from_fn(|i| held[i].local_addr().unwrap().port())
 }
 
