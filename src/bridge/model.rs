@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 pub use super::runtime::FIELD_MANAGER;
+use super::runtime::Key;
 use super::runtime::crd::Crd;
 pub use crate::source::linkerd::carried::{Carried, Port};
 
@@ -267,7 +268,7 @@ impl ClusterExport {
 /// The exports read: by namespace and name of the service, and whose.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Exports {
-    pub by_service: BTreeMap<(String, String), Vec<ClusterExport>>,
+    pub by_service: BTreeMap<Key, Vec<ClusterExport>>,
     /// The Links (target cluster names) whose clusters' exports were listed: what Linkerd's
     /// objects say of those clusters adds no member (a cluster not in `by_service` does not
     /// export), they give only addresses.

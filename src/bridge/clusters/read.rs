@@ -319,7 +319,7 @@ pub(super) fn link_spec(l: &DynamicObject) -> Option<(Key, String, (String, Stri
         .pointer("/spec/clusterCredentialsSecret")
         .and_then(Value::as_str)
         .map_or_else(|| format!("cluster-credentials-{target}"), str::to_string);
-    Some(((ns.clone(), name), target, (ns, secret)))
+    Some((((&ns).into(), name.into()), target, (ns, secret)))
 }
 
 /// A client of the cluster whose credentials are in `secret` (key `kubeconfig`), and that

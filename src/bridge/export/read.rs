@@ -105,12 +105,12 @@ pub(super) fn keys_of_service(svc: &Service) -> Vec<Key> {
     let (Some(ns), Some(name)) = (&svc.metadata.namespace, &svc.metadata.name) else {
         return Vec::new();
     };
-    let mut keys = vec![(ns.clone(), name.clone())];
+    let mut keys: Vec<Key> = vec![(ns.into(), name.into())];
     if linkerd_wrote(svc) {
         keys.extend(
             services_named(ns, svc.annotations())
                 .into_iter()
-                .map(|n| (ns.clone(), n)),
+                .map(|n| (ns.into(), n.into())),
         );
         keys.sort();
         keys.dedup();

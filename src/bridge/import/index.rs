@@ -98,10 +98,10 @@ pub(super) fn keys_of_service(svc: &Service) -> Vec<Key> {
     };
     let mut keys: Vec<Key> = services_named(ns, svc.annotations())
         .into_iter()
-        .map(|n| (ns.clone(), n))
+        .map(|n| (ns.into(), n.into()))
         .collect();
     if keys.is_empty() {
-        keys.push((ns.clone(), object.clone()));
+        keys.push((ns.into(), object.into()));
     }
     keys
 }

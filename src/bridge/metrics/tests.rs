@@ -24,8 +24,8 @@ fn condition(kind: &'static str, status: Status) -> Condition {
 fn export_conditions_are_series_until_the_export_goes() {
     let m = BridgeMetrics::new();
     assert!(!scrape(&m).contains(CONDITION), "no family without exports");
-    let web = ("shop".to_string(), "web".to_string());
-    let odd = ("shop".to_string(), "a\"b\\c".to_string());
+    let web: Key = ("shop".into(), "web".into());
+    let odd: Key = ("shop".into(), "a\"b\\c".into());
     m.conditions(
         &web,
         &[

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::Key;
+use super::{Key, SmolStr};
 
 /// The objects of one kind that name each service, by object name (a superset: an entry is
 /// checked against the store when used). An object names services of its own namespace only
@@ -11,28 +11,28 @@ use super::Key;
 /// by name, not as a `(String, String)` key on each side (docs/performance.md has the cost).
 #[derive(Default)]
 pub(in crate::bridge) struct Index {
-    spaces: HashMap<Box<str>, Space>,
+    spaces: HashMap<SmolStr, Space>,
 }
 
 /// One namespace's part of an [`Index`].
 #[derive(Default)]
 struct Space {
     /// The objects that name each service.
-    by_service: HashMap<Box<str>, Names>,
+    by_service: HashMap<SmolStr, Names>,
     /// The services each object names.
-    of: HashMap<Box<str>, Names>,
+    of: HashMap<SmolStr, Names>,
 }
 
 /// A few names: nearly always one (a service's objects are its mirrors, a federated Service,
 /// its slices), kept without a list of its own.
 enum Names {
-    One(Box<str>),
-    Many(Vec<Box<str>>),
+    One(SmolStr),
+    Many(Vec<SmolStr>),
 }
 
 impl Names {
     fn iter(&self) -> impl Iterator<Item = &str> {
-        let (one, many): (Option<&str>, &[Box<str>]) = match self {
+        let (one, many): (Option<&str>, &[SmolStr]) = match self {
             Names::One(n) => (Some(n), &[]),
             Names::Many(v) => (None, v),
         };
@@ -75,7 +75,7 @@ impl Index {
             keys.iter().all(|k| k.0 == ns),
             "an object names services of its own namespace"
         );
-        let before = self.remove(&(ns.to_string(), name.to_string()));
+        let before = self.remove(&(ns.into(), name.into()));
         if keys.is_empty() {
             return before;
         }
@@ -102,17 +102,14 @@ impl Index {
     }
 
     /// `at` is gone; the keys it named.
-    pub(in crate::bridge) fn remove(&mut self, at: &(String, String)) -> Vec<Key> {
+    pub(in crate::bridge) fn remove(&mut self, at: &Key) -> Vec<Key> {
         let Some(space) = self.spaces.get_mut(at.0.as_str()) else {
             return Vec::new();
         };
         let Some(services) = space.of.remove(at.1.as_str()) else {
             return Vec::new();
         };
-        let keys: Vec<Key> = services
-            .iter()
-            .map(|s| (at.0.clone(), s.to_string()))
-            .collect();
+        let keys: Vec<Key> = services.iter().map(|s| (at.0.clone(), s.into())).collect();
         for (_, service) in &keys {
             if let Some(names) = space.by_service.get_mut(service.as_str())
                 && !names.take(&at.1)
@@ -143,7 +140,7 @@ impl Index {
             space
                 .by_service
                 .keys()
-                .map(move |s| (ns.to_string(), s.to_string()))
+                .map(move |s| (ns.clone(), s.clone()))
         })
     }
 }
@@ -156,7 +153,7 @@ impl Index {
 /// [`Store::pack`](super::store::Store::pack)): while the watches trail a burst of writes,
 /// every write they trail is held.
 pub(in crate::bridge) struct Written<K> {
-    map: std::sync::Mutex<HashMap<(String, String), Write>>,
+    map: std::sync::Mutex<HashMap<Key, Write>>,
     store: super::store::Store<K>,
 }
 
@@ -192,7 +189,7 @@ where
         name: &str,
         in_store: Option<std::sync::Arc<K>>,
     ) -> Option<std::sync::Arc<K>> {
-        let at = (ns.to_string(), name.to_string());
+        let at: Key = (ns.into(), name.into());
         let mut map = self.map.lock().expect("not poisoned");
         let Some(write) = map.get(&at) else {
             return in_store;
@@ -288,7 +285,7 @@ where
 
     /// `ns/name` was deleted: the store is right about it from now on.
     pub(in crate::bridge) fn forget(&self, ns: &str, name: &str) {
-        let at = (ns.to_string(), name.to_string());
+        let at: Key = (ns.into(), name.into());
         self.map.lock().expect("not poisoned").remove(&at);
     }
 }

@@ -16,8 +16,12 @@ use kube::runtime::watcher;
 use tokio::time::Instant;
 
 /// A namespace and a name: of a ServiceExport (and the Service it exports), or of a
-/// ServiceImport (and the service Linkerd's objects stand for).
-pub type Key = (String, String);
+/// ServiceImport (and the service Linkerd's objects stand for). Each part is kept inline up to
+/// 23 bytes, and shared past that: every store's table, index and queue holds a copy of each
+/// key, and a restart holds them all at once (docs/performance.md has what that cost).
+pub type Key = (SmolStr, SmolStr);
+
+pub use smol_str::SmolStr;
 
 /// The key of the object `meta` is of.
 pub(crate) fn key(meta: &kube::api::ObjectMeta) -> Key {
@@ -118,7 +122,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 pub(crate) fn service_of(object: &impl kube::Resource, label: &str) -> Option<Key> {
     let meta = object.meta();
     let svc = meta.labels.as_ref()?.get(label)?;
-    Some((meta.namespace.clone()?, svc.clone()))
+    Some((meta.namespace.as_deref()?.into(), svc.into()))
 }
 
 /// Sleeps until `at`, or for ever.

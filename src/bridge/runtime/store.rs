@@ -71,7 +71,7 @@ impl<K: kube::Resource + DeserializeOwned> Store<K> {
     /// The object `ns/name`, decoded.
     pub(crate) fn get(&self, ns: &str, name: &str) -> Option<Arc<K>> {
         let map = self.map.read().expect("not poisoned");
-        let e = map.get(&(ns.to_string(), name.to_string()))?;
+        let e = map.get(&(ns.into(), name.into()))?;
         Some(Arc::new(self.codec.unpack(&e.text)))
     }
 
@@ -406,7 +406,10 @@ impl<K: kube::Resource + Serialize + Clone> Writer<K> {
 
     fn entry(&self, o: &K) -> Option<(Key, Entry)> {
         let m = o.meta();
-        let key = (m.namespace.clone().unwrap_or_default(), m.name.clone()?);
+        let key = (
+            m.namespace.as_deref().unwrap_or_default().into(),
+            m.name.as_deref()?.into(),
+        );
         let marks = (self.marks)(o);
         let text = self.store.pack(o)?;
         Some((key, Entry { marks, text }))

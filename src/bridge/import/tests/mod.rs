@@ -15,7 +15,7 @@ use serde_json::json;
 /// finds them, [`super::index::keys_of_service`]) or that an export names, judged alone with
 /// the Services that name it.
 struct World {
-    imports: BTreeMap<(String, String), Import>,
+    imports: BTreeMap<Key, Import>,
     problems: Vec<Problem>,
 }
 
@@ -92,7 +92,7 @@ fn links(l: &[&str]) -> BTreeSet<String> {
     l.iter().map(|s| s.to_string()).collect()
 }
 
-fn key(name: &str) -> (String, String) {
+fn key(name: &str) -> Key {
     ("shop".into(), name.into())
 }
 

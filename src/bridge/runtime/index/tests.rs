@@ -110,7 +110,7 @@ fn a_held_write_is_let_go_when_the_watch_shows_the_store_past_it() {
     use super::super::store::{Codec, Writer, unmarked};
     use kube::runtime::watcher::Event;
     let mut store = Writer::new(unmarked, Codec::slices());
-    let key = ("shop".to_string(), "a".to_string());
+    let key = key("shop", "a");
     let w = Written::new(&store.reader());
     // Written over version 5, which the store still shows: held.
     store.apply(&Event::Apply(slice("a", "5")));

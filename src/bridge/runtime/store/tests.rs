@@ -138,7 +138,7 @@ fn each_kind_reads_back_what_was_stored() {
 fn a_relist_replaces_the_store_when_it_is_done_and_not_before() {
     let mut w = Writer::new(labelled, Codec::services());
     let store = w.reader();
-    let key = |name: &str| ("a".to_string(), name.to_string());
+    let key = |name: &str| -> Key { ("a".into(), name.into()) };
     w.apply(&watcher::Event::Apply(service("a", "old", "1")));
     w.apply(&watcher::Event::Apply(service("a", "same", "1")));
     assert!(w.apply(&watcher::Event::Init).is_empty());
@@ -177,7 +177,7 @@ fn a_relist_replaces_the_store_when_it_is_done_and_not_before() {
 fn apply_replaces_and_delete_removes() {
     let mut w = Writer::new(labelled, Codec::services());
     let store = w.reader();
-    let key = ("a".to_string(), "web".to_string());
+    let key: Key = ("a".into(), "web".into());
     let told = |was, now| {
         vec![Heard::Key {
             key: key.clone(),
@@ -221,7 +221,7 @@ fn texts_are_packed_against_the_first_objects_of_their_kind() {
         )));
     }
     let map = store.map.read().unwrap();
-    let packed = |i: usize| map[&("shop".to_string(), name(i))].text.clone();
+    let packed = |i: usize| map[&("shop".into(), name(i).into())].text.clone();
     // The first ones made the dictionary and are kept as they came; the later ones are
     // packed, against it, into a fraction of their text.
     assert!(packed(0).starts_with(b"{"));
@@ -296,7 +296,11 @@ fn a_kind_makes_a_new_dictionary_when_its_texts_stop_packing_well() {
     }
     assert_eq!(codec.packing.lock().unwrap().made, 2);
     let map = store.map.read().unwrap();
-    let packed = |i: usize| map[&("shop".to_string(), format!("web-{i}"))].text.clone();
+    let packed = |i: usize| {
+        map[&("shop".into(), format!("web-{i}").into())]
+            .text
+            .clone()
+    };
     let (early, late) = (packed(SAMPLES + 1), packed(n - 1));
     assert_eq!((early[0], late[0]), (0, 1), "each names its dictionary");
     assert!(
