@@ -270,6 +270,8 @@ impl Importer {
                     Err(kube::Error::Api(e)) if e.code == 409 => {
                         Some(Arc::new(api.get(&service).await?))
                     }
+                    // The namespace is being deleted, and the import with it: nothing to say.
+                    Err(kube::Error::Api(e)) if namespace_terminating(&e) => None,
                     Err(kube::Error::Api(e)) if REFUSED.contains(&e.code) => {
                         self.not_routed(said, key, &service, &e.message);
                         None
@@ -351,6 +353,15 @@ impl Importer {
 /// policy's, a validation's) rather than fail for now: said, not tried again at once.
 const REFUSED: [u16; 3] = [400, 403, 422];
 
+/// Whether the API server refused a create because its namespace is being deleted: its
+/// namespace lifecycle admission answers 403 with the cause `NamespaceTerminating`
+/// (k8s.io/apiserver v0.37.2 `pkg/admission/plugin/namespace/lifecycle/admission.go`), which
+/// is no policy against the bridge's Service.
+fn namespace_terminating(e: &kube::core::Status) -> bool {
+    let mut causes = e.details.iter().flat_map(|d| &d.causes);
+    e.code == 403 && causes.any(|c| c.reason == "NamespaceTerminating")
+}
+
 /// A delete of something already gone is done.
 fn absent_is_done<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
     match r {
@@ -367,3 +378,6 @@ fn route_stale(have: &EndpointSlice, want: &serde_json::Value) -> bool {
     let had = (have.metadata.labels.as_ref()).and_then(|l| l.get(LABEL_KUBERNETES_SERVICE_NAME));
     had.is_some_and(|h| want["metadata"]["labels"][LABEL_KUBERNETES_SERVICE_NAME] != h.as_str())
 }
+
+#[cfg(test)]
+mod tests;
